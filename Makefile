@@ -1,0 +1,35 @@
+# The two quick-start commands (`make demo`, `make test`) install everything they need themselves.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: venv test lint typecheck unit demo bench faults clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+lint: venv
+	$(BIN)/ruff check src tests dags
+	$(BIN)/ruff format --check src tests dags
+
+typecheck: venv
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest -q
+
+test: lint typecheck
+	$(BIN)/pytest -q -ra
+
+emulator: venv
+	$(BIN)/airflow-sm-prefs emulator --scenario gpu-shortage --port 8907
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache artifacts .demo

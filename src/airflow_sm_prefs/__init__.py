@@ -1,0 +1,34 @@
+"""airflow-sm-prefs: SageMaker training and processing with instance preference lists, for Apache Airflow.
+
+Kept import-light on purpose: DAG files import this package on every parse, so the operators are
+loaded lazily on first attribute access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.operators import (
+        SageMakerPreferenceProcessingOperator,
+        SageMakerPreferenceTrainingOperator,
+    )
+
+_LAZY = {
+    "SageMakerPreferenceTrainingOperator": "airflow_sm_prefs.operators",
+    "SageMakerPreferenceProcessingOperator": "airflow_sm_prefs.operators",
+    "InstancePreference": "airflow_sm_prefs.preferences",
+}
+
+__all__ = ["InstancePreference", "SageMakerPreferenceProcessingOperator", "SageMakerPreferenceTrainingOperator"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'airflow_sm_prefs' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,56 @@
+"""``airflow-sm-prefs`` command line: the emulator and demo helpers."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import signal
+import sys
+from pathlib import Path
+
+
+def _emulator(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs.emulator import EmulatorServer, ScenarioError, load
+
+    if not ipaddress.ip_address(args.host).is_loopback:
+        print(f"error: the emulator binds to loopback only, not {args.host}", file=sys.stderr)
+        return 2
+    try:
+        scenario = load(args.scenario)
+    except ScenarioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    server = EmulatorServer(scenario, host=args.host, port=args.port, state_file=args.state_file)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    print(f"SageMaker emulator ({scenario.name}, speed x{scenario.speed:g}) on {server.endpoint_url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="airflow-sm-prefs")
+    commands = parser.add_subparsers(dest="command", required=True)
+    emulator = commands.add_parser("emulator", help="serve the local SageMaker emulator")
+    emulator.add_argument("--scenario", default="ample", help="bundled scenario name or a YAML file")
+    emulator.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    emulator.add_argument("--port", type=int, default=8907, help="port (0 picks a free one)")
+    emulator.add_argument("--state-file", type=Path, default=None, help="keep jobs and clock across restarts")
+    emulator.add_argument("-v", "--verbose", action="store_true")
+    emulator.set_defaults(handler=_emulator)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO)
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

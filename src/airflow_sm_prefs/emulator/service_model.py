@@ -1,0 +1,163 @@
+"""Checks requests and responses against botocore's SageMaker service model.
+
+The emulator plays the service, so it checks everything the model declares (required members, types,
+enums, both ends of ranges and lengths, patterns), not only the subset botocore checks client-side.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from botocore.model import OperationModel, ServiceModel, Shape, StructureShape
+
+# Java regex classes used in the SageMaker model, spelled for Python's `re`.
+_JAVA_CLASSES = {
+    r"\p{Alnum}": "a-zA-Z0-9",
+    r"\p{L}": "a-zA-Z\u00c0-\uffff",
+    r"\p{Z}": " \u00a0\u2000-\u200a\u2028\u2029\u3000",
+    r"\p{N}": "0-9",
+}
+
+
+@functools.cache
+def service_model() -> ServiceModel:
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("sagemaker")
+
+
+def operation(name: str) -> OperationModel:
+    return service_model().operation_model(name)
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str] | None:
+    translated = pattern
+    for java, python in _JAVA_CLASSES.items():
+        translated = translated.replace(java, python)
+    try:
+        return re.compile(translated, re.DOTALL)
+    except re.error:
+        # A handful of model patterns use surrogate ranges Python cannot express; those are skipped.
+        return None
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
+    """Yield one message per constraint of ``shape`` that ``value`` breaks, naming the member path."""
+    kind = shape.type_name
+    meta = shape.metadata
+    if kind == "structure":
+        assert isinstance(shape, StructureShape)
+        if not isinstance(value, dict):
+            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a structure"
+            return
+        for required in shape.required_members:
+            if value.get(required) is None:
+                yield f"'{_join(path, required)}' is required but was not provided"
+        for key, member_value in value.items():
+            if key not in shape.members:
+                yield f"Unknown parameter '{_join(path, key)}'"
+                continue
+            yield from violations(shape.members[key], member_value, _join(path, key))
+        return
+    if kind == "list":
+        if not isinstance(value, list):
+            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a list"
+            return
+        yield from _length(meta, len(value), path, f"{len(value)} items")
+        for index, item in enumerate(value):
+            yield from violations(shape.member, item, f"{path}[{index}]")  # type: ignore[attr-defined]
+        return
+    if kind == "map":
+        if not isinstance(value, dict):
+            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a map"
+            return
+        yield from _length(meta, len(value), path, f"{len(value)} entries")
+        for key, item in value.items():
+            yield from violations(shape.key, key, f"{path}.key")  # type: ignore[attr-defined]
+            yield from violations(shape.value, item, f"{path}[{key}]")  # type: ignore[attr-defined]
+        return
+    if kind == "string":
+        if not isinstance(value, str):
+            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a string"
+            return
+        yield from _length(meta, len(value), path, repr(value))
+        if shape.enum and value not in shape.enum:
+            yield (
+                f"Value {value!r} at '{path}' failed to satisfy constraint: "
+                f"Member must satisfy enum value set ({len(shape.enum)} values)"
+            )
+        pattern = meta.get("pattern")
+        if pattern and (compiled := _compiled(pattern)) is not None and not compiled.fullmatch(value):
+            yield (
+                f"Value {_describe(value)} at '{path}' failed to satisfy constraint: "
+                f"Member must satisfy regular expression pattern: {pattern}"
+            )
+        return
+    if kind in ("integer", "long"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be an integer"
+            return
+        if "min" in meta and value < meta["min"]:
+            yield (
+                f"Value {value} at '{path}' failed to satisfy constraint: "
+                f"Member must have value greater than or equal to {meta['min']}"
+            )
+        if "max" in meta and value > meta["max"]:
+            yield (
+                f"Value {value} at '{path}' failed to satisfy constraint: "
+                f"Member must have value less than or equal to {meta['max']}"
+            )
+        return
+    if kind in ("float", "double"):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a number"
+        return
+    if kind == "boolean":
+        if not isinstance(value, bool):
+            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a boolean"
+        return
+    if kind == "timestamp":
+        if isinstance(value, bool) or not isinstance(value, int | float | str | dt.datetime):
+            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a timestamp"
+        return
+
+
+def _length(meta: dict[str, Any], length: int, path: str, shown: str) -> Iterator[str]:
+    if "min" in meta and length < meta["min"]:
+        yield (
+            f"Value {shown} at '{path}' failed to satisfy constraint: "
+            f"Member must have length greater than or equal to {meta['min']}"
+        )
+    if "max" in meta and length > meta["max"]:
+        yield (
+            f"Value {shown} at '{path}' failed to satisfy constraint: "
+            f"Member must have length less than or equal to {meta['max']}"
+        )
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def request_violations(operation_name: str, request: dict[str, Any]) -> list[str]:
+    shape = operation(operation_name).input_shape
+    return list(violations(shape, request, "")) if shape is not None else []
+
+
+def response_violations(operation_name: str, response: dict[str, Any]) -> list[str]:
+    shape = operation(operation_name).output_shape
+    return list(violations(shape, response, "")) if shape is not None else []
+
+
+def enum_values(shape_name: str) -> list[str]:
+    return list(service_model().shape_for(shape_name).enum)
