@@ -16,8 +16,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: venv
-	$(BIN)/ruff check src tests dags
-	$(BIN)/ruff format --check src tests dags
+	$(BIN)/ruff check src tests dags benchmarks
+	$(BIN)/ruff format --check src tests dags benchmarks
 
 typecheck: venv
 	$(BIN)/mypy

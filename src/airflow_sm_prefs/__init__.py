@@ -22,7 +22,11 @@ _LAZY = {
     "InstancePreference": "airflow_sm_prefs.preferences",
 }
 
-__all__ = ["InstancePreference", "SageMakerPreferenceProcessingOperator", "SageMakerPreferenceTrainingOperator"]
+__all__ = [
+    "InstancePreference",
+    "SageMakerPreferenceProcessingOperator",
+    "SageMakerPreferenceTrainingOperator",
+]
 
 
 def __getattr__(name: str) -> Any:

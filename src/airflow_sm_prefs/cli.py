@@ -23,7 +23,10 @@ def _emulator(args: argparse.Namespace) -> int:
         return 2
     server = EmulatorServer(scenario, host=args.host, port=args.port, state_file=args.state_file)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    print(f"SageMaker emulator ({scenario.name}, speed x{scenario.speed:g}) on {server.endpoint_url}", flush=True)
+    print(
+        f"SageMaker emulator ({scenario.name}, speed x{scenario.speed:g}) on {server.endpoint_url}",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

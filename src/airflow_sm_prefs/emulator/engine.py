@@ -206,22 +206,33 @@ class Engine:
 
     def _select(self, job: Job, candidate: Candidate, at: float) -> None:
         job.pending = False
-        job.selected = {"rank": candidate.rank, "instance_type": candidate.instance_type, "count": candidate.count,
-                        "plan_arn": candidate.plan_arn}
+        job.selected = {
+            "rank": candidate.rank,
+            "instance_type": candidate.instance_type,
+            "count": candidate.count,
+            "plan_arn": candidate.plan_arn,
+        }
         if candidate.plan_arn is not None:
             self.plan_used[candidate.plan_arn] += candidate.count
         else:
             self.held[candidate.instance_type] += candidate.count
         scenario = self.scenario
-        self._transition(job, at, "Starting", f"Launching {candidate.count} x {candidate.instance_type} "
-                         f"(preference #{candidate.rank + 1}).")
+        self._transition(
+            job,
+            at,
+            "Starting",
+            f"Launching {candidate.count} x {candidate.instance_type} (preference #{candidate.rank + 1}).",
+        )
         started = at + scenario.startup_seconds
         self._push(started, "started", [job.key, job.epoch])
         if job.kind == TRAINING:
             training = started + scenario.download_seconds
             uploading = training + scenario.runtime_for(candidate.instance_type)
-            self._push(training, "phase", [job.key, job.epoch, "Training", "Training image download completed. "
-                                                                             "Training in progress."])
+            self._push(
+                training,
+                "phase",
+                [job.key, job.epoch, "Training", "Training image download completed. Training in progress."],
+            )
             self._push(uploading, "phase", [job.key, job.epoch, "Uploading", "Uploading generated training model"])
             self._push(uploading + scenario.upload_seconds, "finished", [job.key, job.epoch])
             limit = (job.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
@@ -263,8 +274,13 @@ class Engine:
         self._transition(job, at, secondary, message)
 
     def _on_finished(self, job: Job, at: float) -> None:
-        self._end(job, at, "Completed", "Completed", "Training job completed" if job.kind == TRAINING
-                  else "Processing job completed")
+        self._end(
+            job,
+            at,
+            "Completed",
+            "Completed",
+            "Training job completed" if job.kind == TRAINING else "Processing job completed",
+        )
 
     def _on_failed(self, job: Job, at: float, reason: str) -> None:
         self._end(job, at, "Failed", "Failed", f"Training job failed. Reason: {reason}", reason)
@@ -279,14 +295,21 @@ class Engine:
             return
         waited = int(at - job.created)
         types = ", ".join(c["instance_type"] for c in job.candidates)
-        reason = (f"CapacityError: No capacity became available for any preferred instance type ({types}) within "
-                  f"MaxPendingTimeInSeconds ({waited} seconds pending).")
+        reason = (
+            f"CapacityError: No capacity became available for any preferred instance type ({types}) within "
+            f"MaxPendingTimeInSeconds ({waited} seconds pending)."
+        )
         status = self.scenario.behaviour.pending_timeout_status
         self._end(job, at, status, status, reason, reason)
 
     def _on_stop_complete(self, job: Job, at: float) -> None:
-        self._end(job, at, "Stopped", "Stopped", "Training job stopped" if job.kind == TRAINING
-                  else "Processing job stopped")
+        self._end(
+            job,
+            at,
+            "Stopped",
+            "Stopped",
+            "Training job stopped" if job.kind == TRAINING else "Processing job stopped",
+        )
 
     # -- API operations -----------------------------------------------------------------------------------
 
@@ -318,9 +341,18 @@ class Engine:
             service_rules.check_quotas(candidates, self.in_use(kind), scenario, kind)
             self.seq += 1
             arn = f"arn:aws:sagemaker:{scenario.region}:{scenario.account_id}:{kind}-job/{name.lower()}"
-            job = Job(kind=kind, name=name, arn=arn, request=copy.deepcopy(request),
-                      candidates=[dataclasses.asdict(c) for c in candidates], uses_preferences=uses_preferences,
-                      created=now, seq=self.seq, last_modified=now, tags=list(request.get("Tags") or []))
+            job = Job(
+                kind=kind,
+                name=name,
+                arn=arn,
+                request=copy.deepcopy(request),
+                candidates=[dataclasses.asdict(c) for c in candidates],
+                uses_preferences=uses_preferences,
+                created=now,
+                seq=self.seq,
+                last_modified=now,
+                tags=list(request.get("Tags") or []),
+            )
             self.jobs[key] = job
             if not self._try_place(job, now):
                 self._queue_or_fail(job, now)
@@ -337,8 +369,14 @@ class Engine:
             waits = rule == "wait" or (rule == "accelerated-waits" and job.accelerated)
         if not waits:
             job.selected = None
-            self._end(job, now, "Failed", "Failed", CAPACITY_ERROR.format(types=types),
-                      CAPACITY_ERROR.format(types=types))
+            self._end(
+                job,
+                now,
+                "Failed",
+                "Failed",
+                CAPACITY_ERROR.format(types=types),
+                CAPACITY_ERROR.format(types=types),
+            )
             return
         job.pending = True
         self._transition(job, now, "Pending", WAITING_MESSAGE.format(types=types))
@@ -352,8 +390,11 @@ class Engine:
     def _get(self, kind: str, name: str) -> Job:
         job = self.jobs.get(job_key(kind, name))
         if job is None:
-            message = ("Requested resource not found." if kind == TRAINING
-                       else f"Could not find requested job with name {name}")
+            message = (
+                "Requested resource not found."
+                if kind == TRAINING
+                else f"Could not find requested job with name {name}"
+            )
             raise invalid(message)
         return job
 
@@ -361,7 +402,9 @@ class Engine:
         with self.lock:
             self.advance()
             job = self._get(kind, name)
-            return describe_training(job, self.scenario) if kind == TRAINING else describe_processing(job, self.scenario)
+            return (
+                describe_training(job, self.scenario) if kind == TRAINING else describe_processing(job, self.scenario)
+            )
 
     def stop(self, kind: str, name: str) -> None:
         with self.lock:
@@ -381,7 +424,7 @@ class Engine:
             self._push(now + delay, "stop_complete", [job.key, job.epoch])
             self.version += 1
 
-    def list(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:
+    def list_jobs(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:
         operation = "ListTrainingJobs" if kind == TRAINING else "ListProcessingJobs"
         problems = service_model.request_violations(operation, request)
         if problems:
@@ -391,12 +434,14 @@ class Engine:
             jobs = [j for j in self.jobs.values() if j.kind == kind and _matches(j, request)]
             sort_by = request.get("SortBy", "CreationTime")
             sort_key: Callable[[Job], Any] = {
-                "Name": lambda j: j.name, "Status": lambda j: j.status, "CreationTime": lambda j: (j.created, j.seq)
+                "Name": lambda j: j.name,
+                "Status": lambda j: j.status,
+                "CreationTime": lambda j: (j.created, j.seq),
             }[sort_by]
             jobs.sort(key=sort_key, reverse=request.get("SortOrder", "Ascending") == "Descending")
             offset = _decode_token(request.get("NextToken"))
             limit = request.get("MaxResults", 10)
-            page = jobs[offset:offset + limit]
+            page = jobs[offset : offset + limit]
             # Documented quirk: with StatusEquals the service takes MaxResults jobs first, then filters them.
             status = request.get("StatusEquals")
             summaries = [summarize(j) for j in page if status is None or j.status == status]
@@ -449,10 +494,18 @@ class Engine:
             self.advance()
             return [
                 {
-                    "kind": j.kind, "name": j.name, "arn": j.arn, "status": j.status, "secondary_status": j.secondary,
-                    "created": j.created, "last_modified": j.last_modified, "selected": j.selected,
-                    "pending": j.pending, "tags": {t["Key"]: t["Value"] for t in j.tags},
-                    "preferences": j.candidates, "failure_reason": j.failure_reason,
+                    "kind": j.kind,
+                    "name": j.name,
+                    "arn": j.arn,
+                    "status": j.status,
+                    "secondary_status": j.secondary,
+                    "created": j.created,
+                    "last_modified": j.last_modified,
+                    "selected": j.selected,
+                    "pending": j.pending,
+                    "tags": {t["Key"]: t["Value"] for t in j.tags},
+                    "preferences": j.candidates,
+                    "failure_reason": j.failure_reason,
                 }
                 for j in sorted(self.jobs.values(), key=lambda j: (j.created, j.seq))
             ]
@@ -462,8 +515,12 @@ def _matches(job: Job, request: dict[str, Any]) -> bool:
     name_contains = request.get("NameContains")
     if name_contains and name_contains.lower() not in job.name.lower():
         return False
-    bounds = (("CreationTimeAfter", job.created, 1), ("CreationTimeBefore", job.created, -1),
-              ("LastModifiedTimeAfter", job.last_modified, 1), ("LastModifiedTimeBefore", job.last_modified, -1))
+    bounds = (
+        ("CreationTimeAfter", job.created, 1),
+        ("CreationTimeBefore", job.created, -1),
+        ("LastModifiedTimeAfter", job.last_modified, 1),
+        ("LastModifiedTimeBefore", job.last_modified, -1),
+    )
     for key, value, direction in bounds:
         if key in request:
             limit = float(request[key])
@@ -502,17 +559,19 @@ def describe_training(job: Job, scenario: Scenario) -> dict[str, Any]:
     body = _echo(job, "DescribeTrainingJob")
     body.pop("Tags", None)
     output = job.request["OutputDataConfig"]["S3OutputPath"].rstrip("/")
-    body.update({
-        "TrainingJobName": job.name,
-        "TrainingJobArn": job.arn,
-        "ModelArtifacts": {"S3ModelArtifacts": f"{output}/{job.name}/output/model.tar.gz"},
-        "TrainingJobStatus": job.status,
-        "SecondaryStatus": job.secondary or "Starting",
-        "StoppingCondition": body.get("StoppingCondition") or {"MaxRuntimeInSeconds": 86400},
-        "CreationTime": job.created,
-        "LastModifiedTime": job.last_modified,
-        "SecondaryStatusTransitions": copy.deepcopy(job.transitions),
-    })
+    body.update(
+        {
+            "TrainingJobName": job.name,
+            "TrainingJobArn": job.arn,
+            "ModelArtifacts": {"S3ModelArtifacts": f"{output}/{job.name}/output/model.tar.gz"},
+            "TrainingJobStatus": job.status,
+            "SecondaryStatus": job.secondary or "Starting",
+            "StoppingCondition": body.get("StoppingCondition") or {"MaxRuntimeInSeconds": 86400},
+            "CreationTime": job.created,
+            "LastModifiedTime": job.last_modified,
+            "SecondaryStatusTransitions": copy.deepcopy(job.transitions),
+        }
+    )
     _selected_fields(job, body["ResourceConfig"], scenario)
     if job.start_time is not None:
         body["TrainingStartTime"] = job.start_time
@@ -529,13 +588,15 @@ def describe_training(job: Job, scenario: Scenario) -> dict[str, Any]:
 
 def describe_processing(job: Job, scenario: Scenario) -> dict[str, Any]:
     body = _echo(job, "DescribeProcessingJob")
-    body.update({
-        "ProcessingJobName": job.name,
-        "ProcessingJobArn": job.arn,
-        "ProcessingJobStatus": job.status,
-        "CreationTime": job.created,
-        "LastModifiedTime": job.last_modified,
-    })
+    body.update(
+        {
+            "ProcessingJobName": job.name,
+            "ProcessingJobArn": job.arn,
+            "ProcessingJobStatus": job.status,
+            "CreationTime": job.created,
+            "LastModifiedTime": job.last_modified,
+        }
+    )
     _selected_fields(job, body["ProcessingResources"]["ClusterConfig"], scenario)
     if job.start_time is not None:
         body["ProcessingStartTime"] = job.start_time
@@ -551,16 +612,22 @@ def describe_processing(job: Job, scenario: Scenario) -> dict[str, Any]:
 def summarize(job: Job) -> dict[str, Any]:
     if job.kind == TRAINING:
         summary: dict[str, Any] = {
-            "TrainingJobName": job.name, "TrainingJobArn": job.arn, "CreationTime": job.created,
-            "LastModifiedTime": job.last_modified, "TrainingJobStatus": job.status,
+            "TrainingJobName": job.name,
+            "TrainingJobArn": job.arn,
+            "CreationTime": job.created,
+            "LastModifiedTime": job.last_modified,
+            "TrainingJobStatus": job.status,
             "SecondaryStatus": job.secondary or "Starting",
         }
         if job.end_time is not None:
             summary["TrainingEndTime"] = job.end_time
         return summary
     summary = {
-        "ProcessingJobName": job.name, "ProcessingJobArn": job.arn, "CreationTime": job.created,
-        "LastModifiedTime": job.last_modified, "ProcessingJobStatus": job.status,
+        "ProcessingJobName": job.name,
+        "ProcessingJobArn": job.arn,
+        "CreationTime": job.created,
+        "LastModifiedTime": job.last_modified,
+        "ProcessingJobStatus": job.status,
     }
     if job.end_time is not None:
         summary["ProcessingEndTime"] = job.end_time

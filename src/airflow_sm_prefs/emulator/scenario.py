@@ -13,7 +13,14 @@ from typing import Any
 
 import yaml
 
-BUNDLED = ("ample", "gpu-shortage", "all-busy-then-free", "quota-short", "incompatible-fallback", "reserved-first")
+BUNDLED = (
+    "ample",
+    "gpu-shortage",
+    "all-busy-then-free",
+    "quota-short",
+    "incompatible-fallback",
+    "reserved-first",
+)
 
 
 class ScenarioError(ValueError):
@@ -155,9 +162,7 @@ def _check(scenario: Scenario, where: str) -> None:
     if behaviour.pending_timeout_status not in ("Stopped", "Failed"):
         raise ScenarioError(f"{where}.behaviour.pending_timeout_status must be Stopped or Failed")
     if behaviour.processing_without_capacity not in ("accelerated-waits", "wait", "fail"):
-        raise ScenarioError(
-            f"{where}.behaviour.processing_without_capacity must be accelerated-waits, wait or fail"
-        )
+        raise ScenarioError(f"{where}.behaviour.processing_without_capacity must be accelerated-waits, wait or fail")
 
 
 def load(name_or_path: str) -> Scenario:

@@ -102,7 +102,7 @@ class Emulator:
                 self.engine.stop(kind, name)
                 result = {}
         else:
-            result = self.engine.list(kind, request)
+            result = self.engine.list_jobs(kind, request)
         self.save()
         return result
 
@@ -119,7 +119,7 @@ class Emulator:
     # -- control surface ----------------------------------------------------------------------------------
 
     def control(self, method: str, path: str, body: dict[str, Any]) -> Any:
-        route = path[len(CONTROL_PREFIX):].strip("/")
+        route = path[len(CONTROL_PREFIX) :].strip("/")
         engine = self.engine
         if method == "GET" and route == "health":
             return {"ok": True, "virtual_time": engine.clock.now(), "scenario": engine.scenario.name}
@@ -183,8 +183,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _control(self, method: str) -> None:
         if not self._is_loopback():
-            self._reply(HTTPStatus.FORBIDDEN, {"error": "the control surface answers loopback clients only"},
-                        "application/json")
+            self._reply(
+                HTTPStatus.FORBIDDEN,
+                {"error": "the control surface answers loopback clients only"},
+                "application/json",
+            )
             return
         try:
             result = self.server.emulator.control(method, self.path.split("?", 1)[0], self._body())
@@ -200,8 +203,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.startswith(CONTROL_PREFIX):
             self._control("GET")
         else:
-            self._reply(HTTPStatus.NOT_FOUND, {"error": "the emulator serves the SageMaker API at POST /"},
-                        "application/json")
+            self._reply(
+                HTTPStatus.NOT_FOUND,
+                {"error": "the emulator serves the SageMaker API at POST /"},
+                "application/json",
+            )
 
     def do_POST(self) -> None:
         if self.path.startswith(CONTROL_PREFIX):
@@ -215,8 +221,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(400, {"__type": "SerializationException", "message": "Request body is not valid JSON"})
             return
         if prefix != "SageMaker" or not operation:
-            self._reply(400, {"__type": "UnknownOperationException",
-                              "message": f"Missing or foreign X-Amz-Target {target!r}; expected SageMaker.<Op>"})
+            self._reply(
+                400,
+                {
+                    "__type": "UnknownOperationException",
+                    "message": f"Missing or foreign X-Amz-Target {target!r}; expected SageMaker.<Op>",
+                },
+            )
             return
         try:
             result = self.server.emulator.call(operation, request)
@@ -243,8 +254,9 @@ class _Server(ThreadingHTTPServer):
 class EmulatorServer:
     """An emulator bound to a port; ``start()`` serves from a background thread (used by tests)."""
 
-    def __init__(self, scenario: Scenario, host: str = "127.0.0.1", port: int = 0,
-                 state_file: Path | None = None) -> None:
+    def __init__(
+        self, scenario: Scenario, host: str = "127.0.0.1", port: int = 0, state_file: Path | None = None
+    ) -> None:
         self.emulator = Emulator(scenario, state_file)
         self._server = _Server((host, port), self.emulator)
         self._thread: threading.Thread | None = None
@@ -256,14 +268,16 @@ class EmulatorServer:
     @property
     def endpoint_url(self) -> str:
         host = self._server.server_address[0]
-        return f"http://{host}:{self.port}"
+        return f"http://{host.decode() if isinstance(host, bytes) else host}:{self.port}"
 
     @property
     def engine(self) -> Engine:
         return self.emulator.engine
 
     def start(self) -> EmulatorServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="sm-emulator", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="sm-emulator", daemon=True
+        )
         self._thread.start()
         return self
 

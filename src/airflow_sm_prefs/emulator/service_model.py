@@ -91,10 +91,11 @@ def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
             yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a string"
             return
         yield from _length(meta, len(value), path, repr(value))
-        if shape.enum and value not in shape.enum:
+        enum: list[str] = getattr(shape, "enum", [])
+        if enum and value not in enum:
             yield (
                 f"Value {value!r} at '{path}' failed to satisfy constraint: "
-                f"Member must satisfy enum value set ({len(shape.enum)} values)"
+                f"Member must satisfy enum value set ({len(enum)} values)"
             )
         pattern = meta.get("pattern")
         if pattern and (compiled := _compiled(pattern)) is not None and not compiled.fullmatch(value):
@@ -160,4 +161,4 @@ def response_violations(operation_name: str, response: dict[str, Any]) -> list[s
 
 
 def enum_values(shape_name: str) -> list[str]:
-    return list(service_model().shape_for(shape_name).enum)
+    return list(getattr(service_model().shape_for(shape_name), "enum", []))

@@ -68,9 +68,15 @@ def training_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[li
         plan = resources.get("TrainingPlanArn")
         return [Candidate(0, instance_type, count, plan)], False
 
-    for exclusive, rule in (("InstanceType", "R6"), ("InstanceGroups", "R7"), ("InstancePlacementConfig", "R8")):
+    for exclusive, rule in (
+        ("InstanceType", "R6"),
+        ("InstanceGroups", "R7"),
+        ("InstancePlacementConfig", "R8"),
+    ):
         if resources.get(exclusive) is not None:
-            raise invalid(f"ResourceConfig.{exclusive} and ResourceConfig.InstancePreferences are mutually exclusive ({rule}).")
+            raise invalid(
+                f"ResourceConfig.{exclusive} and ResourceConfig.InstancePreferences are mutually exclusive ({rule})."
+            )
     if request.get("EnableManagedSpotTraining"):
         raise invalid("InstancePreferences cannot be used with EnableManagedSpotTraining=true (R9/R10).")
     _check_list_shape(preferences, "ResourceConfig.InstancePreferences", resources.get("InstanceCount"), scenario)
@@ -131,7 +137,12 @@ def processing_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[
         raise invalid(
             "ProcessingResources.ClusterConfig.InstanceType and InstancePreferences are mutually exclusive (P8)."
         )
-    _check_list_shape(preferences, "ProcessingResources.ClusterConfig.InstancePreferences", cluster.get("InstanceCount"), scenario)
+    _check_list_shape(
+        preferences,
+        "ProcessingResources.ClusterConfig.InstancePreferences",
+        cluster.get("InstanceCount"),
+        scenario,
+    )
     uniform = cluster.get("InstanceCount")
     return [
         Candidate(rank, p["InstanceType"], p.get("InstanceCount", uniform), None) for rank, p in enumerate(preferences)
@@ -160,7 +171,9 @@ def _check_list_shape(preferences: list[dict[str, Any]], path: str, uniform: int
         )
     if with_count and len(with_count) != len(preferences):
         missing = next(i for i in range(len(preferences)) if i not in with_count)
-        raise invalid(f"{path}[{missing}].InstanceCount is missing; set InstanceCount on every preference or on none (R4b/P5).")
+        raise invalid(
+            f"{path}[{missing}].InstanceCount is missing; set InstanceCount on every preference or on none (R4b/P5)."
+        )
     if not with_count and uniform is None:
         raise invalid(f"InstanceCount must be set at the job level or on every entry of {path} (R4d/P5).")
     if uniform is not None:
@@ -199,9 +212,7 @@ def check_algorithm(image: str | None, candidates: list[Candidate], scenario: Sc
                 )
 
 
-def check_quotas(
-    candidates: list[Candidate], in_use: dict[str, int], scenario: Scenario, usage: str
-) -> None:
+def check_quotas(candidates: list[Candidate], in_use: dict[str, int], scenario: Scenario, usage: str) -> None:
     """R17/P12: the quota of *every* listed type must cover its count, even if an earlier type would fit."""
     for candidate in candidates:
         quota = scenario.quota_for(candidate.instance_type)

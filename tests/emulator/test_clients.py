@@ -1,0 +1,111 @@
+"""The emulator through every client users will point at it: aiobotocore, the AWS CLI, the amazon provider."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import CREDENTIALS, GPU_PAIR, training_request
+
+pytestmark = pytest.mark.emulator
+
+
+async def test_aiobotocore_creates_describes_and_stops(start_emulator):
+    from aiobotocore.session import get_session
+
+    server = start_emulator("gpu-shortage")
+    async with get_session().create_client("sagemaker", endpoint_url=server.endpoint_url, **CREDENTIALS) as client:
+        await client.create_training_job(**training_request("async-job", GPU_PAIR))
+        description = await client.describe_training_job(TrainingJobName="async-job")
+        assert description["ResourceConfig"]["SelectedInstanceType"] == "ml.p4d.24xlarge"
+        await client.stop_training_job(TrainingJobName="async-job")
+        listed = await client.list_training_jobs(StatusEquals="Stopping")
+        assert [s["TrainingJobName"] for s in listed["TrainingJobSummaries"]] == ["async-job"]
+
+
+def _cli_env() -> dict[str, str]:
+    import botocore
+
+    # awscli 1.x vendors an older botocore whose SageMaker model predates InstancePreferences; botocore's
+    # AWS_DATA_PATH makes the unmodified CLI load the newer model installed beside it.
+    models = os.path.join(os.path.dirname(botocore.__file__), "data")
+    return {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_DATA_PATH": models,
+    }
+
+
+def _aws(server, *args: str) -> dict:
+    env = _cli_env()
+    command = [
+        sys.executable,
+        "-m",
+        "awscli",
+        "sagemaker",
+        *args,
+        "--endpoint-url",
+        server.endpoint_url,
+        "--output",
+        "json",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout) if result.stdout.strip() else {}
+
+
+def test_aws_cli_creates_and_describes(start_emulator, tmp_path):
+    server = start_emulator("gpu-shortage")
+    request = tmp_path / "job.json"
+    request.write_text(json.dumps(training_request("cli-job", GPU_PAIR)))
+    created = _aws(server, "create-training-job", "--cli-input-json", f"file://{request}")
+    assert created["TrainingJobArn"].endswith("training-job/cli-job")
+    described = _aws(server, "describe-training-job", "--training-job-name", "cli-job")
+    assert described["ResourceConfig"]["SelectedInstanceType"] == "ml.p4d.24xlarge"
+
+
+def test_aws_cli_shows_service_errors(start_emulator):
+    server = start_emulator()
+    env = _cli_env()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "awscli",
+            "sagemaker",
+            "describe-training-job",
+            "--training-job-name",
+            "missing",
+            "--endpoint-url",
+            server.endpoint_url,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "ValidationException" in result.stderr
+
+
+def test_amazon_provider_hook_creates_and_describes(start_emulator, monkeypatch):
+    from airflow.providers.amazon.aws.hooks.sagemaker import SageMakerHook
+
+    server = start_emulator("gpu-shortage")
+    extra = json.dumps({"endpoint_url": server.endpoint_url, "region_name": "us-east-1"})
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SM_EMULATOR",
+        json.dumps({"conn_type": "aws", "login": "testing", "password": "testing", "extra": json.loads(extra)}),
+    )
+    hook = SageMakerHook(aws_conn_id="sm_emulator")
+    hook.create_training_job(training_request("hook-job", GPU_PAIR), wait_for_completion=False, print_log=False)
+    description = hook.describe_training_job("hook-job")
+    assert description["ResourceConfig"]["SelectedInstanceType"] == "ml.p4d.24xlarge"

@@ -1,0 +1,329 @@
+"""Capacity, queueing and lifecycle behaviour of the emulator, driven with unmodified boto3 over HTTP."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from botocore.exceptions import ClientError
+
+from airflow_sm_prefs.emulator import service_model
+from tests.helpers import GPU_PAIR, boto_client, control, processing_request, training_request
+
+pytestmark = pytest.mark.emulator
+
+
+def _resources(description: dict) -> dict:
+    return description["ResourceConfig"]
+
+
+def test_gpu_shortage_selects_second_preference(start_emulator):
+    server = start_emulator("gpu-shortage")
+    client = boto_client(server.endpoint_url)
+    client.create_training_job(**training_request("fallback", GPU_PAIR))
+    description = client.describe_training_job(TrainingJobName="fallback")
+    assert _resources(description)["SelectedInstanceType"] == "ml.p4d.24xlarge"
+    assert _resources(description)["SelectedInstanceCount"] == 2  # the per-preference count, not the first one's
+    assert "InstanceType" not in _resources(description)
+    assert description["SecondaryStatus"] == "Starting"
+
+
+def test_uniform_count_applies_to_selected_type(start_emulator):
+    server = start_emulator("gpu-shortage")
+    client = boto_client(server.endpoint_url)
+    preferences = [{"InstanceType": "ml.p5.48xlarge"}, {"InstanceType": "ml.g5.48xlarge"}]
+    client.create_training_job(**training_request("uniform", preferences, InstanceCount=3))
+    resources = _resources(client.describe_training_job(TrainingJobName="uniform"))
+    assert (resources["SelectedInstanceType"], resources["SelectedInstanceCount"]) == ("ml.g5.48xlarge", 3)
+
+
+def test_job_completes_with_billing_and_transitions(start_emulator):
+    server = start_emulator("ample")
+    client = boto_client(server.endpoint_url)
+    client.create_training_job(**training_request("done", GPU_PAIR))
+    control(server.endpoint_url, "advance", {"seconds": 10_000})
+    description = client.describe_training_job(TrainingJobName="done")
+    assert description["TrainingJobStatus"] == "Completed"
+    assert [t["Status"] for t in description["SecondaryStatusTransitions"]] == [
+        "Starting",
+        "Downloading",
+        "Training",
+        "Uploading",
+        "Completed",
+    ]
+    elapsed = (description["TrainingEndTime"] - description["TrainingStartTime"]).total_seconds()
+    assert description["BillableTimeInSeconds"] == pytest.approx(elapsed, abs=1)
+    assert description["ModelArtifacts"]["S3ModelArtifacts"].endswith("/done/output/model.tar.gz")
+
+
+def test_queued_job_starts_on_highest_ranked_type_when_capacity_appears(start_emulator):
+    server = start_emulator("all-busy-then-free")
+    client = boto_client(server.endpoint_url)
+    preferences = [
+        {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
+        {"InstanceType": "ml.g6.12xlarge", "InstanceCount": 1},
+    ]
+    client.create_training_job(**training_request("queued", preferences))
+    waiting = client.describe_training_job(TrainingJobName="queued")
+    assert (waiting["TrainingJobStatus"], waiting["SecondaryStatus"]) == ("InProgress", "Pending")
+    assert "SelectedInstanceType" not in _resources(waiting)
+    control(server.endpoint_url, "advance", {"seconds": 601})  # the scenario frees both types at t=600
+    started = client.describe_training_job(TrainingJobName="queued")
+    assert _resources(started)["SelectedInstanceType"] == "ml.p5.48xlarge"
+    assert started["SecondaryStatus"] in ("Starting", "Downloading")
+
+
+def test_queue_is_served_oldest_first(start_emulator):
+    server = start_emulator("all-busy-then-free")
+    client = boto_client(server.endpoint_url)
+    only_p5 = [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 3}]
+    client.create_training_job(**training_request("first", only_p5))
+    client.create_training_job(**training_request("second", only_p5))
+    control(server.endpoint_url, "capacity", {"ml.p5.48xlarge": 3})
+    assert "SelectedInstanceType" in _resources(client.describe_training_job(TrainingJobName="first"))
+    assert client.describe_training_job(TrainingJobName="second")["SecondaryStatus"] == "Pending"
+
+
+def test_pending_timeout_stops_job_without_selection(start_emulator):
+    server = start_emulator("all-busy-then-free")
+    client = boto_client(server.endpoint_url)
+    request = training_request("patience", [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}])
+    request["StoppingCondition"]["MaxPendingTimeInSeconds"] = 1800
+    client.create_training_job(**request)
+    control(server.endpoint_url, "advance", {"seconds": 1801})
+    description = client.describe_training_job(TrainingJobName="patience")
+    assert description["TrainingJobStatus"] == "Stopped"
+    assert "MaxPendingTimeInSeconds" in description["FailureReason"]
+    assert "SelectedInstanceType" not in _resources(description)
+    assert "BillableTimeInSeconds" not in description
+
+
+def test_cpu_only_list_without_capacity_fails_with_capacity_error(start_emulator):
+    server = start_emulator("ample")
+    control(server.endpoint_url, "capacity", {"ml.m5.xlarge": 0, "ml.c5.xlarge": 0})
+    client = boto_client(server.endpoint_url)
+    cpu = [
+        {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1},
+        {"InstanceType": "ml.c5.xlarge", "InstanceCount": 1},
+    ]
+    client.create_training_job(**training_request("cpu", cpu))
+    description = client.describe_training_job(TrainingJobName="cpu")
+    assert description["TrainingJobStatus"] == "Failed"
+    assert description["FailureReason"].startswith("CapacityError")
+
+
+def test_stop_while_pending(start_emulator):
+    server = start_emulator("all-busy-then-free")
+    client = boto_client(server.endpoint_url)
+    client.create_training_job(**training_request("stop-pending", GPU_PAIR))
+    client.stop_training_job(TrainingJobName="stop-pending")
+    assert client.describe_training_job(TrainingJobName="stop-pending")["TrainingJobStatus"] == "Stopping"
+    control(server.endpoint_url, "advance", {"seconds": 30})
+    description = client.describe_training_job(TrainingJobName="stop-pending")
+    assert (description["TrainingJobStatus"], description["SecondaryStatus"]) == ("Stopped", "Stopped")
+    assert "SelectedInstanceType" not in _resources(description)
+    with pytest.raises(ClientError) as error:
+        client.stop_training_job(TrainingJobName="stop-pending")
+    assert error.value.response["Error"]["Code"] == "ValidationException"
+
+
+def test_stop_while_running_releases_capacity_to_the_queue(start_emulator):
+    server = start_emulator("all-busy-then-free")
+    control(server.endpoint_url, "capacity", {"ml.p5.48xlarge": 1})
+    client = boto_client(server.endpoint_url)
+    only_p5 = [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}]
+    client.create_training_job(**training_request("running", only_p5))
+    client.create_training_job(**training_request("waiting", only_p5))
+    client.stop_training_job(TrainingJobName="running")
+    control(server.endpoint_url, "advance", {"seconds": 60})
+    stopped = client.describe_training_job(TrainingJobName="running")
+    assert stopped["TrainingJobStatus"] == "Stopped"
+    assert _resources(stopped)["SelectedInstanceType"] == "ml.p5.48xlarge"
+    assert (
+        _resources(client.describe_training_job(TrainingJobName="waiting"))["SelectedInstanceType"] == "ml.p5.48xlarge"
+    )
+
+
+def test_max_runtime_is_enforced(start_emulator):
+    server = start_emulator("ample")
+    client = boto_client(server.endpoint_url)
+    request = training_request("slow", GPU_PAIR)
+    request["StoppingCondition"]["MaxRuntimeInSeconds"] = 60
+    client.create_training_job(**request)
+    control(server.endpoint_url, "advance", {"seconds": 1000})
+    description = client.describe_training_job(TrainingJobName="slow")
+    assert (description["TrainingJobStatus"], description["SecondaryStatus"]) == (
+        "Stopped",
+        "MaxRuntimeExceeded",
+    )
+
+
+def test_incompatible_fallback_fails_after_starting(start_emulator):
+    server = start_emulator("incompatible-fallback")
+    client = boto_client(server.endpoint_url)
+    preferences = [
+        {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
+        {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1},
+    ]
+    client.create_training_job(**training_request("cuda", preferences))
+    control(server.endpoint_url, "advance", {"seconds": 400})
+    description = client.describe_training_job(TrainingJobName="cuda")
+    assert description["TrainingJobStatus"] == "Failed"
+    assert "no kernel image" in description["FailureReason"]
+    assert _resources(description)["SelectedInstanceType"] == "ml.g5.48xlarge"
+
+
+def test_full_training_plan_moves_on_to_on_demand(start_emulator):
+    server = start_emulator("reserved-first")
+    client = boto_client(server.endpoint_url)
+    plan = server.engine.scenario.training_plans[0].arn
+    preferences = [
+        {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1, "TrainingPlanArns": [plan]},
+        {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1},
+    ]
+    client.create_training_job(**training_request("reserved", preferences))
+    resources = _resources(client.describe_training_job(TrainingJobName="reserved"))
+    assert resources["SelectedInstanceType"] == "ml.p4d.24xlarge"
+
+
+def test_training_plan_with_room_is_used_even_without_on_demand_capacity(start_emulator, tmp_path):
+    scenario = tmp_path / "plan.yaml"
+    scenario.write_text(
+        "capacity: {ml.p5.48xlarge: 0}\n"
+        "training_plans:\n"
+        "  - {arn: 'arn:aws:sagemaker:us-east-1:123456789012:training-plan/free-plan', "
+        "instance_type: ml.p5.48xlarge, count: 2}\n"
+    )
+    server = start_emulator(str(scenario))
+    client = boto_client(server.endpoint_url)
+    preferences = [
+        {
+            "InstanceType": "ml.p5.48xlarge",
+            "InstanceCount": 2,
+            "TrainingPlanArns": ["arn:aws:sagemaker:us-east-1:123456789012:training-plan/free-plan"],
+        }
+    ]
+    client.create_training_job(**training_request("on-plan", preferences))
+    assert (
+        _resources(client.describe_training_job(TrainingJobName="on-plan"))["SelectedInstanceType"] == "ml.p5.48xlarge"
+    )
+
+
+def test_processing_job_selects_and_completes(start_emulator):
+    server = start_emulator("gpu-shortage")
+    client = boto_client(server.endpoint_url)
+    preferences = [
+        {"InstanceType": "ml.g6.12xlarge", "InstanceCount": 1},
+        {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 2},
+    ]
+    client.create_processing_job(**processing_request("prep", preferences))
+    cluster = client.describe_processing_job(ProcessingJobName="prep")["ProcessingResources"]["ClusterConfig"]
+    assert (cluster["SelectedInstanceType"], cluster["SelectedInstanceCount"]) == ("ml.g5.12xlarge", 2)
+    control(server.endpoint_url, "advance", {"seconds": 1000})
+    description = client.describe_processing_job(ProcessingJobName="prep")
+    assert description["ProcessingJobStatus"] == "Completed"
+    assert description["ProcessingEndTime"] > description["ProcessingStartTime"]
+
+
+def test_describe_unknown_job_is_a_validation_exception(start_emulator):
+    client = boto_client(start_emulator().endpoint_url)
+    for call, kwargs in (
+        (client.describe_training_job, {"TrainingJobName": "nope"}),
+        (client.describe_processing_job, {"ProcessingJobName": "nope"}),
+    ):
+        with pytest.raises(ClientError) as error:
+            call(**kwargs)
+        assert error.value.response["Error"]["Code"] == "ValidationException"
+
+
+def test_unsupported_operation_is_a_clear_error(start_emulator):
+    client = boto_client(start_emulator().endpoint_url)
+    with pytest.raises(ClientError) as error:
+        client.describe_endpoint(EndpointName="anything")
+    assert error.value.response["Error"]["Code"] == "UnsupportedOperation"
+    assert "not supported by the airflow-sm-prefs emulator" in error.value.response["Error"]["Message"]
+
+
+def test_list_filters_sorting_pagination_and_status_quirk(start_emulator):
+    server = start_emulator("ample")
+    client = boto_client(server.endpoint_url)
+    for index in range(5):
+        client.create_training_job(**training_request(f"listed-{index}", GPU_PAIR))
+        control(server.endpoint_url, "advance", {"seconds": 10})
+    client.create_training_job(**training_request("other", GPU_PAIR))
+    client.stop_training_job(TrainingJobName="listed-0")
+    control(server.endpoint_url, "advance", {"seconds": 30})
+    names: list[str] = []
+    token = None
+    while True:
+        kwargs = {"NameContains": "listed", "MaxResults": 2, **({"NextToken": token} if token else {})}
+        page = client.list_training_jobs(**kwargs)
+        names += [s["TrainingJobName"] for s in page["TrainingJobSummaries"]]
+        token = page.get("NextToken")
+        if not token:
+            break
+    assert names == [f"listed-{i}" for i in range(5)]
+    newest_first = client.list_training_jobs(SortOrder="Descending", MaxResults=100)["TrainingJobSummaries"]
+    assert newest_first[0]["TrainingJobName"] == "other"
+    # The documented quirk: MaxResults jobs are taken first, then filtered by status.
+    quirky = client.list_training_jobs(StatusEquals="Stopped", MaxResults=1, SortOrder="Descending")
+    assert quirky["TrainingJobSummaries"] == [] and "NextToken" in quirky
+    stopped = client.list_training_jobs(StatusEquals="Stopped", MaxResults=100)["TrainingJobSummaries"]
+    assert [s["TrainingJobName"] for s in stopped] == ["listed-0"]
+    control(server.endpoint_url, "advance", {"seconds": 10_000})  # everything terminal: nothing changes now
+    everything = client.list_training_jobs(MaxResults=100)["TrainingJobSummaries"]
+    latest = max(everything, key=lambda s: s["LastModifiedTime"])
+    # botocore sends timestamps in whole seconds, so "after" is only exact to the second.
+    one_second_later = latest["LastModifiedTime"] + datetime.timedelta(seconds=1)
+    assert client.list_training_jobs(LastModifiedTimeAfter=one_second_later)["TrainingJobSummaries"] == []
+    just_before = latest["LastModifiedTime"] - datetime.timedelta(seconds=1)
+    recent = client.list_training_jobs(LastModifiedTimeAfter=just_before)["TrainingJobSummaries"]
+    assert latest["TrainingJobName"] in [s["TrainingJobName"] for s in recent]
+
+
+def test_every_response_validates_against_the_output_shapes(start_emulator):
+    server = start_emulator("all-busy-then-free")
+    client = boto_client(server.endpoint_url)
+    client.create_training_job(**training_request("shape-t", GPU_PAIR))
+    client.create_processing_job(**processing_request("shape-p", None, InstanceType="ml.m5.xlarge", InstanceCount=1))
+    for seconds in (0, 700, 5000):
+        control(server.endpoint_url, "advance", {"seconds": seconds})
+        for operation, response in (
+            ("DescribeTrainingJob", server.engine.describe("training", "shape-t")),
+            ("DescribeProcessingJob", server.engine.describe("processing", "shape-p")),
+            ("ListTrainingJobs", server.engine.list_jobs("training", {})),
+            ("ListProcessingJobs", server.engine.list_jobs("processing", {})),
+        ):
+            assert service_model.response_violations(operation, response) == [], operation
+
+
+def test_faults_throttle_and_fail(start_emulator):
+    server = start_emulator("ample")
+    client = boto_client(server.endpoint_url)
+    control(server.endpoint_url, "faults", {"throttle_rate": 1.0})
+    with pytest.raises(ClientError) as error:
+        client.list_training_jobs()
+    assert error.value.response["Error"]["Code"] == "ThrottlingException"
+    control(server.endpoint_url, "faults", {"error_rate": 1.0})
+    with pytest.raises(ClientError) as error:
+        client.list_training_jobs()
+    assert error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+    control(server.endpoint_url, "faults", {})
+    assert client.list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_state_file_keeps_jobs_and_clock_across_restart(start_emulator, tmp_path):
+    state = tmp_path / "state.json"
+    first = start_emulator("all-busy-then-free", state_file=state)
+    client = boto_client(first.endpoint_url)
+    client.create_training_job(**training_request("survivor", GPU_PAIR))
+    control(first.endpoint_url, "advance", {"seconds": 300})
+    before = first.engine.clock.now()
+    first.stop()
+    second = start_emulator("all-busy-then-free", state_file=state)
+    client = boto_client(second.endpoint_url)
+    assert client.describe_training_job(TrainingJobName="survivor")["SecondaryStatus"] == "Pending"
+    assert second.engine.clock.now() >= before
+    control(second.endpoint_url, "advance", {"seconds": 301})  # the t=600 capacity event survived the restart
+    resources = client.describe_training_job(TrainingJobName="survivor")["ResourceConfig"]
+    assert resources["SelectedInstanceType"] == "ml.p5.48xlarge"
