@@ -20,3 +20,17 @@ def start_emulator() -> Iterator[Callable[..., EmulatorServer]]:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def aws_connection(monkeypatch: pytest.MonkeyPatch) -> Callable[[EmulatorServer], str]:
+    """Point an Airflow AWS connection (env-var secrets backend) at an emulator; returns the conn id."""
+    import json
+
+    def connect(server: EmulatorServer, conn_id: str = "sm_emulator") -> str:
+        extra = {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(
+            {"conn_type": "aws", "login": "testing", "password": "testing", "extra": extra}))
+        return conn_id
+
+    return connect

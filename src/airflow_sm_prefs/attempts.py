@@ -1,0 +1,130 @@
+"""Which SageMaker job belongs to a task instance, across retries, crashes, deferrals and clears.
+
+The job name is fixed once per task instance and written to Airflow 3.3's ``task_state_store`` *before*
+the create call, together with the phase the task reached. A later execution reads it back and decides,
+from the stored phase and the job's live status, whether to reattach, to report the finished job, or to
+start the next *generation* (``<name>-r2``, ...), so no path launches a job twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+STATE_KEY = "sm_prefs_job"
+MAX_NAME = 63
+
+# Phases a try writes as it goes. "deferred" means the try handed the wait to the triggerer.
+SUBMITTING, SUBMITTED, DEFERRED, RESUMED, BLOCKING = "submitting", "submitted", "deferred", "resumed", "blocking"
+
+
+@dataclass(frozen=True)
+class JobClaim:
+    job_name: str
+    base_name: str
+    generation: int
+    phase: str
+    try_number: int
+    submitted_at: str | None = None
+
+    def advanced(self, phase: str, **changes: Any) -> JobClaim:
+        return replace(self, phase=phase, **changes)
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # "create", "reattach", "finished", "fail", "supersede" (stop the old job, create the next)
+    job_name: str
+    generation: int
+    reason: str
+
+
+def slug(text: str) -> str:
+    return re.sub(r"-+", "-", re.sub(r"[^a-zA-Z0-9]", "-", text)).strip("-").lower()
+
+
+def default_base_name(dag_id: str, task_id: str, run_id: str, map_index: int) -> str:
+    """Deterministic per task instance, so even without the state store a retry finds the same job."""
+    digest = hashlib.sha256(f"{dag_id}\0{task_id}\0{run_id}\0{map_index}".encode()).hexdigest()[:10]
+    stem = slug(f"{dag_id[:18]}-{task_id[:30]}")[: MAX_NAME - 12] or "job"
+    return f"{stem}-{digest}"
+
+
+def generation_name(base_name: str, generation: int) -> str:
+    if generation <= 1:
+        return base_name
+    suffix = f"-r{generation}"
+    return base_name[: MAX_NAME - len(suffix)].rstrip("-") + suffix
+
+
+def decide(
+    claim: JobClaim | None, base_name: str, live_status: str | None, try_number: int, resubmit_after_failure: bool
+) -> Decision:
+    """What this execution should do, given the stored claim and the claimed job's live status.
+
+    ``live_status`` is None when the claimed job does not exist (the earlier try stopped before the create
+    call reached SageMaker).
+    """
+    if claim is None:
+        return Decision("create", base_name, 1, "no earlier job for this task instance")
+    name, generation = claim.job_name, claim.generation
+    if live_status is None:
+        return Decision("create", name, generation, f"job {name} was claimed but never created")
+    if live_status in ("InProgress", "Stopping"):
+        if claim.phase == DEFERRED and claim.try_number < try_number:
+            # A deferred try only ends without resuming when a user cleared or failed it; the triggerer's
+            # on_kill is stopping that job, so reattaching would follow a job that is about to stop.
+            return Decision(
+                "supersede",
+                generation_name(claim.base_name, generation + 1),
+                generation + 1,
+                f"try {claim.try_number} was ended by a user while job {name} ran; stopping it and starting afresh",
+            )
+        return Decision("reattach", name, generation, f"job {name} is still {live_status}")
+    if live_status == "Completed":
+        return Decision("finished", name, generation, f"job {name} already completed")
+    if not resubmit_after_failure:
+        return Decision("fail", name, generation, f"job {name} ended {live_status} and resubmit_after_failure is off")
+    return Decision(
+        "create",
+        generation_name(claim.base_name, generation + 1),
+        generation + 1,
+        f"job {name} ended {live_status}; starting generation {generation + 1}",
+    )
+
+
+class JobLedger:
+    """The claim in ``task_state_store``; a no-op without one (names stay deterministic regardless)."""
+
+    def __init__(self, store: Any | None) -> None:
+        self._store = store
+
+    @classmethod
+    def from_context(cls, context: Any) -> JobLedger:
+        try:
+            store = context["task_state_store"]
+        except (KeyError, TypeError):
+            store = None
+        return cls(store)
+
+    @property
+    def available(self) -> bool:
+        return self._store is not None
+
+    def load(self) -> JobClaim | None:
+        if self._store is None:
+            return None
+        raw = self._store.get(STATE_KEY)
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return JobClaim(**raw)
+        except TypeError:
+            return None
+
+    def save(self, claim: JobClaim) -> JobClaim:
+        if self._store is not None:
+            self._store.set(STATE_KEY, asdict(claim))
+        return claim

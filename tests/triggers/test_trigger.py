@@ -1,0 +1,162 @@
+"""The deferrable wait, run in an asyncio loop against the emulator over HTTP (aiobotocore via the hook)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+
+import pendulum
+import pytest
+
+from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
+from airflow_sm_prefs.watcher import JobWatcher
+from tests.helpers import GPU_PAIR, boto_client, control, processing_request, training_request
+
+pytestmark = pytest.mark.emulator
+
+
+@pytest.fixture(autouse=True)
+async def _close_watchers():
+    yield
+    await JobWatcher.close_all()
+
+
+def _trigger(conn_id: str, name: str, **kwargs) -> SageMakerPreferenceJobTrigger:
+    kwargs.setdefault("job_kind", "training")
+    return SageMakerPreferenceJobTrigger(job_name=name, aws_conn_id=conn_id, region_name="us-east-1",
+                                         poll_interval=0.2, **kwargs)
+
+
+async def _first_event(trigger: SageMakerPreferenceJobTrigger, timeout: float = 30.0) -> dict:
+    event = await asyncio.wait_for(trigger.run().__anext__(), timeout)
+    return event.payload
+
+
+async def test_selection_event_carries_the_fallback(start_emulator, aws_connection):
+    server = start_emulator("gpu-shortage")
+    boto_client(server.endpoint_url).create_training_job(**training_request("sel", GPU_PAIR))
+    payload = await _first_event(_trigger(aws_connection(server), "sel", wait_for="selection"))
+    assert payload["status"] == "selected"
+    assert payload["description"]["ResourceConfig"]["SelectedInstanceType"] == "ml.p4d.24xlarge"
+    assert isinstance(payload["description"]["CreationTime"], str), "event payloads are plain JSON"
+
+
+async def test_completion_event(start_emulator, aws_connection):
+    server = start_emulator("ample")
+    boto_client(server.endpoint_url).create_training_job(**training_request("done", GPU_PAIR))
+    control(server.endpoint_url, "advance", {"seconds": 5000})
+    payload = await _first_event(_trigger(aws_connection(server), "done"))
+    assert (payload["status"], payload["description"]["TrainingJobStatus"]) == ("finished", "Completed")
+
+
+async def test_failure_on_an_incompatible_fallback_is_a_finished_event(start_emulator, aws_connection):
+    server = start_emulator("incompatible-fallback")
+    preferences = [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
+                   {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1}]
+    boto_client(server.endpoint_url).create_training_job(**training_request("cuda", preferences))
+    trigger = _trigger(aws_connection(server), "cuda")
+    task = asyncio.ensure_future(_first_event(trigger))
+    await asyncio.sleep(0.5)
+    control(server.endpoint_url, "advance", {"seconds": 400})
+    payload = await task
+    assert payload["description"]["TrainingJobStatus"] == "Failed"
+    assert "no kernel image" in payload["description"]["FailureReason"]
+
+
+async def test_service_pending_timeout_ends_the_wait_without_selection(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    never_freed = [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1},
+                   {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1}]
+    request = training_request("patience", never_freed)
+    request["StoppingCondition"]["MaxPendingTimeInSeconds"] = 1800
+    boto_client(server.endpoint_url).create_training_job(**request)
+    task = asyncio.ensure_future(_first_event(_trigger(aws_connection(server), "patience", wait_for="selection")))
+    await asyncio.sleep(0.5)
+    control(server.endpoint_url, "advance", {"seconds": 1801})
+    payload = await task
+    assert payload["status"] == "finished"
+    assert payload["description"]["TrainingJobStatus"] == "Stopped"
+    assert "SelectedInstanceType" not in payload["description"]["ResourceConfig"]
+
+
+async def test_caller_side_pending_deadline_for_processing(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    preferences = [{"InstanceType": "ml.g5.12xlarge", "InstanceCount": 1}]
+    boto_client(server.endpoint_url).create_processing_job(**processing_request("prep", preferences))
+    soon = pendulum.now("UTC").add(seconds=1).isoformat()
+    trigger = _trigger(aws_connection(server), "prep", job_kind="processing", wait_for="selection",
+                       pending_deadline=soon)
+    payload = await _first_event(trigger)
+    assert payload["status"] == "pending_timeout"
+    assert payload["description"]["ProcessingJobStatus"] == "InProgress"
+
+
+async def test_absolute_deadline(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    boto_client(server.endpoint_url).create_training_job(**training_request("late", GPU_PAIR))
+    trigger = _trigger(aws_connection(server), "late", deadline=pendulum.now("UTC").add(seconds=1).isoformat())
+    assert (await _first_event(trigger))["status"] == "timeout"
+
+
+async def test_throttling_and_5xx_are_ridden_out(start_emulator, aws_connection):
+    server = start_emulator("gpu-shortage")
+    boto_client(server.endpoint_url).create_training_job(**training_request("bumpy", GPU_PAIR))
+    control(server.endpoint_url, "faults", {"throttle_rate": 0.5, "error_rate": 0.5})
+    task = asyncio.ensure_future(_first_event(_trigger(aws_connection(server), "bumpy", wait_for="selection")))
+    await asyncio.sleep(1.5)
+    assert not task.done(), "errors must not end the wait"
+    control(server.endpoint_url, "faults", {})
+    payload = await task
+    assert payload["status"] == "selected"
+    assert server.engine.calls["DescribeTrainingJob"] >= 2
+
+
+async def test_unobservable_job_is_an_error_event(start_emulator, aws_connection):
+    server = start_emulator()
+    payload = await _first_event(_trigger(aws_connection(server), "never-created"))
+    assert payload["status"] == "error" and "ValidationException" in payload["message"]
+
+
+async def test_on_kill_stops_the_job_and_tolerates_a_finished_one(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    boto_client(server.endpoint_url).create_training_job(**training_request("killed", GPU_PAIR))
+    trigger = _trigger(aws_connection(server), "killed")
+    await trigger.on_kill()
+    assert server.engine.describe("training", "killed")["TrainingJobStatus"] == "Stopping"
+    control(server.endpoint_url, "advance", {"seconds": 60})
+    await trigger.on_kill()  # already Stopped: logged, not raised
+    assert server.engine.describe("training", "killed")["TrainingJobStatus"] == "Stopped"
+    keep = _trigger(aws_connection(server), "killed", stop_on_kill=False)
+    await keep.on_kill()
+    assert server.engine.calls["StopTrainingJob"] == 2
+
+
+async def test_many_triggers_share_one_watcher_and_client(start_emulator, aws_connection):
+    server = start_emulator("ample")
+    client = boto_client(server.endpoint_url)
+    names = [f"many-{i}" for i in range(40)]
+    for name in names:
+        client.create_training_job(**training_request(name, GPU_PAIR))
+    conn = aws_connection(server)
+    payloads = await asyncio.gather(*(_first_event(_trigger(conn, n, wait_for="selection")) for n in names))
+    assert {p["status"] for p in payloads} == {"selected"}
+    watchers = [w for key, w in JobWatcher._instances.items() if key[0] == id(asyncio.get_running_loop())]
+    assert len(watchers) == 1
+
+
+def test_serialize_round_trip():
+    trigger = SageMakerPreferenceJobTrigger(job_name="j", job_kind="processing", aws_conn_id="c", region_name="r",
+                                            wait_for="selection", deadline="2026-12-01T00:00:00+00:00",
+                                            pending_deadline=None, poll_interval=5, stop_on_kill=False,
+                                            known_signature=["InProgress", None, None])
+    classpath, kwargs = trigger.serialize()
+    module, _, name = classpath.rpartition(".")
+    rebuilt = getattr(importlib.import_module(module), name)(**kwargs)
+    assert rebuilt.serialize() == (classpath, kwargs)
+
+
+def test_bad_arguments_are_rejected():
+    with pytest.raises(ValueError, match="job_kind"):
+        SageMakerPreferenceJobTrigger(job_name="j", job_kind="tuning")
+    with pytest.raises(ValueError, match="wait_for"):
+        SageMakerPreferenceJobTrigger(job_name="j", job_kind="training", wait_for="forever")

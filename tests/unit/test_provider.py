@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import resources
+
+import jsonschema
+from packaging.utils import canonicalize_name
+
+from airflow_sm_prefs.provider_info import get_provider_info
+
+
+def test_provider_info_matches_airflow_schema_and_distribution_name():
+    schema = json.loads(resources.files("airflow").joinpath("provider_info.schema.json").read_text())
+    info = get_provider_info()
+    jsonschema.validate(info, schema)
+    assert info["package-name"] == canonicalize_name("airflow-sm-prefs")
+
+
+def test_importing_the_package_does_not_import_boto3_or_operators():
+    code = ("import sys, airflow_sm_prefs; "
+            "print(any(m in sys.modules for m in ('boto3', 'botocore', 'aiobotocore', 'airflow_sm_prefs.operators')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
