@@ -1,0 +1,263 @@
+"""Operators driven directly (execute / execute_complete) against the emulator over HTTP."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
+
+from airflow_sm_prefs import InstancePreference
+from airflow_sm_prefs.attempts import STATE_KEY
+from airflow_sm_prefs.operators import (
+    NoCapacityError,
+    SageMakerPreferenceProcessingOperator,
+    SageMakerPreferenceTrainingOperator,
+)
+from airflow_sm_prefs.preferences import PreferenceValidationError
+from tests.helpers import GPU_PAIR, control, processing_request, training_request
+
+pytestmark = pytest.mark.emulator
+
+
+@dataclass
+class FakeTI:
+    dag_id: str = "nightly"
+    task_id: str = "train"
+    run_id: str = "manual__2026-11-30"
+    map_index: int = -1
+    try_number: int = 1
+    xcoms: dict[str, Any] = field(default_factory=dict)
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
+
+
+class FakeStore(dict):
+    def set(self, key, value, retention=None):
+        self[key] = value
+
+
+def context(ti: FakeTI | None = None, store: FakeStore | None = None) -> dict[str, Any]:
+    return {"ti": ti or FakeTI(), "task_state_store": FakeStore() if store is None else store}
+
+
+def training_operator(conn_id: str, **kwargs: Any) -> SageMakerPreferenceTrainingOperator:
+    kwargs.setdefault("config", training_request("", None) | {"TrainingJobName": "eval-job"})
+    kwargs.setdefault("preferences", GPU_PAIR)
+    return SageMakerPreferenceTrainingOperator(task_id="train", aws_conn_id=conn_id, check_interval=0.2, **kwargs)
+
+
+def _creates(server) -> int:
+    return server.engine.calls["CreateTrainingJob"] + server.engine.calls["CreateProcessingJob"]
+
+
+def test_static_invalid_preferences_fail_at_construction():
+    with pytest.raises(PreferenceValidationError, match=r"preference #3 \(ml.p5.48xlarge\).*\[R4a\]"):
+        SageMakerPreferenceTrainingOperator(
+            task_id="bad", config=training_request("x", None),
+            preferences=[("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 1), ("ml.p5.48xlarge", 1)])
+    with pytest.raises(PreferenceValidationError, match=r"\[P10\]"):
+        SageMakerPreferenceProcessingOperator(
+            task_id="bad", config=processing_request("x", None) | {"StoppingCondition": {
+                "MaxRuntimeInSeconds": 60, "MaxPendingTimeInSeconds": 3600}}, preferences=["ml.m5.xlarge"],
+            max_pending=None)
+
+
+def test_invalid_rendered_values_fail_before_any_call(start_emulator, aws_connection):
+    server = start_emulator("gpu-shortage")
+    operator = training_operator(aws_connection(server), preferences="{{ params.prefs }}")
+    operator.preferences = '[{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}, {"InstanceType": "ml.bogus.x"}]'
+    with pytest.raises(AirflowFailException, match="no SageMaker job was created"):
+        operator.execute(context())
+    operator.preferences = '[{"InstanceType": "ml.p5.48xlarg", "InstanceCount": 1}]'
+    with pytest.raises(AirflowFailException, match=r"not a SageMaker training instance type \[R19\]"):
+        operator.execute(context())
+    assert _creates(server) == 0
+
+
+def test_templated_counts_are_cast_and_the_job_defers_until_selection(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    operator = training_operator(aws_connection(server), preferences=[
+        {"instance_type": "ml.p5.48xlarge", "instance_count": "{{ params.n }}"}])
+    operator.preferences = [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": "2"}]  # as Jinja renders it
+    ctx = context()
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(ctx)
+    trigger = deferred.value.trigger
+    assert (trigger.wait_for, trigger.job_name) == ("selection", "eval-job")
+    assert server.engine.jobs["training:eval-job"].candidates[0]["count"] == 2
+    assert ctx["task_state_store"][STATE_KEY]["phase"] == "deferred"
+    links = {k for k in ctx["ti"].xcoms if k.endswith("_link")}
+    assert links == {"sm_prefs_console_link", "sm_prefs_logs_link"}, "links exist before the job leaves the queue"
+
+
+def test_selection_is_announced_then_the_wait_continues(start_emulator, aws_connection):
+    server = start_emulator("gpu-shortage")
+    operator = training_operator(aws_connection(server))
+    ctx = context()
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(ctx)
+    selection = ctx["ti"].xcoms["selection"]
+    assert (selection["selected_instance_type"], selection["selected_rank"], selection["fell_back"]) == (
+        "ml.p4d.24xlarge", 1, True)
+    assert deferred.value.trigger.wait_for == "completion"
+
+
+def test_completion_returns_the_flat_record(start_emulator, aws_connection):
+    server = start_emulator("gpu-shortage")
+    operator = training_operator(aws_connection(server))
+    ctx = context()
+    with pytest.raises(TaskDeferred):
+        operator.execute(ctx)
+    description = server.engine.describe("training", "eval-job")
+    control(server.endpoint_url, "advance", {"seconds": 5000})
+    description = server.engine.describe("training", "eval-job")
+    from airflow_sm_prefs.record import jsonable
+
+    result = operator.execute_complete(ctx, {"status": "finished", "job_name": "eval-job",
+                                             "description": jsonable(description)}, announced=True)
+    assert result["status"] == "Completed" and result["selected_rank"] == 1
+    assert result["selected_instance_count"] == 2 and result["billable_instance_seconds"] == 2 * result[
+        "billable_seconds"]
+    assert dt.datetime.fromisoformat(result["ended_at"]) > dt.datetime.fromisoformat(result["started_at"])
+
+
+def test_blocking_mode_runs_to_completion(start_emulator, aws_connection):
+    server = start_emulator("gpu-shortage")
+    control(server.endpoint_url, "advance", {"seconds": 0})
+    operator = training_operator(aws_connection(server), deferrable=False)
+    result = operator.execute(context())
+    assert (result["status"], result["selected_instance_type"]) == ("Completed", "ml.p4d.24xlarge")
+
+
+def test_a_retry_reattaches_instead_of_launching_again(start_emulator, aws_connection):
+    server = start_emulator("gpu-shortage")
+    operator = training_operator(aws_connection(server))
+    store = FakeStore()
+    with pytest.raises(TaskDeferred):
+        operator.execute(context(FakeTI(try_number=1), store))
+    store[STATE_KEY]["phase"] = "submitted"  # as if the worker died before deferring
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context(FakeTI(try_number=2), store))
+    assert deferred.value.trigger.job_name == "eval-job"
+    assert _creates(server) == 1
+
+
+def test_without_a_state_store_the_deterministic_name_still_prevents_a_duplicate(start_emulator, aws_connection):
+    server = start_emulator("gpu-shortage")
+    config = training_request("", None)
+    config.pop("TrainingJobName")
+    operator = training_operator(aws_connection(server), config=config)
+    for _ in range(2):
+        ctx = {"ti": FakeTI()}
+        with pytest.raises(TaskDeferred):
+            operator.execute(ctx)
+    assert len(server.engine.jobs) == 1 and _creates(server) == 2  # the second create met ResourceInUse
+
+
+def test_a_completed_job_is_not_launched_again(start_emulator, aws_connection):
+    server = start_emulator("ample")
+    operator = training_operator(aws_connection(server))
+    store = FakeStore()
+    with pytest.raises(TaskDeferred):
+        operator.execute(context(FakeTI(try_number=1), store))
+    control(server.endpoint_url, "advance", {"seconds": 5000})
+    result = operator.execute(context(FakeTI(try_number=2), store))
+    assert result["status"] == "Completed" and _creates(server) == 1
+
+
+def test_after_a_failed_job_a_retry_starts_the_next_generation(start_emulator, aws_connection):
+    server = start_emulator("incompatible-fallback")
+    preferences = [InstancePreference("ml.p5.48xlarge", 1), InstancePreference("ml.g5.48xlarge", 1)]
+    operator = training_operator(aws_connection(server), preferences=preferences)
+    store = FakeStore()
+    with pytest.raises(TaskDeferred):
+        operator.execute(context(FakeTI(try_number=1), store))
+    control(server.endpoint_url, "advance", {"seconds": 400})
+    failed = server.engine.describe("training", "eval-job")
+    from airflow_sm_prefs.record import jsonable
+
+    with pytest.raises(AirflowException, match="fallback type: SageMaker does not check"):
+        operator.execute_complete(context(FakeTI(try_number=1), store),
+                                  {"status": "finished", "job_name": "eval-job", "description": jsonable(failed)},
+                                  announced=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context(FakeTI(try_number=2), store))
+    assert deferred.value.trigger.job_name == "eval-job-r2"
+    no_retry = training_operator(aws_connection(server), preferences=preferences, resubmit_after_failure=False)
+    control(server.endpoint_url, "advance", {"seconds": 400})  # generation 2 fails the same way
+    with pytest.raises(AirflowFailException, match="eval-job-r2 ended Failed and resubmit_after_failure is off"):
+        no_retry.execute(context(FakeTI(try_number=3), store))
+    assert _creates(server) == 2
+
+
+def test_a_clear_while_deferred_stops_the_old_job_and_starts_afresh(start_emulator, aws_connection):
+    server = start_emulator("gpu-shortage")
+    operator = training_operator(aws_connection(server))
+    store = FakeStore()
+    with pytest.raises(TaskDeferred):
+        operator.execute(context(FakeTI(try_number=1), store))
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context(FakeTI(try_number=2), store))
+    assert deferred.value.trigger.job_name == "eval-job-r2"
+    assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] == "Stopping"
+
+
+def test_no_capacity_error_names_every_preference_and_the_wait(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    never = [("ml.p4d.24xlarge", 1), ("ml.g5.48xlarge", 2)]
+    operator = training_operator(aws_connection(server), preferences=never, max_pending=1800)
+    ctx = context()
+    with pytest.raises(TaskDeferred):
+        operator.execute(ctx)
+    control(server.endpoint_url, "advance", {"seconds": 1801})
+    from airflow_sm_prefs.record import jsonable
+
+    stopped = jsonable(server.engine.describe("training", "eval-job"))
+    with pytest.raises(NoCapacityError) as error:
+        operator.execute_complete(ctx, {"status": "finished", "job_name": "eval-job", "description": stopped})
+    message = str(error.value)
+    assert "#1 ml.p4d.24xlarge x1, #2 ml.g5.48xlarge x2" in message and "waiting 30m0" in message
+    assert ctx["ti"].xcoms["record"]["selected_instance_type"] is None
+
+
+def test_processing_patience_is_enforced_by_the_operator(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    operator = SageMakerPreferenceProcessingOperator(
+        task_id="prep", aws_conn_id=aws_connection(server), config=processing_request("prep-job", None),
+        preferences=[("ml.g5.12xlarge", 1)], max_pending=dt.timedelta(seconds=1), deferrable=False,
+        check_interval=0.2)
+    with pytest.raises(NoCapacityError, match=r"#1 ml.g5.12xlarge x1; the job was stopped"):
+        operator.execute(context(FakeTI(task_id="prep")))
+    assert server.engine.describe("processing", "prep-job")["ProcessingJobStatus"] == "Stopping"
+
+
+def test_processing_operator_selects_and_completes(start_emulator, aws_connection):
+    server = start_emulator("gpu-shortage")
+    operator = SageMakerPreferenceProcessingOperator(
+        task_id="prep", aws_conn_id=aws_connection(server), config=processing_request("prep-job", None),
+        preferences=[("ml.g6.12xlarge", 1), ("ml.g5.12xlarge", 2)], deferrable=False, check_interval=0.2)
+    ti = FakeTI(task_id="prep")
+    result = operator.execute(context(ti))
+    assert (result["job_kind"], result["selected_rank"], result["selected_instance_count"]) == ("processing", 1, 2)
+    assert ti.xcoms["selection"]["selected_instance_type"] == "ml.g5.12xlarge"
+
+
+def test_service_rejection_fails_without_retry(start_emulator, aws_connection):
+    server = start_emulator("quota-short")
+    operator = training_operator(aws_connection(server))  # lists ml.p4d.24xlarge x2 against a quota of 1
+    with pytest.raises(AirflowFailException, match="ResourceLimitExceeded"):
+        operator.execute(context())
+    assert len(server.engine.jobs) == 0
+
+
+def test_blocking_on_kill_stops_the_job(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    operator = training_operator(aws_connection(server))
+    with pytest.raises(TaskDeferred):
+        operator.execute(context())
+    operator.on_kill()
+    assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] == "Stopping"
