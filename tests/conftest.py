@@ -29,8 +29,10 @@ def aws_connection(monkeypatch: pytest.MonkeyPatch) -> Callable[[EmulatorServer]
 
     def connect(server: EmulatorServer, conn_id: str = "sm_emulator") -> str:
         extra = {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"}
-        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(
-            {"conn_type": "aws", "login": "testing", "password": "testing", "extra": extra}))
+        monkeypatch.setenv(
+            f"AIRFLOW_CONN_{conn_id.upper()}",
+            json.dumps({"conn_type": "aws", "login": "testing", "password": "testing", "extra": extra}),
+        )
         return conn_id
 
     return connect

@@ -57,13 +57,18 @@ def _creates(server) -> int:
 def test_static_invalid_preferences_fail_at_construction():
     with pytest.raises(PreferenceValidationError, match=r"preference #3 \(ml.p5.48xlarge\).*\[R4a\]"):
         SageMakerPreferenceTrainingOperator(
-            task_id="bad", config=training_request("x", None),
-            preferences=[("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 1), ("ml.p5.48xlarge", 1)])
+            task_id="bad",
+            config=training_request("x", None),
+            preferences=[("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 1), ("ml.p5.48xlarge", 1)],
+        )
     with pytest.raises(PreferenceValidationError, match=r"\[P10\]"):
         SageMakerPreferenceProcessingOperator(
-            task_id="bad", config=processing_request("x", None) | {"StoppingCondition": {
-                "MaxRuntimeInSeconds": 60, "MaxPendingTimeInSeconds": 3600}}, preferences=["ml.m5.xlarge"],
-            max_pending=None)
+            task_id="bad",
+            config=processing_request("x", None)
+            | {"StoppingCondition": {"MaxRuntimeInSeconds": 60, "MaxPendingTimeInSeconds": 3600}},
+            preferences=["ml.m5.xlarge"],
+            max_pending=None,
+        )
 
 
 def test_invalid_rendered_values_fail_before_any_call(start_emulator, aws_connection):
@@ -80,8 +85,9 @@ def test_invalid_rendered_values_fail_before_any_call(start_emulator, aws_connec
 
 def test_templated_counts_are_cast_and_the_job_defers_until_selection(start_emulator, aws_connection):
     server = start_emulator("all-busy-then-free")
-    operator = training_operator(aws_connection(server), preferences=[
-        {"instance_type": "ml.p5.48xlarge", "instance_count": "{{ params.n }}"}])
+    operator = training_operator(
+        aws_connection(server), preferences=[{"instance_type": "ml.p5.48xlarge", "instance_count": "{{ params.n }}"}]
+    )
     operator.preferences = [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": "2"}]  # as Jinja renders it
     ctx = context()
     with pytest.raises(TaskDeferred) as deferred:
@@ -102,7 +108,10 @@ def test_selection_is_announced_then_the_wait_continues(start_emulator, aws_conn
         operator.execute(ctx)
     selection = ctx["ti"].xcoms["selection"]
     assert (selection["selected_instance_type"], selection["selected_rank"], selection["fell_back"]) == (
-        "ml.p4d.24xlarge", 1, True)
+        "ml.p4d.24xlarge",
+        1,
+        True,
+    )
     assert deferred.value.trigger.wait_for == "completion"
 
 
@@ -117,11 +126,13 @@ def test_completion_returns_the_flat_record(start_emulator, aws_connection):
     description = server.engine.describe("training", "eval-job")
     from airflow_sm_prefs.record import jsonable
 
-    result = operator.execute_complete(ctx, {"status": "finished", "job_name": "eval-job",
-                                             "description": jsonable(description)}, announced=True)
+    result = operator.execute_complete(
+        ctx, {"status": "finished", "job_name": "eval-job", "description": jsonable(description)}, announced=True
+    )
     assert result["status"] == "Completed" and result["selected_rank"] == 1
-    assert result["selected_instance_count"] == 2 and result["billable_instance_seconds"] == 2 * result[
-        "billable_seconds"]
+    assert (
+        result["selected_instance_count"] == 2 and result["billable_instance_seconds"] == 2 * result["billable_seconds"]
+    )
     assert dt.datetime.fromisoformat(result["ended_at"]) > dt.datetime.fromisoformat(result["started_at"])
 
 
@@ -181,9 +192,11 @@ def test_after_a_failed_job_a_retry_starts_the_next_generation(start_emulator, a
     from airflow_sm_prefs.record import jsonable
 
     with pytest.raises(AirflowException, match="fallback type: SageMaker does not check"):
-        operator.execute_complete(context(FakeTI(try_number=1), store),
-                                  {"status": "finished", "job_name": "eval-job", "description": jsonable(failed)},
-                                  announced=True)
+        operator.execute_complete(
+            context(FakeTI(try_number=1), store),
+            {"status": "finished", "job_name": "eval-job", "description": jsonable(failed)},
+            announced=True,
+        )
     with pytest.raises(TaskDeferred) as deferred:
         operator.execute(context(FakeTI(try_number=2), store))
     assert deferred.value.trigger.job_name == "eval-job-r2"
@@ -227,9 +240,14 @@ def test_no_capacity_error_names_every_preference_and_the_wait(start_emulator, a
 def test_processing_patience_is_enforced_by_the_operator(start_emulator, aws_connection):
     server = start_emulator("all-busy-then-free")
     operator = SageMakerPreferenceProcessingOperator(
-        task_id="prep", aws_conn_id=aws_connection(server), config=processing_request("prep-job", None),
-        preferences=[("ml.g5.12xlarge", 1)], max_pending=dt.timedelta(seconds=1), deferrable=False,
-        check_interval=0.2)
+        task_id="prep",
+        aws_conn_id=aws_connection(server),
+        config=processing_request("prep-job", None),
+        preferences=[("ml.g5.12xlarge", 1)],
+        max_pending=dt.timedelta(seconds=1),
+        deferrable=False,
+        check_interval=0.2,
+    )
     with pytest.raises(NoCapacityError, match=r"#1 ml.g5.12xlarge x1; the job was stopped"):
         operator.execute(context(FakeTI(task_id="prep")))
     assert server.engine.describe("processing", "prep-job")["ProcessingJobStatus"] == "Stopping"
@@ -238,8 +256,13 @@ def test_processing_patience_is_enforced_by_the_operator(start_emulator, aws_con
 def test_processing_operator_selects_and_completes(start_emulator, aws_connection):
     server = start_emulator("gpu-shortage")
     operator = SageMakerPreferenceProcessingOperator(
-        task_id="prep", aws_conn_id=aws_connection(server), config=processing_request("prep-job", None),
-        preferences=[("ml.g6.12xlarge", 1), ("ml.g5.12xlarge", 2)], deferrable=False, check_interval=0.2)
+        task_id="prep",
+        aws_conn_id=aws_connection(server),
+        config=processing_request("prep-job", None),
+        preferences=[("ml.g6.12xlarge", 1), ("ml.g5.12xlarge", 2)],
+        deferrable=False,
+        check_interval=0.2,
+    )
     ti = FakeTI(task_id="prep")
     result = operator.execute(context(ti))
     assert (result["job_kind"], result["selected_rank"], result["selected_instance_count"]) == ("processing", 1, 2)

@@ -23,8 +23,9 @@ async def _close_watchers():
 
 def _trigger(conn_id: str, name: str, **kwargs) -> SageMakerPreferenceJobTrigger:
     kwargs.setdefault("job_kind", "training")
-    return SageMakerPreferenceJobTrigger(job_name=name, aws_conn_id=conn_id, region_name="us-east-1",
-                                         poll_interval=0.2, **kwargs)
+    return SageMakerPreferenceJobTrigger(
+        job_name=name, aws_conn_id=conn_id, region_name="us-east-1", poll_interval=0.2, **kwargs
+    )
 
 
 async def _first_event(trigger: SageMakerPreferenceJobTrigger, timeout: float = 30.0) -> dict:
@@ -51,8 +52,10 @@ async def test_completion_event(start_emulator, aws_connection):
 
 async def test_failure_on_an_incompatible_fallback_is_a_finished_event(start_emulator, aws_connection):
     server = start_emulator("incompatible-fallback")
-    preferences = [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
-                   {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1}]
+    preferences = [
+        {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
+        {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1},
+    ]
     boto_client(server.endpoint_url).create_training_job(**training_request("cuda", preferences))
     trigger = _trigger(aws_connection(server), "cuda")
     task = asyncio.ensure_future(_first_event(trigger))
@@ -65,8 +68,10 @@ async def test_failure_on_an_incompatible_fallback_is_a_finished_event(start_emu
 
 async def test_service_pending_timeout_ends_the_wait_without_selection(start_emulator, aws_connection):
     server = start_emulator("all-busy-then-free")
-    never_freed = [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1},
-                   {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1}]
+    never_freed = [
+        {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1},
+        {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1},
+    ]
     request = training_request("patience", never_freed)
     request["StoppingCondition"]["MaxPendingTimeInSeconds"] = 1800
     boto_client(server.endpoint_url).create_training_job(**request)
@@ -84,8 +89,9 @@ async def test_caller_side_pending_deadline_for_processing(start_emulator, aws_c
     preferences = [{"InstanceType": "ml.g5.12xlarge", "InstanceCount": 1}]
     boto_client(server.endpoint_url).create_processing_job(**processing_request("prep", preferences))
     soon = pendulum.now("UTC").add(seconds=1).isoformat()
-    trigger = _trigger(aws_connection(server), "prep", job_kind="processing", wait_for="selection",
-                       pending_deadline=soon)
+    trigger = _trigger(
+        aws_connection(server), "prep", job_kind="processing", wait_for="selection", pending_deadline=soon
+    )
     payload = await _first_event(trigger)
     assert payload["status"] == "pending_timeout"
     assert payload["description"]["ProcessingJobStatus"] == "InProgress"
@@ -145,10 +151,18 @@ async def test_many_triggers_share_one_watcher_and_client(start_emulator, aws_co
 
 
 def test_serialize_round_trip():
-    trigger = SageMakerPreferenceJobTrigger(job_name="j", job_kind="processing", aws_conn_id="c", region_name="r",
-                                            wait_for="selection", deadline="2026-12-01T00:00:00+00:00",
-                                            pending_deadline=None, poll_interval=5, stop_on_kill=False,
-                                            known_signature=["InProgress", None, None])
+    trigger = SageMakerPreferenceJobTrigger(
+        job_name="j",
+        job_kind="processing",
+        aws_conn_id="c",
+        region_name="r",
+        wait_for="selection",
+        deadline="2026-12-01T00:00:00+00:00",
+        pending_deadline=None,
+        poll_interval=5,
+        stop_on_kill=False,
+        known_signature=["InProgress", None, None],
+    )
     classpath, kwargs = trigger.serialize()
     module, _, name = classpath.rpartition(".")
     rebuilt = getattr(importlib.import_module(module), name)(**kwargs)

@@ -17,8 +17,13 @@ from airflow_sm_prefs.preferences import JOB_NAME_SHAPE
 
 
 def claim(phase: str, try_number: int = 1, generation: int = 1) -> JobClaim:
-    return JobClaim(job_name=generation_name("base", generation), base_name="base", generation=generation,
-                    phase=phase, try_number=try_number)
+    return JobClaim(
+        job_name=generation_name("base", generation),
+        base_name="base",
+        generation=generation,
+        phase=phase,
+        try_number=try_number,
+    )
 
 
 def test_first_execution_creates_the_base_name():

@@ -26,8 +26,12 @@ M5 = {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1}
 C5 = {"InstanceType": "ml.c5.xlarge", "InstanceCount": 1}
 
 
-def _t(*entries: dict[str, Any], stopping: dict[str, Any] | None = None, top: dict[str, Any] | None = None,
-       **resources: Any) -> dict[str, Any]:
+def _t(
+    *entries: dict[str, Any],
+    stopping: dict[str, Any] | None = None,
+    top: dict[str, Any] | None = None,
+    **resources: Any,
+) -> dict[str, Any]:
     request = training_request("job", [dict(e) for e in entries], **resources)
     request["StoppingCondition"].update(stopping or {})
     request.update(top or {})
@@ -46,14 +50,22 @@ TRAINING_CASES = {
     "R2": (_t(*[{"InstanceType": f"ml.g{i}.48xlarge", "InstanceCount": 1} for i in range(4, 10)]), "at most 5"),
     "R3": (_t({"InstanceCount": 1}), "preference #1: InstanceType is required [R3/P3]"),
     "R4a": (_t(P5, G5, P5), "preference #3 (ml.p5.48xlarge): ml.p5.48xlarge is already preference #1"),
-    "R4b": (_t(P5, {"InstanceType": "ml.g5.48xlarge"}),
-            "preference #2 (ml.g5.48xlarge): InstanceCount must be set on every preference or on none [R4b]"),
-    "R4c": (_t(P5, G5, InstanceCount=2), "preference #1 (ml.p5.48xlarge): InstanceCount is set both here and at the job level"),
+    "R4b": (
+        _t(P5, {"InstanceType": "ml.g5.48xlarge"}),
+        "preference #2 (ml.g5.48xlarge): InstanceCount must be set on every preference or on none [R4b]",
+    ),
+    "R4c": (
+        _t(P5, G5, InstanceCount=2),
+        "preference #1 (ml.p5.48xlarge): InstanceCount is set both here and at the job level",
+    ),
     "R4d": (_t({"InstanceType": "ml.p5.48xlarge"}), "no InstanceCount given"),
     "R5": (_t({"InstanceType": "ml.p5.48xlarge", "InstanceCount": -1}), "at least 1"),
     "R5-zero": (_t({"InstanceType": "ml.p5.48xlarge", "InstanceCount": 0}), "at least 1"),
     "R5-type": (_t({"InstanceType": "ml.p5.48xlarge", "InstanceCount": True}), "must be an integer"),
-    "R6": (_t(P5, InstanceType="ml.g5.48xlarge"), "ResourceConfig.InstanceType cannot be combined with InstancePreferences [R6]"),
+    "R6": (
+        _t(P5, InstanceType="ml.g5.48xlarge"),
+        "ResourceConfig.InstanceType cannot be combined with InstancePreferences [R6]",
+    ),
     "R7": (_t(P5, InstanceGroups=[{"InstanceType": "ml.g5.48xlarge"}]), "[R7]"),
     "R8": (_t(P5, InstancePlacementConfig={"EnableMultipleJobs": False}), "[R8]"),
     "R9": (_t(P5, top={"EnableManagedSpotTraining": True}), "EnableManagedSpotTraining"),
@@ -68,8 +80,10 @@ TRAINING_CASES = {
     "R22": (_t(P5, stopping={"MaxPendingTimeInSeconds": 2419201}), "1800 to 2419200"),
     "R23": (_t(P5, stopping={"MaxPendingTimeInSeconds": "soon"}), "must be an integer"),
     "R24": (_t(P5, stopping={"MaxWaitTimeInSeconds": 3600}), "[R24]"),
-    "missing-list": (training_request("job", None, InstanceType="ml.p5.48xlarge", InstanceCount=1),
-                     "InstancePreferences is required"),
+    "missing-list": (
+        training_request("job", None, InstanceType="ml.p5.48xlarge", InstanceCount=1),
+        "InstancePreferences is required",
+    ),
     "job-name": (_t(P5, top={"TrainingJobName": "bad_name!"}), "TrainingJobName"),
 }
 
@@ -129,12 +143,14 @@ def test_templated_values_are_left_for_after_rendering():
 
 
 def test_friendly_forms_become_api_entries():
-    entries = to_api_entries([
-        InstancePreference("ml.p5.48xlarge", 1, PLAN),
-        {"instance_type": "ml.p4d.24xlarge", "instance_count": 2},
-        ("ml.g5.48xlarge", 4),
-        "ml.g6.48xlarge",
-    ])
+    entries = to_api_entries(
+        [
+            InstancePreference("ml.p5.48xlarge", 1, PLAN),
+            {"instance_type": "ml.p4d.24xlarge", "instance_count": 2},
+            ("ml.g5.48xlarge", 4),
+            "ml.g6.48xlarge",
+        ]
+    )
     assert entries == [
         {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1, "TrainingPlanArns": [PLAN]},
         {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2},
@@ -146,9 +162,12 @@ def test_friendly_forms_become_api_entries():
 
 
 def test_rendered_integer_strings_are_cast_including_per_preference_counts():
-    request = _t({"InstanceType": "ml.p5.48xlarge", "InstanceCount": "2"}, {"InstanceType": "ml.g5.48xlarge",
-                                                                              "InstanceCount": " 4 "},
-                 stopping={"MaxPendingTimeInSeconds": "3600"}, VolumeSizeInGB="100")
+    request = _t(
+        {"InstanceType": "ml.p5.48xlarge", "InstanceCount": "2"},
+        {"InstanceType": "ml.g5.48xlarge", "InstanceCount": " 4 "},
+        stopping={"MaxPendingTimeInSeconds": "3600"},
+        VolumeSizeInGB="100",
+    )
     cast = cast_integers(request, TRAINING.integer_paths)
     resources = cast["ResourceConfig"]
     assert [e["InstanceCount"] for e in resources["InstancePreferences"]] == [2, 4]

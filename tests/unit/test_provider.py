@@ -19,7 +19,9 @@ def test_provider_info_matches_airflow_schema_and_distribution_name():
 
 
 def test_importing_the_package_does_not_import_boto3_or_operators():
-    code = ("import sys, airflow_sm_prefs; "
-            "print(any(m in sys.modules for m in ('boto3', 'botocore', 'aiobotocore', 'airflow_sm_prefs.operators')))")
+    code = (
+        "import sys, airflow_sm_prefs; "
+        "print(any(m in sys.modules for m in ('boto3', 'botocore', 'aiobotocore', 'airflow_sm_prefs.operators')))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"

@@ -17,14 +17,24 @@ def _at(seconds: float) -> dt.datetime:
 
 def training_description(**overrides):
     description = {
-        "TrainingJobName": "eval", "TrainingJobArn": "arn:aws:sagemaker:us-east-1:1:training-job/eval",
-        "TrainingJobStatus": "Completed", "SecondaryStatus": "Completed",
-        "ResourceConfig": {"VolumeSizeInGB": 100, "InstancePreferences": [
-            {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
-            {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2}],
-            "SelectedInstanceType": "ml.p4d.24xlarge", "SelectedInstanceCount": 2},
-        "CreationTime": T0, "TrainingStartTime": _at(700), "TrainingEndTime": _at(1300),
-        "LastModifiedTime": _at(1300), "BillableTimeInSeconds": 600,
+        "TrainingJobName": "eval",
+        "TrainingJobArn": "arn:aws:sagemaker:us-east-1:1:training-job/eval",
+        "TrainingJobStatus": "Completed",
+        "SecondaryStatus": "Completed",
+        "ResourceConfig": {
+            "VolumeSizeInGB": 100,
+            "InstancePreferences": [
+                {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
+                {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2},
+            ],
+            "SelectedInstanceType": "ml.p4d.24xlarge",
+            "SelectedInstanceCount": 2,
+        },
+        "CreationTime": T0,
+        "TrainingStartTime": _at(700),
+        "TrainingEndTime": _at(1300),
+        "LastModifiedTime": _at(1300),
+        "BillableTimeInSeconds": 600,
         "SecondaryStatusTransitions": [
             {"Status": "Pending", "StartTime": T0, "EndTime": _at(640)},
             {"Status": "Starting", "StartTime": _at(640), "EndTime": _at(700)},
@@ -39,16 +49,29 @@ def training_description(**overrides):
 def test_record_of_a_fallback_training_job():
     built = record.build(TRAINING, training_description(), "us-east-1")
     assert built == {
-        "job_name": "eval", "job_arn": "arn:aws:sagemaker:us-east-1:1:training-job/eval", "job_kind": "training",
-        "status": "Completed", "secondary_status": "Completed",
-        "selected_instance_type": "ml.p4d.24xlarge", "selected_instance_count": 2, "selected_rank": 1,
+        "job_name": "eval",
+        "job_arn": "arn:aws:sagemaker:us-east-1:1:training-job/eval",
+        "job_kind": "training",
+        "status": "Completed",
+        "secondary_status": "Completed",
+        "selected_instance_type": "ml.p4d.24xlarge",
+        "selected_instance_count": 2,
+        "selected_rank": 1,
         "fell_back": True,
-        "preferences": [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
-                        {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2}],
-        "pending_seconds": 640.0, "run_seconds": 600.0, "billable_seconds": 600, "billable_instance_seconds": 1200,
-        "failure_reason": None, "region": "us-east-1",
-        "created_at": "2026-11-30T02:00:00+00:00", "started_at": "2026-11-30T02:11:40+00:00",
-        "ended_at": "2026-11-30T02:21:40+00:00", "last_modified_at": "2026-11-30T02:21:40+00:00",
+        "preferences": [
+            {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
+            {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2},
+        ],
+        "pending_seconds": 640.0,
+        "run_seconds": 600.0,
+        "billable_seconds": 600,
+        "billable_instance_seconds": 1200,
+        "failure_reason": None,
+        "region": "us-east-1",
+        "created_at": "2026-11-30T02:00:00+00:00",
+        "started_at": "2026-11-30T02:11:40+00:00",
+        "ended_at": "2026-11-30T02:21:40+00:00",
+        "last_modified_at": "2026-11-30T02:21:40+00:00",
     }
     json.dumps(built)  # the XCom contract is plain JSON
 
@@ -60,12 +83,21 @@ def test_record_from_an_event_payload_equals_record_from_boto3():
 
 def test_record_of_a_job_that_never_got_capacity():
     description = training_description(
-        TrainingJobStatus="Stopped", SecondaryStatus="Stopped", TrainingStartTime=None, TrainingEndTime=None,
-        BillableTimeInSeconds=None, LastModifiedTime=_at(1800), FailureReason="CapacityError: none",
-        SecondaryStatusTransitions=[{"Status": "Pending", "StartTime": T0, "EndTime": _at(1800)},
-                                    {"Status": "Stopped", "StartTime": _at(1800), "EndTime": _at(1800)}])
-    description["ResourceConfig"] = {k: v for k, v in description["ResourceConfig"].items()
-                                     if not k.startswith("Selected")}
+        TrainingJobStatus="Stopped",
+        SecondaryStatus="Stopped",
+        TrainingStartTime=None,
+        TrainingEndTime=None,
+        BillableTimeInSeconds=None,
+        LastModifiedTime=_at(1800),
+        FailureReason="CapacityError: none",
+        SecondaryStatusTransitions=[
+            {"Status": "Pending", "StartTime": T0, "EndTime": _at(1800)},
+            {"Status": "Stopped", "StartTime": _at(1800), "EndTime": _at(1800)},
+        ],
+    )
+    description["ResourceConfig"] = {
+        k: v for k, v in description["ResourceConfig"].items() if not k.startswith("Selected")
+    }
     built = record.build(TRAINING, description, "us-east-1")
     assert (built["selected_instance_type"], built["selected_rank"], built["fell_back"]) == (None, None, None)
     assert built["pending_seconds"] == 1800.0
@@ -74,23 +106,41 @@ def test_record_of_a_job_that_never_got_capacity():
 
 
 def test_pending_time_of_a_job_still_waiting_counts_up_to_now():
-    description = training_description(TrainingJobStatus="InProgress", SecondaryStatus="Pending",
-                                       SecondaryStatusTransitions=[{"Status": "Pending", "StartTime": T0}])
+    description = training_description(
+        TrainingJobStatus="InProgress",
+        SecondaryStatus="Pending",
+        SecondaryStatusTransitions=[{"Status": "Pending", "StartTime": T0}],
+    )
     now = pendulum.instance(_at(90))
     assert record.pending_seconds(TRAINING, description, now) == 90.0
 
 
 def test_processing_selection_and_uniform_count():
     description = {
-        "ProcessingJobName": "prep", "ProcessingJobArn": "arn", "ProcessingJobStatus": "InProgress",
-        "ProcessingResources": {"ClusterConfig": {
-            "InstanceCount": 3, "VolumeSizeInGB": 30,
-            "InstancePreferences": [{"InstanceType": "ml.g6.12xlarge"}, {"InstanceType": "ml.g5.12xlarge"}],
-            "SelectedInstanceType": "ml.g6.12xlarge", "SelectedInstanceCount": 3}},
-        "CreationTime": T0, "ProcessingStartTime": _at(65),
+        "ProcessingJobName": "prep",
+        "ProcessingJobArn": "arn",
+        "ProcessingJobStatus": "InProgress",
+        "ProcessingResources": {
+            "ClusterConfig": {
+                "InstanceCount": 3,
+                "VolumeSizeInGB": 30,
+                "InstancePreferences": [{"InstanceType": "ml.g6.12xlarge"}, {"InstanceType": "ml.g5.12xlarge"}],
+                "SelectedInstanceType": "ml.g6.12xlarge",
+                "SelectedInstanceCount": 3,
+            }
+        },
+        "CreationTime": T0,
+        "ProcessingStartTime": _at(65),
     }
     chosen = record.selection(PROCESSING, description, "eu-west-1")
-    assert chosen == {"job_name": "prep", "job_kind": "processing", "selected_instance_type": "ml.g6.12xlarge",
-                      "selected_instance_count": 3, "selected_rank": 0, "fell_back": False,
-                      "pending_seconds": 65.0, "region": "eu-west-1"}
+    assert chosen == {
+        "job_name": "prep",
+        "job_kind": "processing",
+        "selected_instance_type": "ml.g6.12xlarge",
+        "selected_instance_count": 3,
+        "selected_rank": 0,
+        "fell_back": False,
+        "pending_seconds": 65.0,
+        "region": "eu-west-1",
+    }
     assert record.describe_preferences(PROCESSING, description) == "#1 ml.g6.12xlarge x3, #2 ml.g5.12xlarge x3"

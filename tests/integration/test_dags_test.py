@@ -1,0 +1,95 @@
+"""`airflow dags test` runs of real DAGs against the emulator over HTTP (the triggers run inline)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.integration.conftest import HERE, airflow_env
+
+pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
+
+
+def _connection(server) -> str:
+    return json.dumps(
+        {
+            "conn_type": "aws",
+            "login": "testing",
+            "password": "testing",
+            "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
+        }
+    )
+
+
+def _dags_test(airflow_home, server, dag_id: str, results) -> dict:
+    env = airflow_env(
+        airflow_home, HERE / "dags", AIRFLOW_CONN_SM_EMULATOR=_connection(server), SM_PREFS_IT_RESULTS=str(results)
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow", "dags", "test", dag_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=420,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    assert "testing" not in json.dumps(json.loads((results / f"{dag_id}.json").read_text()))
+    return json.loads((results / f"{dag_id}.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "dag_id, kind, second_choice, uniform_count",
+    [
+        ("sm_prefs_it_training", "training", "ml.p4d.24xlarge", 2),
+        ("sm_prefs_it_processing", "processing", "ml.g5.12xlarge", 1),
+    ],
+)
+def test_dag_falls_back_to_the_second_preference(
+    airflow_home, start_emulator, tmp_path, dag_id, kind, second_choice, uniform_count
+):
+    server = start_emulator("gpu-shortage")
+    results = _dags_test(airflow_home, server, dag_id, tmp_path)
+    for task_id, expected_count in (("uniform", uniform_count), ("per_preference", 2)):
+        record = results[task_id]["record"]
+        assert record["status"] == "Completed", record
+        assert (record["job_kind"], record["selected_rank"], record["fell_back"]) == (kind, 1, True)
+        assert (record["selected_instance_type"], record["selected_instance_count"]) == (second_choice, expected_count)
+        assert set(record) >= {
+            "job_name",
+            "job_arn",
+            "preferences",
+            "pending_seconds",
+            "run_seconds",
+            "billable_seconds",
+            "region",
+            "created_at",
+            "started_at",
+            "ended_at",
+        }
+        assert results[task_id]["selection"]["selected_rank"] == 1
+    creates = server.engine.calls["CreateTrainingJob" if kind == "training" else "CreateProcessingJob"]
+    assert creates == 2, "one job per task, no duplicates"
+
+
+def test_invalid_dag_fails_at_parse_time_and_creates_nothing(airflow_home, start_emulator):
+    server = start_emulator("gpu-shortage")
+    folder = HERE / "invalid_dags"
+    code = (
+        "from airflow.dag_processing.dagbag import DagBag; import json; "
+        f"bag = DagBag({str(folder)!r}); "
+        "print(json.dumps({'dags': sorted(bag.dag_ids), 'errors': list(bag.import_errors.values())}))"
+    )
+    env = airflow_env(airflow_home, folder, AIRFLOW_CONN_SM_EMULATOR=_connection(server))
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    parsed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert parsed["dags"] == []
+    assert "preference #3 (ml.g5.48xlarge): InstanceCount must be an integer" in parsed["errors"][0]
+    assert server.engine.calls == {}, "the emulator saw no call at all"
