@@ -8,7 +8,7 @@ import pendulum
 from airflow_sm_prefs import record
 from airflow_sm_prefs.jobs import PROCESSING, TRAINING
 
-T0 = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.UTC)
 
 
 def _at(seconds: float) -> dt.datetime:
