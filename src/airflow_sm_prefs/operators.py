@@ -321,27 +321,17 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             known_signature=list(signature(self.job_kind, dict(description))),
         )
         timeout = (record.to_time(deadline) - pendulum.now("UTC")) + DEFER_TIMEOUT_MARGIN  # type: ignore[operator]
-        self.defer(
-            trigger=trigger,
-            method_name="execute_complete",
-            kwargs={"announced": announced, "deadline": deadline, "pending_deadline": pending_deadline},
-            timeout=timeout,
-        )
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
 
-    def execute_complete(
-        self,
-        context: Context,
-        event: dict[str, Any],
-        announced: bool = False,
-        deadline: str | None = None,
-        pending_deadline: str | None = None,
-    ) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         ledger = attempts.JobLedger.from_context(context)
         claim = ledger.load()
         if claim is not None:
             claim = ledger.save(claim.advanced(attempts.RESUMED))
         status = event.get("status")
         job_name = event["job_name"]
+        announced = bool(event.get("announced"))
+        deadline, pending_deadline = event.get("deadline"), event.get("pending_deadline")
         self._active_job = job_name
         description = event.get("description") or {}
         if status == "selected":

@@ -75,6 +75,8 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         )
 
     def _event(self, status: str, description: dict[str, Any] | None, message: str | None = None) -> TriggerEvent:
+        # What the operator needs to resume travels in the event itself: `airflow dags test` hands the resume
+        # method only the event, not the kwargs given to defer().
         return TriggerEvent(
             {
                 "status": status,
@@ -82,6 +84,9 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                 "job_kind": self.job_kind,
                 "description": description,
                 "message": message,
+                "announced": self.wait_for == "completion",
+                "deadline": self.deadline,
+                "pending_deadline": self.pending_deadline,
             }
         )
 

@@ -127,7 +127,7 @@ def test_completion_returns_the_flat_record(start_emulator, aws_connection):
     from airflow_sm_prefs.record import jsonable
 
     result = operator.execute_complete(
-        ctx, {"status": "finished", "job_name": "eval-job", "description": jsonable(description)}, announced=True
+        ctx, {"status": "finished", "job_name": "eval-job", "description": jsonable(description), "announced": True}
     )
     assert result["status"] == "Completed" and result["selected_rank"] == 1
     assert (
@@ -194,8 +194,7 @@ def test_after_a_failed_job_a_retry_starts_the_next_generation(start_emulator, a
     with pytest.raises(AirflowException, match="fallback type: SageMaker does not check"):
         operator.execute_complete(
             context(FakeTI(try_number=1), store),
-            {"status": "finished", "job_name": "eval-job", "description": jsonable(failed)},
-            announced=True,
+            {"status": "finished", "job_name": "eval-job", "description": jsonable(failed), "announced": True},
         )
     with pytest.raises(TaskDeferred) as deferred:
         operator.execute(context(FakeTI(try_number=2), store))
