@@ -28,6 +28,9 @@ unit: venv
 test: lint typecheck
 	$(BIN)/pytest -q -ra
 
+demo: venv
+	$(BIN)/airflow-sm-prefs demo --project-dir .
+
 emulator: venv
 	$(BIN)/airflow-sm-prefs emulator --scenario gpu-shortage --port 8907
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -36,6 +37,13 @@ def _emulator(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs.demo import main
+
+    exit_when_done = args.exit or os.environ.get("DEMO_EXIT") == "1"
+    return main(Path(args.project_dir).resolve(), exit_when_done)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airflow-sm-prefs")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -46,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     emulator.add_argument("--state-file", type=Path, default=None, help="keep jobs and clock across restarts")
     emulator.add_argument("-v", "--verbose", action="store_true")
     emulator.set_defaults(handler=_emulator)
+    demo = commands.add_parser("demo", help="emulator + airflow standalone + the nightly pipeline")
+    demo.add_argument("--project-dir", default=".", help="checkout holding dags/ (default: current directory)")
+    demo.add_argument("--exit", action="store_true", help="exit when the pipeline ends (same as DEMO_EXIT=1)")
+    demo.set_defaults(handler=_demo)
     return parser
 
 

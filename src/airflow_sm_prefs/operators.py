@@ -320,7 +320,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             stop_on_kill=self.stop_on_kill,
             known_signature=list(signature(self.job_kind, dict(description))),
         )
-        timeout = (record.to_time(deadline) - pendulum.now("UTC")) + DEFER_TIMEOUT_MARGIN  # type: ignore[operator]
+        remaining = (record.to_time(deadline) or pendulum.now("UTC")) - pendulum.now("UTC")
+        # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.
+        timeout = timedelta(seconds=remaining.total_seconds()) + DEFER_TIMEOUT_MARGIN
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:

@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+import pendulum
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 
@@ -98,6 +99,24 @@ def test_templated_counts_are_cast_and_the_job_defers_until_selection(start_emul
     assert ctx["task_state_store"][STATE_KEY]["phase"] == "deferred"
     links = {k for k in ctx["ti"].xcoms if k.endswith("_link")}
     assert links == {"sm_prefs_console_link", "sm_prefs_logs_link"}, "links exist before the job leaves the queue"
+
+
+def _send_as_the_task_runner_would(deferred: TaskDeferred) -> None:
+    """Encode the deferral exactly as the Task SDK sends it to the supervisor (msgpack, serde kwargs)."""
+    import structlog
+    from airflow.sdk.execution_time.comms import _RequestFrame
+    from airflow.sdk.execution_time.task_runner import _defer_task
+
+    message, state = _defer_task(deferred, FakeTI(), structlog.get_logger())
+    assert state == "deferred"
+    assert _RequestFrame(id=1, body=message).as_bytes()
+
+
+def test_deferral_survives_the_task_sdk_channel(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    with pytest.raises(TaskDeferred) as deferred:
+        training_operator(aws_connection(server), max_pending=pendulum.duration(hours=2)).execute(context())
+    _send_as_the_task_runner_would(deferred.value)
 
 
 def test_selection_is_announced_then_the_wait_continues(start_emulator, aws_connection):

@@ -1,0 +1,146 @@
+"""Nightly evaluation: prepare data, fine-tune on whichever GPU configuration has capacity, then evaluate
+with settings derived from the configuration SageMaker chose, and write a run summary.
+
+Runs unchanged against real AWS (set the Variables below and point `aws_default` at your account) or the
+bundled emulator (`make demo`).
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, task
+
+from airflow_sm_prefs import (
+    InstancePreference,
+    SageMakerPreferenceProcessingOperator,
+    SageMakerPreferenceTrainingOperator,
+)
+
+ROLE = "{{ var.value.get('sm_prefs_role_arn', 'arn:aws:iam::123456789012:role/SageMakerRole') }}"
+BUCKET = "{{ var.value.get('sm_prefs_bucket', 'sm-prefs-demo') }}"
+IMAGE = "{{ var.value.get('sm_prefs_image', '123456789012.dkr.ecr.us-east-1.amazonaws.com/llm-eval:2026.11') }}"
+
+# Accelerators per instance and memory per accelerator (GiB), for the configurations we accept.
+ACCELERATORS = {
+    "ml.p5.48xlarge": (8, 80),
+    "ml.p4d.24xlarge": (8, 40),
+    "ml.g5.48xlarge": (8, 24),
+}
+
+with DAG(
+    dag_id="nightly_evaluation",
+    schedule="0 2 * * *",
+    start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["sagemaker", "instance-preferences"],
+    doc_md=__doc__,
+):
+    prepare_data = SageMakerPreferenceProcessingOperator(
+        task_id="prepare_data",
+        config={
+            "RoleArn": ROLE,
+            "AppSpecification": {"ImageUri": IMAGE, "ContainerEntrypoint": ["python", "prepare.py"]},
+            "ProcessingInputs": [
+                {
+                    "InputName": "raw",
+                    "S3Input": {
+                        "S3Uri": f"s3://{BUCKET}/raw/{{{{ ds }}}}",
+                        "LocalPath": "/opt/ml/processing/raw",
+                        "S3DataType": "S3Prefix",
+                        "S3InputMode": "File",
+                    },
+                }
+            ],
+            "ProcessingOutputConfig": {
+                "Outputs": [
+                    {
+                        "OutputName": "shards",
+                        "S3Output": {
+                            "S3Uri": f"s3://{BUCKET}/shards/{{{{ ds }}}}",
+                            "LocalPath": "/opt/ml/processing/shards",
+                            "S3UploadMode": "EndOfJob",
+                        },
+                    }
+                ]
+            },
+            "ProcessingResources": {"ClusterConfig": {"VolumeSizeInGB": 100}},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+        },
+        preferences=[("ml.m5.4xlarge", 2), ("ml.c5.xlarge", 4)],
+        max_pending=pendulum.duration(hours=1),
+        check_interval=5,
+    )
+
+    fine_tune = SageMakerPreferenceTrainingOperator(
+        task_id="fine_tune",
+        config={
+            "RoleArn": ROLE,
+            "AlgorithmSpecification": {"TrainingImage": IMAGE, "TrainingInputMode": "File"},
+            "HyperParameters": {"epochs": "1", "run_date": "{{ ds }}"},
+            "InputDataConfig": [
+                {
+                    "ChannelName": "train",
+                    "DataSource": {
+                        "S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": f"s3://{BUCKET}/shards/{{{{ ds }}}}"}
+                    },
+                }
+            ],
+            "OutputDataConfig": {"S3OutputPath": f"s3://{BUCKET}/models"},
+            "ResourceConfig": {"VolumeSizeInGB": 500},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 6 * 3600},
+        },
+        # Equivalent capacity: one H100 node, or two A100 nodes, or four A10G nodes.
+        preferences=[
+            InstancePreference("ml.p5.48xlarge", 1),
+            InstancePreference("ml.p4d.24xlarge", 2),
+            InstancePreference("ml.g5.48xlarge", 4),
+        ],
+        max_pending=pendulum.duration(hours=4),
+        check_interval=5,
+    )
+
+    @task
+    def plan_evaluation(chosen: dict) -> dict:
+        """Shard the evaluation over every accelerator SageMaker gave us, sized to their memory."""
+        per_node, memory_gib = ACCELERATORS[chosen["selected_instance_type"]]
+        accelerators = per_node * chosen["selected_instance_count"]
+        return {
+            "instance_type": chosen["selected_instance_type"],
+            "instance_count": chosen["selected_instance_count"],
+            "shards": accelerators,
+            "batch_size_per_accelerator": max(1, memory_gib // 5),
+        }
+
+    @task
+    def write_summary(preparation: dict, training: dict, plan: dict, **context) -> str:
+        import json
+        import os
+
+        rows = []
+        for record in (preparation, training):
+            rows.append(
+                f"| {record['job_kind']} | {record['selected_instance_count']} x {record['selected_instance_type']} "
+                f"| #{record['selected_rank'] + 1}{' (fallback)' if record['fell_back'] else ''} "
+                f"| {record['pending_seconds']:.0f} s | {record['run_seconds'] or 0:.0f} s |"
+            )
+        summary = "\n".join(
+            [
+                f"# Nightly evaluation {context['ds']}",
+                "| job | configuration | preference | waited | ran |",
+                "|---|---|---|---|---|",
+                *rows,
+                "",
+                f"Evaluation: {plan['shards']} shards, batch size {plan['batch_size_per_accelerator']} per accelerator.",
+            ]
+        )
+        print(summary)
+        folder = os.environ.get("SM_PREFS_SUMMARY_DIR")
+        if folder:
+            with open(os.path.join(folder, f"nightly_evaluation_{context['ds']}.json"), "w") as stream:
+                json.dump({"preparation": preparation, "training": training, "plan": plan}, stream, indent=2)
+        return summary
+
+    plan = plan_evaluation(fine_tune.output)
+    prepare_data >> fine_tune
+    write_summary(prepare_data.output, fine_tune.output, plan)
