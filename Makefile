@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: venv test lint typecheck unit demo bench faults clean
+.PHONY: venv browser test lint typecheck unit demo emulator bench clean
 
 venv: $(STAMP)
 
@@ -25,7 +25,13 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest -q
 
-test: lint typecheck
+# Debian's chromium for the end-to-end browser test (Playwright drives it; it downloads no browser).
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "install Debian's chromium (sudo apt-get install chromium) for the browser test" >&2; exit 1; fi; }
+
+test: lint typecheck browser
 	$(BIN)/pytest -q -ra
 
 demo: venv

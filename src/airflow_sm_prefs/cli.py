@@ -14,8 +14,8 @@ from pathlib import Path
 def _emulator(args: argparse.Namespace) -> int:
     from airflow_sm_prefs.emulator import EmulatorServer, ScenarioError, load
 
-    if not ipaddress.ip_address(args.host).is_loopback:
-        print(f"error: the emulator binds to loopback only, not {args.host}", file=sys.stderr)
+    if not ipaddress.ip_address(args.host).is_loopback and not args.container_network:
+        print(f"error: the emulator binds to loopback only, not {args.host} (see --container-network)", file=sys.stderr)
         return 2
     try:
         scenario = load(args.scenario)
@@ -50,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     emulator = commands.add_parser("emulator", help="serve the local SageMaker emulator")
     emulator.add_argument("--scenario", default="ample", help="bundled scenario name or a YAML file")
     emulator.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    emulator.add_argument(
+        "--container-network",
+        action="store_true",
+        help="allow a non-loopback --host, for a container network that publishes no port to the host; the "
+        "control surface still answers loopback clients only",
+    )
     emulator.add_argument("--port", type=int, default=8907, help="port (0 picks a free one)")
     emulator.add_argument("--state-file", type=Path, default=None, help="keep jobs and clock across restarts")
     emulator.add_argument("-v", "--verbose", action="store_true")

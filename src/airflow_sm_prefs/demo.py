@@ -94,9 +94,11 @@ class DemoStack:
         self.processes.append(process)
 
     def start(self) -> None:
+        # Every demo starts from scratch: a fresh metadata database and an emulator with no earlier jobs.
         if self.airflow_home.exists():
             shutil.rmtree(self.airflow_home)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "emulator-state.json").unlink(missing_ok=True)
         self._spawn(
             [
                 sys.executable,

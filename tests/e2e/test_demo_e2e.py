@@ -1,0 +1,100 @@
+"""The `make demo` path, headless: emulator + `airflow standalone`, the nightly pipeline, REST and a real browser.
+
+Screenshots are kept in artifacts/e2e/ as test artifacts.
+"""
+
+from __future__ import annotations
+
+import shutil
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_sm_prefs.demo import DemoStack
+
+pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
+
+PROJECT = Path(__file__).resolve().parents[2]
+ARTIFACTS = PROJECT / "artifacts" / "e2e"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DemoStack, str]]:
+    stack = DemoStack(project_dir=PROJECT, workdir=tmp_path_factory.mktemp("demo"))
+    try:
+        stack.start()
+        yield stack, stack.run_pipeline()
+    finally:
+        stack.stop()
+
+
+def test_pipeline_falls_back_and_records_the_choice(demo):
+    stack, run_id = demo
+    training = stack.task_record(run_id, "fine_tune")
+    assert (training["status"], training["selected_rank"], training["fell_back"]) == ("Completed", 1, True)
+    assert (training["selected_instance_type"], training["selected_instance_count"]) == ("ml.p4d.24xlarge", 2)
+    preparation = stack.task_record(run_id, "prepare_data")
+    assert (preparation["job_kind"], preparation["selected_rank"]) == ("processing", 0)
+    links = stack.task_links(run_id, "fine_tune")
+    assert links["SageMaker job"] == (
+        f"https://console.aws.amazon.com/sagemaker/home?region=us-east-1#/jobs/{training['job_name']}"
+    )
+    assert training["job_name"] in links["CloudWatch logs"]
+    summaries = list(stack.workdir.glob("nightly_evaluation_*.json"))
+    assert summaries, "the downstream task wrote its run summary"
+
+
+def test_credentials_never_reach_logs(demo):
+    stack, _ = demo
+    logs = [p for p in (stack.airflow_home / "logs").rglob("*.log")] + [stack.workdir / "airflow.log"]
+    assert logs
+    for path in logs:
+        assert "demo-secret-key" not in path.read_text(errors="replace"), path
+
+
+def test_ui_shows_the_chosen_configuration_and_the_sagemaker_link(demo):
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is required for the browser test (`make browser` installs it)")
+    stack, run_id = demo
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    task_page = f"{stack.api_url}/dags/{stack.dag_id}/runs/{urllib.parse.quote(run_id)}/tasks/fine_tune"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            page.goto(stack.api_url + "/")
+            page.get_by_label("Username").fill("admin")
+            page.get_by_label("Password").fill(stack.admin_password())
+            page.get_by_role("button", name="Sign in").click()
+            page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
+
+            page.goto(task_page)
+            page.get_by_text("Storage", exact=True).click()
+            page.get_by_text("XCom", exact=True).click()
+            page.get_by_role("button", name="Expand all extra JSON").click()
+            page.get_by_text("ml.p4d.24xlarge").first.wait_for(timeout=30_000)
+            page.get_by_text("selected_rank").first.wait_for(timeout=10_000)
+            page.screenshot(path=str(ARTIFACTS / "fine_tune_xcom.png"), full_page=True)
+
+            page.goto(task_page + "/details")
+            link = page.get_by_role("link", name="SageMaker job")
+            link.wait_for(timeout=30_000)
+            assert "/sagemaker/home?region=us-east-1#/jobs/" in (link.get_attribute("href") or "")
+            page.screenshot(path=str(ARTIFACTS / "fine_tune_links.png"), full_page=True)
+        finally:
+            browser.close()
