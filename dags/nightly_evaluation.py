@@ -131,7 +131,8 @@ with DAG(
                 "|---|---|---|---|---|",
                 *rows,
                 "",
-                f"Evaluation: {plan['shards']} shards, batch size {plan['batch_size_per_accelerator']} per accelerator.",
+                f"Evaluation: {plan['shards']} shards, "
+                f"batch size {plan['batch_size_per_accelerator']} per accelerator.",
             ]
         )
         print(summary)
