@@ -306,7 +306,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         pending_deadline: str | None,
     ) -> NoReturn:
         from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
-        from airflow_sm_prefs.watcher import signature
+        from airflow_sm_prefs.watcher import KnownState
 
         trigger = SageMakerPreferenceJobTrigger(
             job_name=job_name,
@@ -318,7 +318,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             pending_deadline=pending_deadline,
             poll_interval=self.check_interval,
             stop_on_kill=self.stop_on_kill,
-            known_signature=list(signature(self.job_kind, dict(description))),
+            known_state=KnownState.of(self.job_kind, dict(description)).to_json(),
         )
         remaining = (record.to_time(deadline) or pendulum.now("UTC")) - pendulum.now("UTC")
         # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.

@@ -11,7 +11,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_sm_prefs import progress
 from airflow_sm_prefs.jobs import KINDS, TERMINAL_STATUSES, JobKind
-from airflow_sm_prefs.watcher import JobWatcher, signature
+from airflow_sm_prefs.watcher import JobWatcher, KnownState, signature
 
 STOP_TIMEOUT_SECONDS = 20.0
 
@@ -35,7 +35,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         pending_deadline: str | None = None,
         poll_interval: float = 60.0,
         stop_on_kill: bool = True,
-        known_signature: list[Any] | None = None,
+        known_state: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if job_kind not in KINDS:
@@ -51,7 +51,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         self.pending_deadline = pending_deadline
         self.poll_interval = poll_interval
         self.stop_on_kill = stop_on_kill
-        self.known_signature = known_signature
+        self.known_state = known_state
 
     @property
     def kind(self) -> JobKind:
@@ -70,7 +70,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                 "pending_deadline": self.pending_deadline,
                 "poll_interval": self.poll_interval,
                 "stop_on_kill": self.stop_on_kill,
-                "known_signature": self.known_signature,
+                "known_state": self.known_state,
             },
         )
 
@@ -110,9 +110,10 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         kind = self.kind
         watcher = JobWatcher.shared(kind, self.aws_conn_id, self.region_name)
-        last_signature = tuple(self.known_signature) if self.known_signature else None
+        known = KnownState.from_json(self.known_state) if self.known_state else None
+        last_signature = known.signature if known else None
         description: dict[str, Any] | None = None
-        async with watcher.watch(self.job_name, self.poll_interval) as updates:
+        async with watcher.watch(self.job_name, self.poll_interval, known) as updates:
             while True:
                 selected = description is not None and kind.selected(description) is not None
                 timeout, why = self._next_limit(selected)

@@ -1,15 +1,19 @@
 """One watcher per triggerer event loop and (connection, region, job kind), shared by every trigger.
 
-Triggers register the job they wait for and receive updates; they never poll on their own clock. The
-watcher holds one client, spends calls through a rate limiter shared per account and Region, backs off on
-throttling and 5xx, and re-checks each job on an adaptive interval: soon when a change is imminent
-(provisioning, uploading, stopping), rarely while a job queues for capacity. Only changes are published.
+Triggers register the job they wait for and receive updates; they never poll on their own clock. Each
+interval the watcher asks SageMaker once which jobs changed (``List*Jobs`` with ``LastModifiedTimeAfter``,
+paginated) and describes only those, so the calls per interval do not grow with the number of waiting jobs.
+A long per-job Describe is kept as a safety net, and if listing is denied or misbehaves the watcher falls
+back to describing each job on its own interval (and says so once in the log). One client per watcher, a
+rate limiter shared per account and Region, backoff on throttling and 5xx, and an adaptive interval: short
+when a change is imminent (provisioning, uploading, stopping), long while everything queues for capacity.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -47,6 +51,9 @@ TRANSIENT_CODES = frozenset(
 IMMINENT_STATES = frozenset({"Starting", "Downloading", "Uploading", "Stopping", "Restarting"})
 MAX_BACKOFF_SECONDS = 300.0
 IDLE_LINGER_SECONDS = 30.0
+SAFETY_NET_SECONDS = 1800.0  # a Describe per job at least this often, whatever listing says
+LIST_OVERLAP_SECONDS = 120.0  # re-list this much service time: botocore truncates timestamps to seconds
+LIST_PAGE_SIZE = 100
 ClientFactory = Callable[[], Awaitable[Any]]
 
 
@@ -61,6 +68,50 @@ class JobUpdate:
 def signature(kind: JobKind, description: dict[str, Any]) -> tuple[Any, ...]:
     """What counts as a change worth publishing (and logging once)."""
     return (description.get(kind.status_field), description.get("SecondaryStatus"), kind.selected(description))
+
+
+@dataclass(frozen=True)
+class KnownState:
+    """What the operator last saw of a job; lets a new or moved trigger start without a Describe."""
+
+    status: str | None
+    secondary: str | None
+    selected: tuple[str, int] | None
+    last_modified: float | None
+
+    @classmethod
+    def of(cls, kind: JobKind, description: dict[str, Any]) -> KnownState:
+        from airflow_sm_prefs.record import to_time
+
+        modified = to_time(description.get("LastModifiedTime"))
+        return cls(
+            description.get(kind.status_field),
+            description.get("SecondaryStatus"),
+            kind.selected(description),
+            modified.timestamp() if modified else None,
+        )
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> KnownState:
+        selected = raw.get("selected")
+        return cls(
+            raw.get("status"),
+            raw.get("secondary"),
+            (selected[0], int(selected[1])) if selected else None,
+            raw.get("last_modified"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "secondary": self.secondary,
+            "selected": list(self.selected) if self.selected else None,
+            "last_modified": self.last_modified,
+        }
+
+    @property
+    def signature(self) -> tuple[Any, ...]:
+        return (self.status, self.secondary, self.selected)
 
 
 def is_transient(error: BaseException) -> tuple[bool, bool]:
@@ -85,6 +136,8 @@ class _Watched:
     next_due: float = 0.0
     last: JobUpdate | None = None
     last_signature: tuple[Any, ...] | None = None
+    summary_key: tuple[Any, ...] | None = None
+    state_interval: float = 0.0
     failures: int = 0
 
 
@@ -101,7 +154,12 @@ class JobWatcher:
         self._jobs: dict[str, _Watched] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._listing = True
+        self._cursor: float | None = None  # service time after which changes are not yet seen
+        self._next_list = 0.0
+        self._list_failures = 0
         self.calls = 0
+        self.list_calls = 0
 
     @classmethod
     def shared(
@@ -135,8 +193,14 @@ class JobWatcher:
         return self._task is not None and self._task.get_loop().is_closed()
 
     @contextlib.asynccontextmanager
-    async def watch(self, job_name: str, poll_interval: float) -> AsyncIterator[asyncio.Queue[JobUpdate]]:
-        """Subscribe to a job's updates for the duration of the ``async with`` block."""
+    async def watch(
+        self, job_name: str, poll_interval: float, known: KnownState | None = None
+    ) -> AsyncIterator[asyncio.Queue[JobUpdate]]:
+        """Subscribe to a job's updates for the duration of the ``async with`` block.
+
+        With ``known`` (what the operator last saw) no Describe is needed to start: listing from the known
+        modification time reports anything that changed since, even after a triggerer restart.
+        """
         queue: asyncio.Queue[JobUpdate] = asyncio.Queue()
         job = self._jobs.get(job_name)
         if job is None:
@@ -145,7 +209,10 @@ class JobWatcher:
         job.queues.append(queue)
         if job.last is not None:
             queue.put_nowait(job.last)
-        job.next_due = 0.0  # a new subscriber deserves a fresh look now
+        if known is not None and known.last_modified is not None and job.summary_key is None:
+            self._seed(job, known)
+        else:
+            job.next_due = 0.0  # nothing known: take a fresh look now
         self._ensure_running()
         self._wake.set()
         try:
@@ -154,6 +221,18 @@ class JobWatcher:
             job.queues.remove(queue)
             if not job.queues:
                 self._jobs.pop(job_name, None)
+
+    def _seed(self, job: _Watched, known: KnownState) -> None:
+        assert known.last_modified is not None
+        job.summary_key = (known.status, known.secondary, known.last_modified)
+        job.last_signature = known.signature
+        job.state_interval = self._interval_for_state(job, known.status, known.secondary, known.selected)
+        if self._cursor is None or known.last_modified < self._cursor:
+            self._cursor = known.last_modified
+        own_clock = not self._listing or (self.kind.name == "processing" and known.selected is None)
+        delay = job.state_interval if own_clock else SAFETY_NET_SECONDS
+        job.next_due = asyncio.get_running_loop().time() + delay * random.uniform(0.9, 1.1)
+        self._next_list = min(self._next_list or float("inf"), asyncio.get_running_loop().time() + job.interval)
 
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
@@ -173,11 +252,18 @@ class JobWatcher:
                             break
                     else:
                         idle_since = None
-                    due = [job for job in self._jobs.values() if job.next_due <= now]
+                    due = {job.name: job for job in self._jobs.values() if job.next_due <= now}
+                    if self._listing and self._jobs and self._cursor is not None and now >= self._next_list:
+                        for name in await self._list_changes(client):
+                            if name in self._jobs:
+                                due[name] = self._jobs[name]
+                        self._next_list = loop.time() + self._list_interval()
                     if due:
-                        await asyncio.gather(*(self._poll(client, job) for job in due))
+                        await asyncio.gather(*(self._poll(client, job) for job in due.values()))
                         continue
                     next_due = min((job.next_due for job in self._jobs.values()), default=now + IDLE_LINGER_SECONDS)
+                    if self._listing and self._jobs and self._cursor is not None:
+                        next_due = min(next_due, self._next_list)
                     self._wake.clear()
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, next_due - now))
@@ -220,6 +306,10 @@ class JobWatcher:
             return
         self._limiter.succeeded()
         job.failures = 0
+        modified = _timestamp(response.get("LastModifiedTime"))
+        job.summary_key = (response.get(self.kind.status_field), response.get("SecondaryStatus"), modified)
+        if modified is not None and (self._cursor is None or modified < self._cursor):
+            self._cursor = modified
         description = jsonable(response)
         current = signature(self.kind, description)
         if current != job.last_signature:
@@ -227,16 +317,93 @@ class JobWatcher:
             self._publish(job, JobUpdate(description=description))
         else:
             job.last = JobUpdate(description=description)
-        job.next_due = loop.time() + self._interval_for(job, description) * random.uniform(0.9, 1.1)
+        job.state_interval = self._interval_for(job, description)
+        own_clock = not self._listing or self._change_invisible_to_listing(description)
+        delay = job.state_interval if own_clock else max(SAFETY_NET_SECONDS, job.state_interval)
+        job.next_due = loop.time() + delay * random.uniform(0.9, 1.1)
+
+    def _change_invisible_to_listing(self, description: dict[str, Any]) -> bool:
+        """A processing job's selection changes nothing a summary shows, so it keeps its own clock until then."""
+        return self.kind.name == "processing" and self.kind.selected(description) is None
+
+    def _list_interval(self) -> float:
+        jobs = list(self._jobs.values())
+        if not jobs:
+            return IDLE_LINGER_SECONDS
+        intervals = [job.state_interval or job.interval for job in jobs]
+        return max(1.0, min(intervals)) * random.uniform(0.9, 1.1)
+
+    async def _list_changes(self, client: Any) -> list[str]:
+        """Names of watched jobs whose summary changed since the cursor (one call per page, usually one)."""
+        assert self._cursor is not None
+        after = dt.datetime.fromtimestamp(self._cursor - LIST_OVERLAP_SECONDS, tz=dt.UTC)
+        newest = self._cursor
+        changed: list[str] = []
+        token: str | None = None
+        try:
+            while True:
+                await self._limiter.acquire()
+                self.calls += 1
+                self.list_calls += 1
+                request: dict[str, Any] = {"LastModifiedTimeAfter": after, "MaxResults": LIST_PAGE_SIZE}
+                if token:
+                    request["NextToken"] = token
+                page = await getattr(client, self.kind.list_method)(**request)
+                for summary in page.get(self.kind.summaries_field, []):
+                    modified = _timestamp(summary.get("LastModifiedTime"))
+                    if modified is not None:
+                        newest = max(newest, modified)
+                    job = self._jobs.get(summary.get(self.kind.name_field, ""))
+                    key = (summary.get(self.kind.status_field), summary.get("SecondaryStatus"), modified)
+                    if job is not None and key != job.summary_key:
+                        changed.append(job.name)
+                token = page.get("NextToken")
+                if not token:
+                    break
+        except Exception as exc:
+            transient, throttled = is_transient(exc)
+            if throttled:
+                self._limiter.throttled()
+            if transient:
+                self._list_failures += 1
+                self._next_list = asyncio.get_running_loop().time() + min(
+                    MAX_BACKOFF_SECONDS, 2 ** min(self._list_failures, 8)
+                )
+                return []
+            log.warning(
+                "SageMaker %s failed (%s); watching each %s job with its own Describe from now on. Grant "
+                "sagemaker:%s to cut API calls.",
+                self.kind.list_method,
+                exc,
+                self.kind.name,
+                "".join(part.title() for part in self.kind.list_method.split("_")),
+            )
+            self._listing = False
+            for job in self._jobs.values():
+                job.next_due = 0.0
+            return []
+        self._list_failures = 0
+        self._limiter.succeeded()
+        self._cursor = newest
+        return changed
 
     def _interval_for(self, job: _Watched, description: dict[str, Any]) -> float:
-        status = description.get(self.kind.status_field)
-        secondary = description.get("SecondaryStatus")
+        return self._interval_for_state(
+            job,
+            description.get(self.kind.status_field),
+            description.get("SecondaryStatus"),
+            self.kind.selected(description),
+        )
+
+    @staticmethod
+    def _interval_for_state(
+        job: _Watched, status: str | None, secondary: str | None, selected: tuple[str, int] | None
+    ) -> float:
         if status in TERMINAL_STATUSES:
             return job.interval * 4
         if status == "Stopping" or secondary in IMMINENT_STATES:
             return max(1.0, job.interval / 4)
-        if self.kind.selected(description) is None:  # queued for capacity: it may take hours
+        if selected is None:  # queued for capacity: it may take hours
             return min(MAX_BACKOFF_SECONDS, job.interval * 2)
         return job.interval
 
@@ -244,6 +411,14 @@ class JobWatcher:
         job.last = update
         for queue in job.queues:
             queue.put_nowait(update)
+
+
+def _timestamp(value: Any) -> float | None:
+    if isinstance(value, dt.datetime):
+        return value.timestamp()
+    if isinstance(value, int | float):
+        return float(value)
+    return None
 
 
 def _hook_client_factory(aws_conn_id: str | None, region_name: str | None) -> ClientFactory:

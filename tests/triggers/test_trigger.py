@@ -161,7 +161,7 @@ def test_serialize_round_trip():
         pending_deadline=None,
         poll_interval=5,
         stop_on_kill=False,
-        known_signature=["InProgress", None, None],
+        known_state={"status": "InProgress", "secondary": "Pending", "selected": None, "last_modified": 1.0},
     )
     classpath, kwargs = trigger.serialize()
     module, _, name = classpath.rpartition(".")

@@ -45,6 +45,7 @@ class Faults:
     throttle_rate: float = 0.0
     error_rate: float = 0.0
     latency_ms: float = 0.0
+    deny: tuple[str, ...] = ()  # operations answered with AccessDeniedException, as IAM would
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,9 @@ def parse(raw: Any, where: str = "scenario") -> Scenario:
         _build(TrainingPlan, item, f"{where}.training_plans[{i}]")
         for i, item in enumerate(data.get("training_plans") or [])
     )
-    data["faults"] = _build(Faults, data.get("faults") or {}, f"{where}.faults")
+    faults = dict(data.get("faults") or {})
+    faults["deny"] = tuple(faults.get("deny") or ())
+    data["faults"] = _build(Faults, faults, f"{where}.faults")
     data["behaviour"] = _build(Behaviour, data.get("behaviour") or {}, f"{where}.behaviour")
     runtimes = data.get("runtime_seconds")
     if runtimes is not None and not isinstance(runtimes, dict):

@@ -87,7 +87,7 @@ class Emulator:
                 f"SageMaker.{operation} is not supported by the airflow-sm-prefs emulator; it implements "
                 f"{', '.join(sorted(OPERATIONS))}.",
             )
-        self._inject_faults()
+        self._inject_faults(operation)
         action, kind = OPERATIONS[operation]
         name_key = "TrainingJobName" if kind == TRAINING else "ProcessingJobName"
         if action == "create":
@@ -106,8 +106,15 @@ class Emulator:
         self.save()
         return result
 
-    def _inject_faults(self) -> None:
+    def _inject_faults(self, operation: str) -> None:
         faults = self.faults
+        if operation in faults.deny:
+            raise ServiceError(
+                "AccessDeniedException",
+                f"User: arn:aws:sts::{self.engine.scenario.account_id}:assumed-role/emulated is not authorized to "
+                f"perform: sagemaker:{operation} because no identity-based policy allows the sagemaker:{operation} "
+                "action",
+            )
         if faults.latency_ms:
             time.sleep(faults.latency_ms / 1000.0)
         draw = self.random.random()
@@ -147,7 +154,7 @@ class Emulator:
             self.save()
             return {"ok": True, "virtual_time": engine.clock.now()}
         if method == "POST" and route == "faults":
-            self.faults = replace(Faults(), **body)
+            self.faults = replace(Faults(), **{**body, "deny": tuple(body.get("deny") or ())})
             return {"ok": True, "faults": asdict(self.faults)}
         raise KeyError(route)
 

@@ -1,0 +1,178 @@
+"""The shared watcher at scale and under restarts: calls per interval, fallbacks, several event loops."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import threading
+
+import pytest
+
+from airflow_sm_prefs import watcher as watcher_module
+from airflow_sm_prefs.jobs import TRAINING
+from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
+from airflow_sm_prefs.watcher import JobWatcher, KnownState
+from tests.helpers import boto_client, control, training_request
+
+pytestmark = pytest.mark.emulator
+
+# Never freed in the all-busy-then-free scenario, so these jobs queue for as long as the test wants.
+QUEUED = [
+    {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1},
+    {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1},
+]
+
+
+@pytest.fixture(autouse=True)
+async def _close_watchers():
+    yield
+    await JobWatcher.close_all()
+
+
+def _queue_jobs(server, count: int, prefix: str = "q") -> list[str]:
+    client = boto_client(server.endpoint_url)
+    names = [f"{prefix}-{i}" for i in range(count)]
+    for name in names:
+        client.create_training_job(**training_request(name, QUEUED))
+    return names
+
+
+def _trigger(conn_id: str, name: str, interval: float = 0.3, server=None) -> SageMakerPreferenceJobTrigger:
+    """A trigger as the operator defers it; with ``server``, seeded with what the operator last saw."""
+    known = KnownState.of(TRAINING, server.engine.describe("training", name)).to_json() if server else None
+    return SageMakerPreferenceJobTrigger(
+        job_name=name,
+        job_kind="training",
+        aws_conn_id=conn_id,
+        region_name="us-east-1",
+        wait_for="selection",
+        poll_interval=interval,
+        known_state=known,
+    )
+
+
+async def _run_for(triggers, seconds: float) -> list:
+    tasks = [asyncio.ensure_future(t.run().__anext__()) for t in triggers]
+    done, pending = await asyncio.wait(tasks, timeout=seconds)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return [task.result().payload for task in done]
+
+
+async def test_calls_per_interval_do_not_grow_with_waiting_jobs(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    names = _queue_jobs(server, 100)
+    conn = aws_connection(server)
+    assert await _run_for([_trigger(conn, n, server=server) for n in names], 3.0) == []
+    calls = server.engine.calls
+    assert calls["DescribeTrainingJob"] == 0, "seeded from the operator's view: listing alone watches them"
+    assert 2 <= calls["ListTrainingJobs"] <= 15, calls
+
+
+async def test_without_a_known_state_each_job_is_described_once(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    names = _queue_jobs(server, 5)
+    conn = aws_connection(server)
+    assert await _run_for([_trigger(conn, n) for n in names], 3.0) == []
+    assert server.engine.calls["DescribeTrainingJob"] == 5
+
+
+async def test_changes_found_by_listing_are_described_and_delivered(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    names = _queue_jobs(server, 20)
+    conn = aws_connection(server)
+    running = asyncio.ensure_future(_run_for([_trigger(conn, n, server=server) for n in names], 30.0))
+    await asyncio.sleep(1.0)
+    control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 20})
+    payloads = await running
+    assert len(payloads) == 20 and {p["status"] for p in payloads} == {"selected"}
+    assert server.engine.calls["DescribeTrainingJob"] <= 20 + 5, "only changed jobs are described"
+
+
+async def test_denied_listing_falls_back_to_describes_and_says_so_once(start_emulator, aws_connection, caplog):
+    server = start_emulator("all-busy-then-free")
+    control(server.endpoint_url, "faults", {"deny": ["ListTrainingJobs"]})
+    names = _queue_jobs(server, 5)
+    conn = aws_connection(server)
+    running = asyncio.ensure_future(_run_for([_trigger(conn, n) for n in names], 30.0))
+    await asyncio.sleep(1.5)
+    control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 5})
+    with caplog.at_level(logging.WARNING, logger="airflow_sm_prefs.watcher"):
+        payloads = await running
+    assert {p["status"] for p in payloads} == {"selected"} and len(payloads) == 5
+    warnings = [r for r in caplog.records if "list_training_jobs failed" in r.getMessage()]
+    assert len(warnings) == 1 and "sagemaker:ListTrainingJobs" in warnings[0].getMessage()
+
+
+async def test_safety_net_catches_a_change_listing_missed(start_emulator, aws_connection, monkeypatch):
+    server = start_emulator("all-busy-then-free")
+    names = _queue_jobs(server, 3)
+
+    async def listing_that_misses_everything(self, client):
+        return []
+
+    monkeypatch.setattr(JobWatcher, "_list_changes", listing_that_misses_everything)
+    monkeypatch.setattr(watcher_module, "SAFETY_NET_SECONDS", 1.0)
+    conn = aws_connection(server)
+    running = asyncio.ensure_future(_run_for([_trigger(conn, n) for n in names], 30.0))
+    await asyncio.sleep(0.5)
+    control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 3})
+    assert {p["status"] for p in await running} == {"selected"}
+
+
+def test_two_triggerers_each_with_their_own_watcher(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    conn = aws_connection(server)
+    groups = [_queue_jobs(server, 5, prefix=f"ha{i}") for i in range(2)]
+    results: dict[int, list] = {}
+
+    def triggerer(index: int) -> None:
+        async def main() -> None:
+            try:
+                results[index] = await _run_for([_trigger(conn, n) for n in groups[index]], 30.0)
+            finally:
+                await JobWatcher.close_all()
+
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=triggerer, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    threading.Event().wait(1.5)
+    control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 10})
+    for thread in threads:
+        thread.join(60)
+    for index in range(2):
+        assert sorted(p["job_name"] for p in results[index]) == sorted(groups[index])
+
+
+def test_a_trigger_moved_to_another_triggerer_resumes_without_a_duplicate_event(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    conn = aws_connection(server)
+    (name,) = _queue_jobs(server, 1)
+    original = _trigger(conn, name)
+
+    async def first_triggerer() -> list:
+        try:
+            return await _run_for([original], 1.0)  # shut down while the job still queues
+        finally:
+            await JobWatcher.close_all()
+
+    assert asyncio.run(first_triggerer()) == []
+    classpath, kwargs = original.serialize()
+    module, _, class_name = classpath.rpartition(".")
+    moved = getattr(importlib.import_module(module), class_name)(**kwargs)
+
+    async def second_triggerer() -> list:
+        try:
+            running = asyncio.ensure_future(_run_for([moved], 30.0))
+            await asyncio.sleep(0.5)
+            control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 1})
+            return await running
+        finally:
+            await JobWatcher.close_all()
+
+    payloads = asyncio.run(second_triggerer())
+    assert [p["status"] for p in payloads] == ["selected"]
