@@ -37,6 +37,11 @@ test: lint typecheck browser
 demo: venv
 	$(BIN)/airflow-sm-prefs demo --project-dir .
 
+# Not part of `make test`: about 40 minutes on 2 cores. Results go to docs/performance.md by hand.
+bench: venv
+	$(BIN)/python benchmarks/emulator_describe.py
+	$(BIN)/python benchmarks/triggers_at_scale.py --output artifacts/triggers_at_scale.md
+
 emulator: venv
 	$(BIN)/airflow-sm-prefs emulator --scenario gpu-shortage --port 8907
 

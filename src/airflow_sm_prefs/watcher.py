@@ -230,8 +230,10 @@ class JobWatcher:
         if self._cursor is None or known.last_modified < self._cursor:
             self._cursor = known.last_modified
         own_clock = not self._listing or (self.kind.name == "processing" and known.selected is None)
-        delay = job.state_interval if own_clock else SAFETY_NET_SECONDS
-        job.next_due = asyncio.get_running_loop().time() + delay * random.uniform(0.9, 1.1)
+        # Spread first safety-net checks over the whole period, so a fan-out of thousands of tasks does not
+        # come back as a burst of Describes half an hour later.
+        delay = job.state_interval * random.uniform(0.9, 1.1) if own_clock else SAFETY_NET_SECONDS * random.random()
+        job.next_due = asyncio.get_running_loop().time() + delay
         self._next_list = min(self._next_list or float("inf"), asyncio.get_running_loop().time() + job.interval)
 
     def _ensure_running(self) -> None:

@@ -1,0 +1,285 @@
+"""Waiting at scale: N queued jobs in one event loop, our trigger against the amazon provider's SageMakerTrigger.
+
+For each N and each trigger, a fresh emulator process holds N training jobs that stay Pending (no GPU
+capacity, no pending limit), and a separate load process runs N triggers in one asyncio loop, as a triggerer
+would. After a warm-up, it measures over a fixed window: SageMaker calls per job per minute (from the
+emulator's own counters), CPU share of one core and resident memory of the load process, and event-loop
+lag p99 (a probe sleeping 50 ms). Also: the import overhead of the operators over `airflow.sdk`.
+
+Usage: python benchmarks/triggers_at_scale.py [--sizes 100,1000,3000] [--window 120] [--warmup 30]
+Writes a Markdown table to stdout (and to --output if given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = """
+name: bench-all-queued
+description: every GPU family busy and no pending limit, so every job waits for the whole benchmark
+speed: 1
+default_capacity: 0
+behaviour: {default_max_pending_seconds: null}
+"""
+PREFERENCES = [
+    {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
+    {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2},
+]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _control(url: str, route: str) -> dict:
+    with urllib.request.urlopen(f"{url}/_emulator/{route}", timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _start_emulator(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    scenario = workdir / "scenario.yaml"
+    scenario.write_text(SCENARIO)
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "airflow_sm_prefs.cli", "emulator", "--scenario", str(scenario), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            _control(url, "health")
+            return process, url
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("emulator did not start")
+
+
+def _create_jobs(url: str, count: int) -> list[str]:
+    import boto3
+
+    sys.path.insert(0, str(ROOT))
+    from tests.helpers import CREDENTIALS, training_request
+
+    client = boto3.client("sagemaker", endpoint_url=url, **CREDENTIALS)
+    names = [f"bench-{i}" for i in range(count)]
+    for name in names:
+        client.create_training_job(**training_request(name, PREFERENCES))
+    return names
+
+
+# -- the load process -------------------------------------------------------------------------------------
+
+
+async def _load(impl: str, url: str, names: list[str], warmup: float, window: float) -> dict:
+    import resource
+
+    from airflow_sm_prefs.jobs import TRAINING
+    from airflow_sm_prefs.watcher import KnownState
+
+    if impl == "ours":
+        from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
+
+        triggers = []
+        for name in names:
+            known = KnownState(
+                status="InProgress", secondary="Pending", selected=None, last_modified=time.time() - 60
+            ).to_json()
+            triggers.append(
+                SageMakerPreferenceJobTrigger(
+                    job_name=name,
+                    job_kind=TRAINING.name,
+                    aws_conn_id="bench",
+                    region_name="us-east-1",
+                    wait_for="selection",
+                    poll_interval=60,
+                    known_state=known,
+                )
+            )
+    else:
+        from airflow.providers.amazon.aws.triggers.sagemaker import SageMakerTrigger
+
+        # As SageMakerTrainingOperator(deferrable=True) defers with its defaults (check_interval=30).
+        triggers = [
+            SageMakerTrigger(
+                job_name=name, job_type="training", waiter_delay=30, waiter_max_attempts=10_000, aws_conn_id="bench"
+            )
+            for name in names
+        ]
+
+    lags: list[float] = []
+    measuring = False
+
+    async def probe() -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            await asyncio.sleep(0.05)
+            if measuring:
+                lags.append(loop.time() - started - 0.05)
+
+    probe_task = asyncio.ensure_future(probe())
+    tasks = [asyncio.ensure_future(trigger.run().__anext__()) for trigger in triggers]
+    await asyncio.sleep(warmup)
+    calls_before = _control(url, "calls")["calls"]
+    cpu_before = time.process_time()
+    wall_before = time.monotonic()
+    measuring = True
+    await asyncio.sleep(window)
+    measuring = False
+    cpu = time.process_time() - cpu_before
+    wall = time.monotonic() - wall_before
+    calls_after = _control(url, "calls")["calls"]
+    finished = sum(task.done() for task in tasks)
+    for task in tasks + [probe_task]:
+        task.cancel()
+    await asyncio.gather(*tasks, probe_task, return_exceptions=True)
+    calls = {op: calls_after.get(op, 0) - calls_before.get(op, 0) for op in set(calls_after) | set(calls_before)}
+    lags.sort()
+    with open("/proc/self/status") as status:
+        rss_kb = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return {
+        "calls": {k: v for k, v in calls.items() if v},
+        "calls_per_job_minute": sum(calls.values()) / len(names) / (wall / 60),
+        "cpu_share": cpu / wall,
+        "rss_mb": rss_kb / 1024,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "lag_p99_ms": 1000 * lags[int(0.99 * (len(lags) - 1))] if lags else None,
+        "finished_early": finished,
+    }
+
+
+def _run_load(impl: str, url: str, names_file: Path, warmup: float, window: float) -> dict:
+    connection = json.dumps(
+        {
+            "conn_type": "aws",
+            "login": "bench",
+            "password": "bench",
+            "extra": {"endpoint_url": url, "region_name": "us-east-1"},
+        }
+    )
+    env = {**os.environ, "AIRFLOW_CONN_BENCH": connection, "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--load",
+            impl,
+            "--url",
+            url,
+            "--names",
+            str(names_file),
+            "--warmup",
+            str(warmup),
+            "--window",
+            str(window),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr[-3000:])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _import_overhead(runs: int = 15) -> dict:
+    """Whole-process wall time, the two commands interleaved so machine noise hits both alike."""
+    commands = {"base": "import airflow.sdk", "ours": "import airflow.sdk; import airflow_sm_prefs.operators"}
+    walls: dict[str, list[float]] = {"base": [], "ours": []}
+    for _ in range(runs):
+        for key, code in commands.items():
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            walls[key].append(time.perf_counter() - started)
+    base, ours = statistics.median(walls["base"]), statistics.median(walls["ours"])
+    return {"airflow_sdk_s": base, "with_operators_s": ours, "overhead_ms": 1000 * (ours - base), "runs": runs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="100,1000,3000")
+    parser.add_argument("--window", type=float, default=120.0)
+    parser.add_argument("--warmup", type=float, default=30.0)
+    parser.add_argument("--output", type=Path)
+    parser.add_argument("--load", choices=("ours", "provider"))
+    parser.add_argument("--url")
+    parser.add_argument("--names", type=Path)
+    args = parser.parse_args()
+    if args.load:
+        names = json.loads(args.names.read_text())
+        print(json.dumps(asyncio.run(_load(args.load, args.url, names, args.warmup, args.window))))
+        return
+
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        results = {}
+        for impl in ("ours", "provider"):
+            with tempfile.TemporaryDirectory() as folder:
+                workdir = Path(folder)
+                emulator, url = _start_emulator(workdir)
+                try:
+                    names_file = workdir / "names.json"
+                    names_file.write_text(json.dumps(_create_jobs(url, size)))
+                    results[impl] = _run_load(impl, url, names_file, args.warmup, args.window)
+                finally:
+                    emulator.terminate()
+                    emulator.wait(timeout=30)
+            print(f"N={size} {impl}: {json.dumps(results[impl])}", file=sys.stderr, flush=True)
+        rows.append((size, results))
+
+    lines = [
+        f"Window {args.window:.0f} s after a {args.warmup:.0f} s warm-up; one event loop per run; all jobs Pending.",
+        "",
+        "| N | trigger | calls / job / min | CPU (share of a core) | RSS (MB) | loop lag p99 (ms) |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for size, results in rows:
+        for impl in ("ours", "provider"):
+            r = results[impl]
+            lag = f"{r['lag_p99_ms']:.1f}" if r["lag_p99_ms"] is not None else "n/a"
+            lines.append(
+                f"| {size} | {impl} | {r['calls_per_job_minute']:.3f} | {r['cpu_share']:.3f} | "
+                f"{r['rss_mb']:.0f} | {lag} |"
+            )
+        ours, theirs = results["ours"], results["provider"]
+
+        def ratio(key: str, ours: dict = ours, theirs: dict = theirs) -> str:
+            return f"{ours[key] / theirs[key]:.3f}" if theirs[key] else "n/a"
+
+        lines.append(
+            f"| {size} | ours / provider | {ratio('calls_per_job_minute')} | {ratio('cpu_share')} | "
+            f"{ratio('rss_mb')} | {ratio('lag_p99_ms') if ours['lag_p99_ms'] else 'n/a'} |"
+        )
+    overhead = _import_overhead()
+    lines += [
+        "",
+        f"Import overhead of `airflow_sm_prefs.operators` over `airflow.sdk` (whole process, median of "
+        f"{overhead['runs']}, interleaved): {overhead['overhead_ms']:.0f} ms ({overhead['airflow_sdk_s']:.2f} s -> "
+        f"{overhead['with_operators_s']:.2f} s).",
+    ]
+    table = "\n".join(lines)
+    print(table)
+    if args.output:
+        args.output.write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
