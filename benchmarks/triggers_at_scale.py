@@ -70,47 +70,48 @@ def _start_emulator(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("emulator did not start")
 
 
-def _create_jobs(url: str, count: int) -> list[str]:
+def _create_jobs(url: str, count: int) -> dict[str, dict]:
+    """Create the jobs and return, per job, what the operator knows when it defers (from its Describe)."""
     import boto3
 
     sys.path.insert(0, str(ROOT))
     from tests.helpers import CREDENTIALS, training_request
 
+    from airflow_sm_prefs.jobs import TRAINING
+    from airflow_sm_prefs.watcher import KnownState
+
     client = boto3.client("sagemaker", endpoint_url=url, **CREDENTIALS)
-    names = [f"bench-{i}" for i in range(count)]
-    for name in names:
+    known = {}
+    for name in (f"bench-{i}" for i in range(count)):
         client.create_training_job(**training_request(name, PREFERENCES))
-    return names
+        known[name] = KnownState.of(TRAINING, client.describe_training_job(TrainingJobName=name)).to_json()
+    return known
 
 
 # -- the load process -------------------------------------------------------------------------------------
 
 
-async def _load(impl: str, url: str, names: list[str], warmup: float, window: float) -> dict:
+async def _load(impl: str, url: str, known: dict[str, dict], warmup: float, window: float) -> dict:
     import resource
 
     from airflow_sm_prefs.jobs import TRAINING
-    from airflow_sm_prefs.watcher import KnownState
 
     if impl == "ours":
         from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
 
-        triggers = []
-        for name in names:
-            known = KnownState(
-                status="InProgress", secondary="Pending", selected=None, last_modified=time.time() - 60
-            ).to_json()
-            triggers.append(
-                SageMakerPreferenceJobTrigger(
-                    job_name=name,
-                    job_kind=TRAINING.name,
-                    aws_conn_id="bench",
-                    region_name="us-east-1",
-                    wait_for="selection",
-                    poll_interval=60,
-                    known_state=known,
-                )
+        # As the operator defers them (check_interval=60), seeded with its last Describe.
+        triggers = [
+            SageMakerPreferenceJobTrigger(
+                job_name=name,
+                job_kind=TRAINING.name,
+                aws_conn_id="bench",
+                region_name="us-east-1",
+                wait_for="selection",
+                poll_interval=60,
+                known_state=state,
             )
+            for name, state in known.items()
+        ]
     else:
         from airflow.providers.amazon.aws.triggers.sagemaker import SageMakerTrigger
 
@@ -119,7 +120,7 @@ async def _load(impl: str, url: str, names: list[str], warmup: float, window: fl
             SageMakerTrigger(
                 job_name=name, job_type="training", waiter_delay=30, waiter_max_attempts=10_000, aws_conn_id="bench"
             )
-            for name in names
+            for name in known
         ]
 
     lags: list[float] = []
@@ -146,7 +147,7 @@ async def _load(impl: str, url: str, names: list[str], warmup: float, window: fl
     wall = time.monotonic() - wall_before
     calls_after = _control(url, "calls")["calls"]
     finished = sum(task.done() for task in tasks)
-    for task in tasks + [probe_task]:
+    for task in [*tasks, probe_task]:
         task.cancel()
     await asyncio.gather(*tasks, probe_task, return_exceptions=True)
     calls = {op: calls_after.get(op, 0) - calls_before.get(op, 0) for op in set(calls_after) | set(calls_before)}
@@ -155,7 +156,7 @@ async def _load(impl: str, url: str, names: list[str], warmup: float, window: fl
         rss_kb = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
     return {
         "calls": {k: v for k, v in calls.items() if v},
-        "calls_per_job_minute": sum(calls.values()) / len(names) / (wall / 60),
+        "calls_per_job_minute": sum(calls.values()) / len(known) / (wall / 60),
         "cpu_share": cpu / wall,
         "rss_mb": rss_kb / 1024,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -224,8 +225,8 @@ def main() -> None:
     parser.add_argument("--names", type=Path)
     args = parser.parse_args()
     if args.load:
-        names = json.loads(args.names.read_text())
-        print(json.dumps(asyncio.run(_load(args.load, args.url, names, args.warmup, args.window))))
+        known = json.loads(args.names.read_text())
+        print(json.dumps(asyncio.run(_load(args.load, args.url, known, args.warmup, args.window))))
         return
 
     rows = []

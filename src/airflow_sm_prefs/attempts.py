@@ -16,8 +16,10 @@ from typing import Any
 STATE_KEY = "sm_prefs_job"
 MAX_NAME = 63
 
-# Phases a try writes as it goes. "deferred" means the try handed the wait to the triggerer.
+# Phases a try writes as it goes. "deferred": the try handed the wait to the triggerer. "finished": the try
+# reached the job's outcome and reported it, so a later try of the same task instance is a user's request.
 SUBMITTING, SUBMITTED, DEFERRED, RESUMED, BLOCKING = "submitting", "submitted", "deferred", "resumed", "blocking"
+FINISHED = "finished"
 
 
 @dataclass(frozen=True)
@@ -70,28 +72,35 @@ def decide(
     if claim is None:
         return Decision("create", base_name, 1, "no earlier job for this task instance")
     name, generation = claim.job_name, claim.generation
+    next_name = generation_name(claim.base_name, generation + 1)
+    later_try = claim.try_number < try_number
     if live_status is None:
         return Decision("create", name, generation, f"job {name} was claimed but never created")
-    if live_status in ("InProgress", "Stopping"):
-        if claim.phase == DEFERRED and claim.try_number < try_number:
+    if live_status == "InProgress":
+        if claim.phase == DEFERRED and later_try:
             # A deferred try only ends without resuming when a user cleared or failed it; the triggerer's
             # on_kill is stopping that job, so reattaching would follow a job that is about to stop.
             return Decision(
                 "supersede",
-                generation_name(claim.base_name, generation + 1),
+                next_name,
                 generation + 1,
                 f"try {claim.try_number} was ended by a user while job {name} ran; stopping it and starting afresh",
             )
         return Decision("reattach", name, generation, f"job {name} is still {live_status}")
     if live_status == "Completed":
+        if claim.phase == FINISHED and later_try:
+            return Decision(
+                "create",
+                next_name,
+                generation + 1,
+                f"the task was cleared after job {name} completed; starting generation {generation + 1}",
+            )
         return Decision("finished", name, generation, f"job {name} already completed")
     if not resubmit_after_failure:
         return Decision("fail", name, generation, f"job {name} ended {live_status} and resubmit_after_failure is off")
+    # Failed, Stopped, or Stopping (on its way out, so never worth reattaching to).
     return Decision(
-        "create",
-        generation_name(claim.base_name, generation + 1),
-        generation + 1,
-        f"job {name} ended {live_status}; starting generation {generation + 1}",
+        "create", next_name, generation + 1, f"job {name} ended {live_status}; starting generation {generation + 1}"
     )
 
 

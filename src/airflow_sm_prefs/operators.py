@@ -345,9 +345,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             return self._finish(context, description, announced)
         hook = self._hook()
         if status == "pending_timeout":
-            self._give_up_waiting(hook, job_name, description)
+            self._give_up_waiting(context, hook, job_name, description)
         if status == "timeout":
-            self._time_out(hook, job_name, description)
+            self._time_out(context, hook, job_name, description)
         raise RuntimeError(f"lost track of SageMaker job {job_name}: {event.get('message')}; a retry reattaches")
 
     def _wait_blocking(
@@ -370,10 +370,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             now = pendulum.now("UTC")
             patience = record.to_time(pending_deadline)
             if patience is not None and kind.selected(description) is None and now >= patience:
-                self._give_up_waiting(hook, name, description)
+                self._give_up_waiting(context, hook, name, description)
             limit = record.to_time(deadline)
             if limit is not None and now >= limit:
-                self._time_out(hook, name, description)
+                self._time_out(context, hook, name, description)
             time.sleep(self.check_interval if kind.selected(description) else self.check_interval * 2)
             try:
                 description = self._describe(hook, name)
@@ -416,8 +416,17 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         context["ti"].xcom_push(key="selection", value=chosen)
         _emit_selection_metrics(kind, chosen or {})
 
+    @staticmethod
+    def _mark_finished(context: Context) -> None:
+        """This try reached the job's outcome: a later try of this task instance is a user's new request."""
+        ledger = attempts.JobLedger.from_context(context)
+        claim = ledger.load()
+        if claim is not None:
+            ledger.save(claim.advanced(attempts.FINISHED))
+
     def _finish(self, context: Context, description: Mapping[str, Any], announced: bool) -> dict[str, Any]:
         kind = self.job_kind
+        self._mark_finished(context)
         if not announced:
             self._announce(context, description)
         result = record.build(kind, description, self._region())
@@ -467,8 +476,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         )
 
     def _give_up_waiting(
-        self, hook: SageMakerPreferenceHook, job_name: str, description: Mapping[str, Any]
+        self, context: Context, hook: SageMakerPreferenceHook, job_name: str, description: Mapping[str, Any]
     ) -> NoReturn:
+        self._mark_finished(context)
         if self.stop_on_timeout:
             self._stop(hook, job_name)
         waited = progress.format_seconds(record.pending_seconds(self.job_kind, description))
@@ -478,7 +488,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             + ("; the job was stopped" if self.stop_on_timeout else "; the job was left queued")
         )
 
-    def _time_out(self, hook: SageMakerPreferenceHook, job_name: str, description: Mapping[str, Any]) -> NoReturn:
+    def _time_out(
+        self, context: Context, hook: SageMakerPreferenceHook, job_name: str, description: Mapping[str, Any]
+    ) -> NoReturn:
+        self._mark_finished(context)
         if self.stop_on_timeout:
             self._stop(hook, job_name)
         raise AirflowException(

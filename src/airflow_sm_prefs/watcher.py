@@ -288,10 +288,7 @@ class JobWatcher:
         try:
             response = await getattr(client, self.kind.describe_method)(**{self.kind.name_field: job.name})
         except Exception as exc:
-            transient, throttled = is_transient(exc)
-            if throttled:
-                self._limiter.throttled()
-            if transient:
+            if self._transient(exc):
                 job.failures += 1
                 delay = min(MAX_BACKOFF_SECONDS, job.interval * 2 ** min(job.failures, 8) / 4)
                 job.next_due = loop.time() + delay * random.uniform(0.8, 1.2)
@@ -323,6 +320,13 @@ class JobWatcher:
         own_clock = not self._listing or self._change_invisible_to_listing(description)
         delay = job.state_interval if own_clock else max(SAFETY_NET_SECONDS, job.state_interval)
         job.next_due = loop.time() + delay * random.uniform(0.9, 1.1)
+
+    def _transient(self, error: BaseException) -> bool:
+        """Whether to retry after ``error``; a throttling answer also slows the shared rate limiter."""
+        transient, throttled = is_transient(error)
+        if throttled:
+            self._limiter.throttled()
+        return transient
 
     def _change_invisible_to_listing(self, description: dict[str, Any]) -> bool:
         """A processing job's selection changes nothing a summary shows, so it keeps its own clock until then."""
@@ -363,10 +367,7 @@ class JobWatcher:
                 if not token:
                     break
         except Exception as exc:
-            transient, throttled = is_transient(exc)
-            if throttled:
-                self._limiter.throttled()
-            if transient:
+            if self._transient(exc):
                 self._list_failures += 1
                 self._next_list = asyncio.get_running_loop().time() + min(
                     MAX_BACKOFF_SECONDS, 2 ** min(self._list_failures, 8)

@@ -199,6 +199,26 @@ def test_a_completed_job_is_not_launched_again(start_emulator, aws_connection):
     assert result["status"] == "Completed" and _creates(server) == 1
 
 
+def test_clearing_a_successful_task_runs_a_new_job(start_emulator, aws_connection):
+    server = start_emulator("ample")
+    operator = training_operator(aws_connection(server))
+    store = FakeStore()
+    ctx = context(FakeTI(try_number=1), store)
+    with pytest.raises(TaskDeferred):
+        operator.execute(ctx)
+    control(server.endpoint_url, "advance", {"seconds": 5000})
+    from airflow_sm_prefs.record import jsonable
+
+    done = jsonable(server.engine.describe("training", "eval-job"))
+    operator.execute_complete(
+        ctx, {"status": "finished", "job_name": "eval-job", "description": done, "announced": True}
+    )
+    assert store[STATE_KEY]["phase"] == "finished"
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context(FakeTI(try_number=2), store))  # the user cleared the successful task
+    assert deferred.value.trigger.job_name == "eval-job-r2" and _creates(server) == 2
+
+
 def test_after_a_failed_job_a_retry_starts_the_next_generation(start_emulator, aws_connection):
     server = start_emulator("incompatible-fallback")
     preferences = [InstancePreference("ml.p5.48xlarge", 1), InstancePreference("ml.g5.48xlarge", 1)]

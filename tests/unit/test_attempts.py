@@ -4,6 +4,7 @@ import pytest
 
 from airflow_sm_prefs.attempts import (
     DEFERRED,
+    FINISHED,
     RESUMED,
     SUBMITTED,
     SUBMITTING,
@@ -41,8 +42,19 @@ def test_a_claim_whose_create_never_happened_creates_the_same_name():
     assert (decision.action, decision.job_name, decision.generation) == ("create", "base", 1)
 
 
-def test_a_completed_job_is_reported_not_relaunched():
+def test_a_completed_job_is_reported_not_relaunched_after_a_crash():
     assert decide(claim(RESUMED), "base", "Completed", 2, True).action == "finished"
+
+
+def test_clearing_a_task_whose_job_completed_runs_the_next_generation():
+    decision = decide(claim(FINISHED, try_number=1), "base", "Completed", 2, True)
+    assert (decision.action, decision.job_name) == ("create", "base-r2")
+    assert decide(claim(FINISHED, try_number=2), "base", "Completed", 2, True).action == "finished"
+
+
+def test_a_stopping_job_is_never_reattached():
+    decision = decide(claim(RESUMED), "base", "Stopping", 2, True)
+    assert (decision.action, decision.job_name) == ("create", "base-r2")
 
 
 @pytest.mark.parametrize("status", ["Failed", "Stopped"])

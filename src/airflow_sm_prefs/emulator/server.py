@@ -267,6 +267,7 @@ class EmulatorServer:
         self.emulator = Emulator(scenario, state_file)
         self._server = _Server((host, port), self.emulator)
         self._thread: threading.Thread | None = None
+        self._serving = False
 
     @property
     def port(self) -> int:
@@ -282,6 +283,7 @@ class EmulatorServer:
         return self.emulator.engine
 
     def start(self) -> EmulatorServer:
+        self._serving = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.05,), name="sm-emulator", daemon=True
         )
@@ -289,10 +291,14 @@ class EmulatorServer:
         return self
 
     def serve_forever(self) -> None:
+        self._serving = True
         self._server.serve_forever()
 
     def stop(self) -> None:
-        self._server.shutdown()
+        # shutdown() waits for a serve_forever loop, so it would block forever on a server never started.
+        if self._serving:
+            self._server.shutdown()
+            self._serving = False
         self._server.server_close()
         self.emulator.save(force=True)
 

@@ -108,16 +108,7 @@ def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
         if isinstance(value, bool) or not isinstance(value, int):
             yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be an integer"
             return
-        if "min" in meta and value < meta["min"]:
-            yield (
-                f"Value {value} at '{path}' failed to satisfy constraint: "
-                f"Member must have value greater than or equal to {meta['min']}"
-            )
-        if "max" in meta and value > meta["max"]:
-            yield (
-                f"Value {value} at '{path}' failed to satisfy constraint: "
-                f"Member must have value less than or equal to {meta['max']}"
-            )
+        yield from _bounds(meta, value, path, str(value), "value")
         return
     if kind in ("float", "double"):
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -134,15 +125,20 @@ def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
 
 
 def _length(meta: dict[str, Any], length: int, path: str, shown: str) -> Iterator[str]:
-    if "min" in meta and length < meta["min"]:
+    yield from _bounds(meta, length, path, shown, "length")
+
+
+def _bounds(meta: dict[str, Any], measured: int, path: str, shown: str, what: str) -> Iterator[str]:
+    """Both ends of a model range; the service checks the maximum too, botocore only the minimum."""
+    if "min" in meta and measured < meta["min"]:
         yield (
             f"Value {shown} at '{path}' failed to satisfy constraint: "
-            f"Member must have length greater than or equal to {meta['min']}"
+            f"Member must have {what} greater than or equal to {meta['min']}"
         )
-    if "max" in meta and length > meta["max"]:
+    if "max" in meta and measured > meta["max"]:
         yield (
             f"Value {shown} at '{path}' failed to satisfy constraint: "
-            f"Member must have length less than or equal to {meta['max']}"
+            f"Member must have {what} less than or equal to {meta['max']}"
         )
 
 
