@@ -52,7 +52,7 @@ IMMINENT_STATES = frozenset({"Starting", "Downloading", "Uploading", "Stopping",
 MAX_BACKOFF_SECONDS = 300.0
 IDLE_LINGER_SECONDS = 30.0
 SAFETY_NET_SECONDS = 1800.0  # a Describe per job at least this often, whatever listing says
-LIST_OVERLAP_SECONDS = 120.0  # re-list this much service time: botocore truncates timestamps to seconds
+LIST_OVERLAP_SECONDS = 10.0  # re-list this much service time: timestamps travel in whole seconds
 LIST_PAGE_SIZE = 100
 ClientFactory = Callable[[], Awaitable[Any]]
 
@@ -160,6 +160,7 @@ class JobWatcher:
         self._list_failures = 0
         self.calls = 0
         self.list_calls = 0
+        self.list_rounds = 0
 
     @classmethod
     def shared(
@@ -307,7 +308,9 @@ class JobWatcher:
         job.failures = 0
         modified = _timestamp(response.get("LastModifiedTime"))
         job.summary_key = (response.get(self.kind.status_field), response.get("SecondaryStatus"), modified)
-        if modified is not None and (self._cursor is None or modified < self._cursor):
+        # A Describe shows the job as of now, so it never needs to rewind the cursor (that would make every
+        # listing re-read old jobs); it only starts one.
+        if self._cursor is None and modified is not None:
             self._cursor = modified
         description = jsonable(response)
         current = signature(self.kind, description)
@@ -346,6 +349,7 @@ class JobWatcher:
         newest = self._cursor
         changed: list[str] = []
         token: str | None = None
+        self.list_rounds += 1
         try:
             while True:
                 await self._limiter.acquire()
@@ -355,6 +359,12 @@ class JobWatcher:
                 if token:
                     request["NextToken"] = token
                 page = await getattr(client, self.kind.list_method)(**request)
+                if token is None:
+                    # Everything modified before the service answered the first page is in this listing, so
+                    # the next one can start from the service's clock: a quiet account then lists nothing.
+                    served_at = _service_time(page)
+                    if served_at is not None:
+                        newest = max(newest, served_at)
                 for summary in page.get(self.kind.summaries_field, []):
                     modified = _timestamp(summary.get("LastModifiedTime"))
                     if modified is not None:
@@ -414,6 +424,17 @@ class JobWatcher:
         job.last = update
         for queue in job.queues:
             queue.put_nowait(update)
+
+
+def _service_time(response: dict[str, Any]) -> float | None:
+    """The service's clock when it answered (HTTP Date header), if present and parseable."""
+    import email.utils
+
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    try:
+        return email.utils.parsedate_to_datetime(date).timestamp() if date else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _timestamp(value: Any) -> float | None:

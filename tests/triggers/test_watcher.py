@@ -71,6 +71,23 @@ async def test_calls_per_interval_do_not_grow_with_waiting_jobs(start_emulator, 
     assert 2 <= calls["ListTrainingJobs"] <= 15, calls
 
 
+async def test_a_quiet_account_lists_one_page_per_interval_after_a_fan_out(start_emulator, aws_connection, monkeypatch):
+    # Safety-net Describes fire during the test (a fast net, a generous limiter) and must not rewind listing.
+    monkeypatch.setattr(watcher_module, "SAFETY_NET_SECONDS", 3.0)
+    monkeypatch.setattr(
+        watcher_module.AdaptiveRateLimiter,
+        "shared",
+        classmethod(lambda cls, key, rate=5.0: cls(rate=1000.0, burst=1000.0)),
+    )
+    server = start_emulator("all-busy-then-free")
+    names = _queue_jobs(server, 120)  # two pages of 100 whenever a listing re-reads the whole fan-out
+    conn = aws_connection(server)
+    assert await _run_for([_trigger(conn, n, server=server) for n in names], 6.0) == []
+    (watcher,) = [w for key, w in JobWatcher._instances.items() if key[0] == id(asyncio.get_running_loop())]
+    assert watcher.list_rounds >= 3
+    assert watcher.list_calls <= watcher.list_rounds + 2, "only the first round may page through the fan-out"
+
+
 async def test_without_a_known_state_each_job_is_described_once(start_emulator, aws_connection):
     server = start_emulator("all-busy-then-free")
     names = _queue_jobs(server, 5)

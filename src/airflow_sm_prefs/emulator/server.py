@@ -163,6 +163,10 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        # The Date header is the service's clock, which is the virtual one (clients may rely on it).
+        return super().date_time_string(self.server.emulator.engine.clock.now() if timestamp is None else timestamp)
+
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("emulator: " + format, *args)
 
