@@ -478,27 +478,36 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     def _give_up_waiting(
         self, context: Context, hook: SageMakerPreferenceHook, job_name: str, description: Mapping[str, Any]
     ) -> NoReturn:
-        self._mark_finished(context)
-        if self.stop_on_timeout:
-            self._stop(hook, job_name)
         waited = progress.format_seconds(record.pending_seconds(self.job_kind, description))
-        raise NoCapacityError(
+        message = (
             f"SageMaker {self.job_kind.name} job {job_name} got no capacity within max_pending ({waited} waited) "
             f"for any of: {record.describe_preferences(self.job_kind, description)}"
-            + ("; the job was stopped" if self.stop_on_timeout else "; the job was left queued")
         )
+        self._abandon(context, hook, job_name, NoCapacityError, message, "queued")
 
     def _time_out(
         self, context: Context, hook: SageMakerPreferenceHook, job_name: str, description: Mapping[str, Any]
     ) -> NoReturn:
+        message = (
+            f"SageMaker {self.job_kind.name} job {job_name} was still "
+            f"{description.get(self.job_kind.status_field)} when wait_timeout expired"
+        )
+        self._abandon(context, hook, job_name, AirflowException, message, "running")
+
+    def _abandon(
+        self,
+        context: Context,
+        hook: SageMakerPreferenceHook,
+        job_name: str,
+        error: type[AirflowException],
+        message: str,
+        left: str,
+    ) -> NoReturn:
+        """The operator stops waiting: stop the job unless told not to, and fail the task saying which."""
         self._mark_finished(context)
         if self.stop_on_timeout:
             self._stop(hook, job_name)
-        raise AirflowException(
-            f"SageMaker {self.job_kind.name} job {job_name} was still "
-            f"{description.get(self.job_kind.status_field)} when wait_timeout expired"
-            + ("; the job was stopped" if self.stop_on_timeout else "; the job was left running")
-        )
+        raise error(message + ("; the job was stopped" if self.stop_on_timeout else f"; the job was left {left}"))
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow.providers.common.compat.openlineage.facet import Dataset

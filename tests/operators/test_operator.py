@@ -322,3 +322,15 @@ def test_blocking_on_kill_stops_the_job(start_emulator, aws_connection):
         operator.execute(context())
     operator.on_kill()
     assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] == "Stopping"
+
+
+def test_wait_timeout_stops_the_job_and_fails(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    operator = training_operator(
+        aws_connection(server), preferences=[("ml.p4d.24xlarge", 1)], deferrable=False, wait_timeout=1
+    )
+    store = FakeStore()
+    with pytest.raises(AirflowException, match="when wait_timeout expired; the job was stopped"):
+        operator.execute(context(FakeTI(), store))
+    assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] == "Stopping"
+    assert store[STATE_KEY]["phase"] == "finished"
