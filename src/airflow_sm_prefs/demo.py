@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 SAGEMAKER_TASKS = ("prepare_data", "fine_tune")
+HEALTHY_PARTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 
 
 def free_port() -> int:
@@ -126,14 +127,7 @@ class DemoStack:
                     raise DemoError(f"{process.args!r} exited early; see {self.workdir}/*.log")
             try:
                 health = self._get("/api/v2/monitor/health", auth=False)
-                if (
-                    all(
-                        part.get("status") == "healthy"
-                        for key, part in health.items()
-                        if isinstance(part, dict) and key in ("metadatabase", "scheduler", "triggerer", "dag_processor")
-                    )
-                    and health.get("triggerer", {}).get("status") == "healthy"
-                ):
+                if all(health.get(part, {}).get("status") == "healthy" for part in HEALTHY_PARTS):
                     return
             except (OSError, DemoError):
                 pass
@@ -177,17 +171,16 @@ class DemoStack:
                     raise
                 time.sleep(2)
         self._request("PATCH", f"/api/v2/dags/{self.dag_id}", {"is_paused": False})
+        unpaused_at = time.monotonic()
         run_id = None
-        created_by_us = False
         while run_id is None:
             runs = self._get(f"/api/v2/dags/{self.dag_id}/dagRuns?limit=1&order_by=-run_after")["dag_runs"]
             if runs:
                 run_id = runs[0]["dag_run_id"]
-            elif time.monotonic() > deadline - timeout + 60 and not created_by_us:
+            elif time.monotonic() > unpaused_at + 60:  # the scheduler made no run: trigger one
                 run_id = self._request("POST", f"/api/v2/dags/{self.dag_id}/dagRuns", {"logical_date": None})[
                     "dag_run_id"
                 ]
-                created_by_us = True
             else:
                 time.sleep(2)
         while time.monotonic() < deadline:

@@ -385,8 +385,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
                 self.log.info("Transient error describing %s (%s); will retry", name, error)
                 time.sleep(min(300.0, self.check_interval * 2 ** min(failures, 6) / 4))
                 continue
-            if signature(kind, description) != last:
-                last = signature(kind, description)
+            current = signature(kind, description)
+            if current != last:
+                last = current
                 self.log.info(progress.status_line(kind, description))
             if not announced and kind.selected(description) is not None:
                 self._announce(context, description)

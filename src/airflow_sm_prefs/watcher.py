@@ -256,7 +256,7 @@ class JobWatcher:
                     else:
                         idle_since = None
                     due = {job.name: job for job in self._jobs.values() if job.next_due <= now}
-                    if self._listing and self._jobs and self._cursor is not None and now >= self._next_list:
+                    if self._listing_active and now >= self._next_list:
                         for name in await self._list_changes(client):
                             if name in self._jobs:
                                 due[name] = self._jobs[name]
@@ -265,7 +265,7 @@ class JobWatcher:
                         await asyncio.gather(*(self._poll(client, job) for job in due.values()))
                         continue
                     next_due = min((job.next_due for job in self._jobs.values()), default=now + IDLE_LINGER_SECONDS)
-                    if self._listing and self._jobs and self._cursor is not None:
+                    if self._listing_active:
                         next_due = min(next_due, self._next_list)
                     self._wake.clear()
                     with contextlib.suppress(asyncio.TimeoutError):
@@ -279,6 +279,11 @@ class JobWatcher:
         finally:
             if JobWatcher._instances.get(self.key) is self and not self._jobs:
                 JobWatcher._instances.pop(self.key, None)
+
+    @property
+    def _listing_active(self) -> bool:
+        """Listing is allowed, there is something to watch, and a cursor to list from."""
+        return self._listing and bool(self._jobs) and self._cursor is not None
 
     async def _poll(self, client: Any, job: _Watched) -> None:
         loop = asyncio.get_running_loop()
