@@ -17,7 +17,7 @@ import pendulum
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_sm_prefs import attempts, progress, record
+from airflow_sm_prefs import attempts, progress, record, tagging
 from airflow_sm_prefs import preferences as rules
 from airflow_sm_prefs.jobs import PROCESSING, TERMINAL_STATUSES, TRAINING, JobKind
 from airflow_sm_prefs.links import SageMakerConsoleLink, SageMakerLogsLink, escape_log_group
@@ -165,11 +165,12 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         ledger = attempts.JobLedger.from_context(context)
         ti = context["ti"]
         try_number = int(getattr(ti, "try_number", 1) or 1)
-        map_index = getattr(ti, "map_index", None)
+        raw_map_index = getattr(ti, "map_index", None)
+        map_index = -1 if raw_map_index is None else int(raw_map_index)
         base_name = (
             self.job_name
             or request.get(kind.name_field)
-            or attempts.default_base_name(ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
+            or attempts.default_base_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
         )
         claim = ledger.load()
         if claim is not None and claim.base_name != base_name:
@@ -196,7 +197,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         )
         self._active_job = decision.job_name
         if decision.action in ("create", "supersede"):
-            self._create(hook, {**request, kind.name_field: decision.job_name})
+            ours = tagging.task_instance_tags(ti.dag_id, ti.task_id, ti.run_id, map_index)
+            tags = tagging.with_task_instance_tags(request.get("Tags"), ours)
+            self._create(hook, {**request, kind.name_field: decision.job_name, "Tags": tags})
         claim = ledger.save(claim.advanced(attempts.SUBMITTED))
         self._persist_links(context, hook, decision.job_name)
         description = self._describe(hook, decision.job_name)

@@ -312,6 +312,42 @@ def test_faults_throttle_and_fail(start_emulator):
     assert client.list_training_jobs()["TrainingJobSummaries"] == []
 
 
+def test_lost_reply_carries_out_the_create_and_the_clients_retry_meets_resource_in_use(start_emulator):
+    server = start_emulator("ample")
+    client = boto_client(server.endpoint_url)
+    control(server.endpoint_url, "faults", {"lost_reply_rate": 1.0})
+    with pytest.raises(ClientError) as error:
+        client.create_training_job(**training_request("lost-reply", GPU_PAIR))
+    # botocore retried the 500 by itself; the retry found the job the first attempt had created.
+    assert error.value.response["Error"]["Code"] == "ResourceInUse"
+    assert error.value.response["ResponseMetadata"]["RetryAttempts"] == 1
+    assert control(server.endpoint_url, "calls")["calls"]["CreateTrainingJob"] == 2
+    assert [job["name"] for job in control(server.endpoint_url, "jobs")["jobs"]] == ["lost-reply"]
+
+
+def test_slow_operations_delay_only_the_named_operation(start_emulator):
+    import time
+
+    server = start_emulator("ample")
+    client = boto_client(server.endpoint_url)
+    control(server.endpoint_url, "faults", {"slow_operations": {"DescribeTrainingJob": 600}})
+    client.create_training_job(**training_request("slow", GPU_PAIR))
+    started = time.monotonic()
+    client.describe_training_job(TrainingJobName="slow")
+    assert time.monotonic() - started >= 0.6  # a lower bound only: the delay is the emulator's own sleep
+
+
+def test_fault_settings_from_the_control_surface_are_validated(start_emulator):
+    import urllib.error
+
+    server = start_emulator("ample")
+    with pytest.raises(urllib.error.HTTPError) as error:
+        control(server.endpoint_url, "faults", {"throttle_rate": 0.8, "error_rate": 0.5})
+    assert error.value.code == 400
+    with pytest.raises(urllib.error.HTTPError):
+        control(server.endpoint_url, "faults", {"throtle_rate": 0.5})
+
+
 def test_state_file_keeps_jobs_and_clock_across_restart(start_emulator, tmp_path):
     state = tmp_path / "state.json"
     first = start_emulator("all-busy-then-free", state_file=state)

@@ -101,6 +101,26 @@ def test_templated_counts_are_cast_and_the_job_defers_until_selection(start_emul
     assert links == {"sm_prefs_console_link", "sm_prefs_logs_link"}, "links exist before the job leaves the queue"
 
 
+def test_jobs_carry_the_task_instance_tags_beside_the_users(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    config = training_request("", None) | {
+        "TrainingJobName": "tagged",
+        "Tags": [{"Key": "team", "Value": "eval"}, {"Key": "airflow:task_id", "Value": "kept"}],
+    }
+    with pytest.raises(TaskDeferred):
+        training_operator(aws_connection(server), config=config).execute(
+            context(FakeTI(run_id="scheduled__2026-11-30T02:00:00+00:00", map_index=3))
+        )
+    (job,) = control(server.endpoint_url, "jobs")["jobs"]
+    assert job["tags"] == {
+        "team": "eval",
+        "airflow:task_id": "kept",
+        "airflow:dag_id": "nightly",
+        "airflow:run_id": "scheduled__2026-11-30T02:00:00+00:00",
+        "airflow:map_index": "3",
+    }
+
+
 def _send_as_the_task_runner_would(deferred: TaskDeferred) -> None:
     """Encode the deferral exactly as the Task SDK sends it to the supervisor (msgpack, serde kwargs)."""
     import structlog

@@ -46,6 +46,11 @@ class Faults:
     error_rate: float = 0.0
     latency_ms: float = 0.0
     deny: tuple[str, ...] = ()  # operations answered with AccessDeniedException, as IAM would
+    # Extra delay in milliseconds for the named operations only (e.g. hold a client between two calls).
+    slow_operations: dict[str, float] = field(default_factory=dict)
+    # The request is carried out but the reply is lost (a 500), as when a connection drops after the
+    # service acted: the client's retry of a create then meets ResourceInUse.
+    lost_reply_rate: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -142,9 +147,7 @@ def parse(raw: Any, where: str = "scenario") -> Scenario:
         _build(TrainingPlan, item, f"{where}.training_plans[{i}]")
         for i, item in enumerate(data.get("training_plans") or [])
     )
-    faults = dict(data.get("faults") or {})
-    faults["deny"] = tuple(faults.get("deny") or ())
-    data["faults"] = _build(Faults, faults, f"{where}.faults")
+    data["faults"] = parse_faults(data.get("faults") or {}, f"{where}.faults")
     data["behaviour"] = _build(Behaviour, data.get("behaviour") or {}, f"{where}.behaviour")
     runtimes = data.get("runtime_seconds")
     if runtimes is not None and not isinstance(runtimes, dict):
@@ -154,13 +157,28 @@ def parse(raw: Any, where: str = "scenario") -> Scenario:
     return scenario
 
 
+def parse_faults(raw: Any, where: str = "faults") -> Faults:
+    """Fault settings from a scenario file or from the control surface's ``POST /_emulator/faults``."""
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{where}: expected a mapping")
+    data = dict(raw)
+    data["deny"] = tuple(data.get("deny") or ())
+    slow = data.get("slow_operations") or {}
+    if not isinstance(slow, dict) or not all(isinstance(v, int | float) and v >= 0 for v in slow.values()):
+        raise ScenarioError(f"{where}.slow_operations: expected a mapping of operation to milliseconds")
+    data["slow_operations"] = {str(k): float(v) for k, v in slow.items()}
+    faults: Faults = _build(Faults, data, where)
+    for name in ("throttle_rate", "error_rate", "lost_reply_rate"):
+        if not 0.0 <= getattr(faults, name) <= 1.0:
+            raise ScenarioError(f"{where}.{name} must be between 0 and 1")
+    if faults.throttle_rate + faults.error_rate > 1.0:
+        raise ScenarioError(f"{where}: throttle_rate + error_rate must not exceed 1")
+    return faults
+
+
 def _check(scenario: Scenario, where: str) -> None:
     if scenario.speed <= 0:
         raise ScenarioError(f"{where}.speed must be positive")
-    faults = scenario.faults
-    for name in ("throttle_rate", "error_rate"):
-        if not 0.0 <= getattr(faults, name) <= 1.0:
-            raise ScenarioError(f"{where}.faults.{name} must be between 0 and 1")
     behaviour = scenario.behaviour
     if behaviour.pending_timeout_status not in ("Stopped", "Failed"):
         raise ScenarioError(f"{where}.behaviour.pending_timeout_status must be Stopped or Failed")

@@ -14,7 +14,7 @@ import random
 import tempfile
 import threading
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow_sm_prefs.emulator import scenario as scenario_module
 from airflow_sm_prefs.emulator.engine import PROCESSING, TRAINING, Engine
-from airflow_sm_prefs.emulator.scenario import Faults, Scenario
+from airflow_sm_prefs.emulator.scenario import Scenario
 from airflow_sm_prefs.emulator.service_rules import ServiceError
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,8 @@ class Emulator:
         else:
             result = self.engine.list_jobs(kind, request)
         self.save()
+        if self.faults.lost_reply_rate and self.random.random() < self.faults.lost_reply_rate:
+            raise ServiceError("InternalFailure", "We encountered an internal error. Please try again.", 500)
         return result
 
     def _inject_faults(self, operation: str) -> None:
@@ -115,8 +117,9 @@ class Emulator:
                 f"perform: sagemaker:{operation} because no identity-based policy allows the sagemaker:{operation} "
                 "action",
             )
-        if faults.latency_ms:
-            time.sleep(faults.latency_ms / 1000.0)
+        delay = faults.latency_ms + faults.slow_operations.get(operation, 0.0)
+        if delay:
+            time.sleep(delay / 1000.0)
         draw = self.random.random()
         if draw < faults.throttle_rate:
             raise ServiceError("ThrottlingException", "Rate exceeded")
@@ -154,7 +157,7 @@ class Emulator:
             self.save()
             return {"ok": True, "virtual_time": engine.clock.now()}
         if method == "POST" and route == "faults":
-            self.faults = replace(Faults(), **{**body, "deny": tuple(body.get("deny") or ())})
+            self.faults = scenario_module.parse_faults(body, "POST /_emulator/faults")
             return {"ok": True, "faults": asdict(self.faults)}
         raise KeyError(route)
 

@@ -1,0 +1,50 @@
+"""Tags that tie a SageMaker job to the Airflow task instance that launched it.
+
+They let cost reports group spend by DAG and task, and let an audit (the fault campaign) find every job a
+task instance ever launched without trusting Airflow's own records.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+MAX_TAGS = 50  # SageMaker's limit per resource
+MAX_VALUE = 256
+_TAG_PUNCTUATION = frozenset("_.:/=+-@")
+
+DAG_ID = "airflow:dag_id"
+TASK_ID = "airflow:task_id"
+RUN_ID = "airflow:run_id"
+MAP_INDEX = "airflow:map_index"
+
+
+def _allowed(character: str) -> bool:
+    # SageMaker's pattern: \p{L} \p{Z} \p{N} and _ . : / = + - @ (a tab or newline is not \p{Z}).
+    return unicodedata.category(character)[0] in "LZN" or character in _TAG_PUNCTUATION
+
+
+def tag_value(text: str) -> str:
+    return "".join(c if _allowed(c) else "_" for c in text)[:MAX_VALUE]
+
+
+def task_instance_tags(dag_id: str, task_id: str, run_id: str, map_index: int) -> dict[str, str]:
+    return {
+        DAG_ID: tag_value(dag_id),
+        TASK_ID: tag_value(task_id),
+        RUN_ID: tag_value(run_id),
+        MAP_INDEX: str(map_index),
+    }
+
+
+def with_task_instance_tags(
+    existing: Sequence[Mapping[str, Any]] | None, ours: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The user's tags first and untouched; ours added where the key is free and the limit allows."""
+    tags = [dict(tag) for tag in existing or ()]
+    taken = {tag.get("Key") for tag in tags}
+    for key, value in ours.items():
+        if key not in taken and len(tags) < MAX_TAGS:
+            tags.append({"Key": key, "Value": value})
+    return tags
