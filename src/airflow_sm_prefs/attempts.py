@@ -9,6 +9,7 @@ start the next *generation* (``<name>-r2``, ...), so no path launches a job twic
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -30,6 +31,27 @@ class JobClaim:
     phase: str
     try_number: int
     submitted_at: str | None = None
+    # Where the job lives and whether a user's "mark failed" should stop it: what code outside the task
+    # (the listener in the API server) needs to act on the claim.
+    job_kind: str | None = None
+    aws_conn_id: str | None = None
+    region_name: str | None = None
+    stop_on_kill: bool = True
+
+    @classmethod
+    def from_stored(cls, raw: Any) -> JobClaim | None:
+        """The claim from what a state store returns (a dict, or its JSON text); None if unreadable."""
+        if isinstance(raw, str | bytes):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                return None
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return cls(**raw)
+        except TypeError:
+            return None
 
     def advanced(self, phase: str, **changes: Any) -> JobClaim:
         return replace(self, phase=phase, **changes)
@@ -125,13 +147,7 @@ class JobLedger:
     def load(self) -> JobClaim | None:
         if self._store is None:
             return None
-        raw = self._store.get(STATE_KEY)
-        if not isinstance(raw, dict):
-            return None
-        try:
-            return JobClaim(**raw)
-        except TypeError:
-            return None
+        return JobClaim.from_stored(self._store.get(STATE_KEY))
 
     def save(self, claim: JobClaim) -> JobClaim:
         if self._store is not None:

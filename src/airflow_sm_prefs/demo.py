@@ -47,6 +47,9 @@ class DemoStack:
     api_port: int = field(default_factory=free_port)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     token: str | None = None
+    # The emulator accepts any credentials; these only show that a connection's secret stays out of logs.
+    access_key: str = "demo-access-key"
+    secret_key: str = "demo-secret-key"
 
     @property
     def api_url(self) -> str:
@@ -63,8 +66,8 @@ class DemoStack:
     def airflow_env(self) -> dict[str, str]:
         connection = {
             "conn_type": "aws",
-            "login": "demo-access-key",
-            "password": "demo-secret-key",
+            "login": self.access_key,
+            "password": self.secret_key,
             "extra": {"endpoint_url": self.emulator_url, "region_name": "us-east-1"},
         }
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
@@ -89,10 +92,11 @@ class DemoStack:
         )
         return env
 
-    def _spawn(self, command: list[str], log_name: str, env: dict[str, str] | None = None) -> None:
+    def _spawn(self, command: list[str], log_name: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = open(self.workdir / log_name, "ab")  # noqa: SIM115 - owned by the child for its lifetime
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.processes.append(process)
+        return process
 
     def start(self) -> None:
         # Every demo starts from scratch: a fresh metadata database and an emulator with no earlier jobs.
@@ -100,7 +104,14 @@ class DemoStack:
             shutil.rmtree(self.airflow_home)
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "emulator-state.json").unlink(missing_ok=True)
-        self._spawn(
+        self.start_emulator()
+        self.start_airflow()
+        self._wait_healthy(timeout=240)
+        self.token = self._login()
+
+    def start_emulator(self) -> subprocess.Popen[bytes]:
+        """The emulator on its port, resuming from the state file when one exists (a restart keeps jobs)."""
+        return self._spawn(
             [
                 sys.executable,
                 "-m",
@@ -115,9 +126,9 @@ class DemoStack:
             ],
             "emulator.log",
         )
+
+    def start_airflow(self) -> None:
         self._spawn([sys.executable, "-m", "airflow", "standalone"], "airflow.log", self.airflow_env())
-        self._wait_healthy(timeout=240)
-        self.token = self._login()
 
     def _wait_healthy(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

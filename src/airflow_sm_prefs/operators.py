@@ -193,6 +193,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
                 phase=attempts.SUBMITTING,
                 try_number=try_number,
                 submitted_at=submitted_at or pendulum.now("UTC").isoformat(),
+                job_kind=kind.name,
+                aws_conn_id=self.aws_conn_id,
+                region_name=self._resolved_region,
+                stop_on_kill=self.stop_on_kill,
             )
         )
         self._active_job = decision.job_name
@@ -249,17 +253,20 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
                 return None
             raise
 
-    def _stop(self, hook: SageMakerPreferenceHook, job_name: str) -> None:
-        from botocore.exceptions import ClientError
+    def _latest(self, hook: SageMakerPreferenceHook, job_name: str, fallback: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A fresh description for the record; the last one seen if SageMaker cannot be asked right now."""
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            getattr(hook.conn, self.job_kind.stop_method)(**{self.job_kind.name_field: job_name})
-            self.log.info("Requested stop of SageMaker %s job %s", self.job_kind.name, job_name)
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ValidationException":
-                self.log.info("SageMaker job %s had already ended", job_name)
-            else:
-                self.log.warning("Could not stop SageMaker job %s: %s", job_name, error)
+            return self._describe(hook, job_name)
+        except (BotoCoreError, ClientError) as error:
+            self.log.info("Could not describe %s for its record (%s); recording the last status seen", job_name, error)
+            return fallback
+
+    def _stop(self, hook: SageMakerPreferenceHook, job_name: str) -> None:
+        from airflow_sm_prefs.hooks import stop_job
+
+        stop_job(hook, self.job_kind, job_name, self.log)
 
     def _persist_links(self, context: Context, hook: SageMakerPreferenceHook, job_name: str) -> None:
         region = hook.conn_region_name
@@ -487,7 +494,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             f"SageMaker {self.job_kind.name} job {job_name} got no capacity within max_pending ({waited} waited) "
             f"for any of: {record.describe_preferences(self.job_kind, description)}"
         )
-        self._abandon(context, hook, job_name, NoCapacityError, message, "queued")
+        self._abandon(context, hook, description, NoCapacityError, message, "queued")
 
     def _time_out(
         self, context: Context, hook: SageMakerPreferenceHook, job_name: str, description: Mapping[str, Any]
@@ -496,21 +503,24 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             f"SageMaker {self.job_kind.name} job {job_name} was still "
             f"{description.get(self.job_kind.status_field)} when wait_timeout expired"
         )
-        self._abandon(context, hook, job_name, AirflowException, message, "running")
+        self._abandon(context, hook, description, AirflowException, message, "running")
 
     def _abandon(
         self,
         context: Context,
         hook: SageMakerPreferenceHook,
-        job_name: str,
+        description: Mapping[str, Any],
         error: type[AirflowException],
         message: str,
         left: str,
     ) -> NoReturn:
-        """The operator stops waiting: stop the job unless told not to, and fail the task saying which."""
+        """The operator stops waiting: stop the job unless told not to, record it, and fail saying which."""
         self._mark_finished(context)
+        job_name = description[self.job_kind.name_field]
         if self.stop_on_timeout:
             self._stop(hook, job_name)
+            description = self._latest(hook, job_name, description)
+        context["ti"].xcom_push(key="record", value=record.build(self.job_kind, description, self._region()))
         raise error(message + ("; the job was stopped" if self.stop_on_timeout else f"; the job was left {left}"))
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:

@@ -33,6 +33,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_sm_prefs.triggers"],
             }
         ],
+        "plugins": [{"name": "sm_prefs", "plugin-class": "airflow_sm_prefs.plugin.SageMakerPreferencesPlugin"}],
         "extra-links": [
             "airflow_sm_prefs.links.SageMakerConsoleLink",
             "airflow_sm_prefs.links.SageMakerLogsLink",

@@ -148,9 +148,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
 
 
 async def stop_job(kind: JobKind, job_name: str, aws_conn_id: str | None, region_name: str | None, log: Any) -> None:
-    from botocore.exceptions import ClientError
-
-    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+    from airflow_sm_prefs.hooks import SageMakerPreferenceHook, already_ended
 
     hook = SageMakerPreferenceHook(aws_conn_id=aws_conn_id, region_name=region_name)
     try:
@@ -159,10 +157,8 @@ async def stop_job(kind: JobKind, job_name: str, aws_conn_id: str | None, region
                 getattr(client, kind.stop_method)(**{kind.name_field: job_name}), timeout=STOP_TIMEOUT_SECONDS
             )
         log.info("Requested stop of SageMaker %s job %s", kind.name, job_name)
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "ValidationException":
+    except Exception as error:
+        if already_ended(error):
             log.info("SageMaker %s job %s had already ended; nothing to stop", kind.name, job_name)
         else:
             log.warning("Could not stop SageMaker %s job %s: %s", kind.name, job_name, error)
-    except Exception as error:
-        log.warning("Could not stop SageMaker %s job %s: %s", kind.name, job_name, error)

@@ -306,9 +306,12 @@ def test_processing_patience_is_enforced_by_the_operator(start_emulator, aws_con
         deferrable=False,
         check_interval=0.2,
     )
+    ti = FakeTI(task_id="prep")
     with pytest.raises(NoCapacityError, match=r"#1 ml.g5.12xlarge x1; the job was stopped"):
-        operator.execute(context(FakeTI(task_id="prep")))
-    assert server.engine.describe("processing", "prep-job")["ProcessingJobStatus"] == "Stopping"
+        operator.execute(context(ti))
+    assert server.engine.describe("processing", "prep-job")["ProcessingJobStatus"] in ("Stopping", "Stopped")
+    assert ti.xcoms["record"]["status"] in ("Stopping", "Stopped"), "the record shows the job after the stop"
+    assert ti.xcoms["record"]["selected_instance_type"] is None
 
 
 def test_processing_operator_selects_and_completes(start_emulator, aws_connection):
@@ -349,8 +352,9 @@ def test_wait_timeout_stops_the_job_and_fails(start_emulator, aws_connection):
     operator = training_operator(
         aws_connection(server), preferences=[("ml.p4d.24xlarge", 1)], deferrable=False, wait_timeout=1
     )
-    store = FakeStore()
+    store, ti = FakeStore(), FakeTI()
     with pytest.raises(AirflowException, match="when wait_timeout expired; the job was stopped"):
-        operator.execute(context(FakeTI(), store))
-    assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] == "Stopping"
+        operator.execute(context(ti, store))
+    assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] in ("Stopping", "Stopped")
+    assert ti.xcoms["record"]["job_name"] == "eval-job"
     assert store[STATE_KEY]["phase"] == "finished"

@@ -25,3 +25,14 @@ def test_importing_the_package_does_not_import_boto3_or_operators():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_the_listener_plugin_is_registered_where_airflow_always_looks():
+    from importlib.metadata import entry_points
+
+    from airflow_sm_prefs import listener
+
+    (entry,) = [e for e in entry_points(group="airflow.plugins") if e.name == "sm_prefs"]
+    plugin = entry.load()
+    assert plugin.listeners == [listener]
+    assert {"on_task_instance_failed", "on_task_instance_success"} <= set(dir(listener))

@@ -1,0 +1,64 @@
+"""Stop the job of a task that a user ended by hand, even when no trigger is running to do it.
+
+A deferred task marked failed or success (or caught in a DAG run marked failed) gets its trigger's
+``on_kill`` only if a triggerer is running that trigger at that moment. In the seconds between the deferral
+and a triggerer picking the trigger up, or while every triggerer is down, nothing would stop the job: it
+would run, and bill, with no task watching it. The API server fires these listener hooks, with
+``previous_state=None``, for every state a user sets, so the stop happens where the user acted. A task's
+own success or failure (``previous_state`` set) is left to the task.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.listeners import hookimpl
+
+from airflow_sm_prefs.attempts import FINISHED, STATE_KEY, JobClaim
+
+log = logging.getLogger(__name__)
+
+
+@hookimpl
+def on_task_instance_failed(previous_state: Any, task_instance: Any, error: Any) -> None:
+    if previous_state is None:
+        stop_claimed_job(task_instance)
+
+
+@hookimpl
+def on_task_instance_success(previous_state: Any, task_instance: Any) -> None:
+    if previous_state is None:
+        stop_claimed_job(task_instance)
+
+
+def stop_claimed_job(task_instance: Any) -> None:
+    claim = _claim_of(task_instance)
+    if claim is None or claim.job_kind is None or claim.phase == FINISHED:
+        return
+    if not claim.stop_on_kill:
+        log.info("stop_on_kill is off: leaving SageMaker job %s running", claim.job_name)
+        return
+    from airflow_sm_prefs.hooks import SageMakerPreferenceHook, stop_job
+    from airflow_sm_prefs.jobs import KINDS
+
+    hook = SageMakerPreferenceHook(aws_conn_id=claim.aws_conn_id, region_name=claim.region_name)
+    log.info(
+        "Task %s.%s (%s, map index %s) was set to a final state by hand; stopping its SageMaker job %s",
+        task_instance.dag_id,
+        task_instance.task_id,
+        task_instance.run_id,
+        task_instance.map_index,
+        claim.job_name,
+    )
+    stop_job(hook, KINDS[claim.job_kind], claim.job_name, log)
+
+
+def _claim_of(task_instance: Any) -> JobClaim | None:
+    from airflow.state import TaskScope, get_state_backend
+
+    map_index = task_instance.map_index if task_instance.map_index is not None else -1
+    scope = TaskScope(
+        dag_id=task_instance.dag_id, run_id=task_instance.run_id, task_id=task_instance.task_id, map_index=map_index
+    )
+    return JobClaim.from_stored(get_state_backend().get(scope, STATE_KEY))

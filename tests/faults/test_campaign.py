@@ -1,0 +1,323 @@
+"""The fault campaign: a real Airflow against the emulator, one injected fault per scenario, then an audit.
+
+`make faults` runs this module alone and rewrites docs/reliability.md; `make test` runs it too. Scenarios
+share one Airflow (started once) and run in order; each audits only its own DAG runs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.faults.audit import Expect, Row, audit, jobs_of, task_key, write_report
+from tests.faults.invalid import CASES, TEMPLATED_DAG_ID, static_dag_id, templated_task_id
+from tests.faults.stack import PROJECT_DIR, CampaignStack, listening_addresses, wait_for
+
+pytestmark = pytest.mark.airflow
+
+QUEUED = {"ml.p5.48xlarge": 0, "ml.p4d.24xlarge": 0}
+ARTIFACTS = PROJECT_DIR / "artifacts" / "faults"
+
+
+@pytest.fixture(scope="module")
+def rows() -> Iterator[list[Row]]:
+    collected: list[Row] = []
+    started = time.monotonic()
+    yield collected
+    seconds = time.monotonic() - started
+    write_report(collected, ARTIFACTS / "reliability.md", seconds)
+    if os.environ.get("SM_PREFS_RELIABILITY_REPORT"):
+        write_report(collected, Path(os.environ["SM_PREFS_RELIABILITY_REPORT"]), seconds)
+
+
+@pytest.fixture(scope="module")
+def stack(rows: list[Row]) -> Iterator[CampaignStack]:
+    campaign = CampaignStack(project_dir=PROJECT_DIR, workdir=ARTIFACTS / "stack")
+    try:
+        campaign.start()
+        yield campaign
+    finally:
+        campaign.stop()
+
+
+def _record(rows: list[Row], row: Row) -> None:
+    rows.append(row)
+    assert not row.problems, "\n".join(row.problems)
+
+
+def _states(stack: CampaignStack, dag_id: str, run_id: str) -> dict[str, str]:
+    return {task_key(ti["task_id"], ti["map_index"]): ti["state"] for ti in stack.task_instances(dag_id, run_id)}
+
+
+def _all_deferred(stack: CampaignStack, dag_id: str, run_id: str, count: int) -> bool:
+    states = [s for k, s in _states(stack, dag_id, run_id).items() if "[" in k or count == 1]
+    return len(states) == count and all(state == "deferred" for state in states)
+
+
+def _queued_jobs(stack: CampaignStack, dag_id: str, run_id: str) -> int:
+    return sum(
+        1
+        for jobs in jobs_of(stack, dag_id, run_id).values()
+        for job in jobs
+        if job["status"] == "InProgress" and job["selected"] is None
+    )
+
+
+def _job(stack: CampaignStack, dag_id: str, run_id: str, key: str, index: int = -1) -> dict | None:
+    jobs = jobs_of(stack, dag_id, run_id).get(key)
+    return jobs[index] if jobs else None
+
+
+def test_worker_killed_after_create_before_defer(stack: CampaignStack, rows: list[Row]) -> None:
+    dag_id = "fault_worker_kill"
+    stack.set_capacity(QUEUED)
+    # Hold the task right after its create call: the Describe that precedes the deferral answers in 30 s.
+    stack.set_faults(slow_operations={"DescribeTrainingJob": 30000})
+    run_id = stack.trigger(dag_id)
+    wait_for(lambda: _job(stack, dag_id, run_id, "train"), 120, "the job to be created")
+    (ti,) = stack.task_instances(dag_id, run_id)
+    assert ti["state"] == "running", "the task must still be before its deferral"
+    stack.kill_task_process(ti["id"])
+    stack.set_faults()
+    wait_for(lambda: _states(stack, dag_id, run_id)["train"] == "deferred", 120, "the retry to defer")
+    stack.set_capacity({"ml.p5.48xlarge": 1})
+    stack.wait_run_done(dag_id, run_id)
+    row = audit(
+        stack, "1. worker SIGKILLed between create and defer", "SIGKILL", Expect(dag_id, run_id, {"train": "success"})
+    )
+    (ti,) = stack.task_instances(dag_id, run_id)
+    if ti["try_number"] != 2 or "reattach" not in stack.task_log(dag_id, run_id, "train", 2):
+        row.problems.append(f"expected try 2 to reattach to the job; try_number={ti['try_number']}")
+    _record(rows, row)
+
+
+def test_triggerer_killed_while_jobs_queue(stack: CampaignStack, rows: list[Row]) -> None:
+    dag_id = "fault_triggerer_restart"
+    stack.set_capacity(QUEUED)
+    run_id = stack.trigger(dag_id)
+    wait_for(lambda: _all_deferred(stack, dag_id, run_id, 4), 180, "four deferred shards")
+    wait_for(lambda: _queued_jobs(stack, dag_id, run_id) == 4, 60, "four queued jobs")
+    stack.kill_component("triggerer")
+    stack.set_capacity({"ml.p5.48xlarge": 2, "ml.p4d.24xlarge": 2})
+    # Every job is chosen a configuration while no triggerer is watching.
+    wait_for(lambda: _queued_jobs(stack, dag_id, run_id) == 0, 60, "the queue to drain")
+    time.sleep(3)
+    stack.start_component("triggerer")
+    stack.wait_run_done(dag_id, run_id)
+    expected = {f"train[{i}]": "success" for i in range(4)}
+    _record(
+        rows,
+        audit(
+            stack,
+            "2. triggerer SIGKILLed while 4 jobs queue, restarted",
+            "SIGKILL triggerer",
+            Expect(dag_id, run_id, expected),
+        ),
+    )
+
+
+def test_throttling_and_server_errors(stack: CampaignStack, rows: list[Row]) -> None:
+    dag_id = "fault_throttling"
+    stack.set_capacity(QUEUED)
+    stack.set_faults(throttle_rate=0.5, lost_reply_rate=0.1)
+    run_id = stack.trigger(dag_id)
+    wait_for(lambda: _all_deferred(stack, dag_id, run_id, 4), 180, "four deferred shards")
+    stack.set_faults(throttle_rate=0.5, error_rate=0.5)  # nothing gets through for a stretch
+    time.sleep(10)
+    stack.set_faults(throttle_rate=0.5, lost_reply_rate=0.1)
+    stack.set_capacity({"ml.p5.48xlarge": 4})
+    time.sleep(15)
+    stack.set_faults()
+    stack.wait_run_done(dag_id, run_id)
+    expected = {"prepare": "success", **{f"train[{i}]": "success" for i in range(4)}}
+    faults = "50% throttled throughout, 10% replies lost, 10 s of 100% errors (throttle + 5xx)"
+    _record(rows, audit(stack, "3. throttling and 5xx, then recovery", faults, Expect(dag_id, run_id, expected)))
+
+
+def test_emulator_restarts_while_jobs_wait(stack: CampaignStack, rows: list[Row]) -> None:
+    dag_id = "fault_emulator_restart"
+    stack.set_capacity(QUEUED)
+    run_id = stack.trigger(dag_id)
+    wait_for(lambda: _all_deferred(stack, dag_id, run_id, 3), 180, "three deferred shards")
+    wait_for(lambda: _queued_jobs(stack, dag_id, run_id) == 3, 60, "three queued jobs")
+    stack.kill_emulator()
+    time.sleep(8)
+    stack.start_emulator()
+    stack.set_capacity({"ml.p5.48xlarge": 3})
+    stack.wait_run_done(dag_id, run_id)
+    expected = {f"train[{i}]": "success" for i in range(3)}
+    _record(
+        rows,
+        audit(
+            stack,
+            "4. SageMaker (emulator) down 8 s, back with its state",
+            "SIGKILL emulator",
+            Expect(dag_id, run_id, expected),
+        ),
+    )
+
+
+def test_users_mark_failed_clear_and_fail_a_run(stack: CampaignStack, rows: list[Row]) -> None:
+    actions, failed_run = "fault_user_actions", "fault_run_marked_failed"
+    stack.set_capacity({"ml.p5.48xlarge": 0})
+    actions_run = stack.trigger(actions)
+    failed_run_id = stack.trigger(failed_run)
+
+    def running(dag_id: str, run_id: str, key: str) -> bool:
+        job = _job(stack, dag_id, run_id, key)
+        return bool(job and job["secondary_status"] == "Training")
+
+    def deferred(dag_id: str, run_id: str, key: str) -> bool:
+        return _states(stack, dag_id, run_id).get(key) == "deferred"
+
+    wait_for(lambda: deferred(actions, actions_run, "marked_failed_while_pending"), 180, "a deferred queued task")
+    stack.set_task_state(actions, actions_run, "marked_failed_while_pending", "failed")
+    wait_for(
+        lambda: (
+            deferred(actions, actions_run, "cleared_while_running")
+            and running(actions, actions_run, "cleared_while_running")
+        ),
+        180,
+        "a deferred task whose job runs",
+    )
+    stack.clear_task(actions, actions_run, "cleared_while_running")
+    wait_for(
+        lambda: (
+            all(deferred(failed_run, failed_run_id, k) for k in ("pending", "running"))
+            and running(failed_run, failed_run_id, "running")
+        ),
+        180,
+        "a run with one queued and one running job",
+    )
+    stack.set_run_state(failed_run, failed_run_id, "failed")
+    stack.wait_run_done(actions, actions_run)
+    row = audit(
+        stack,
+        "5. user marks a queued task failed, clears a running one, marks a run failed",
+        "REST actions",
+        Expect(
+            actions,
+            actions_run,
+            {"marked_failed_while_pending": "failed", "cleared_while_running": "success"},
+            generations={"cleared_while_running": 2},
+        ),
+        Expect(failed_run, failed_run_id, {"pending": "failed", "running": "failed"}),
+    )
+    for dag_id, run_id, key, index in (
+        (actions, actions_run, "marked_failed_while_pending", -1),
+        (actions, actions_run, "cleared_while_running", 0),
+        (failed_run, failed_run_id, "pending", -1),
+        (failed_run, failed_run_id, "running", -1),
+    ):
+        job = _job(stack, dag_id, run_id, key, index)
+        if not job or job["status"] != "Stopped":
+            row.problems.append(f"{dag_id}/{key}: job should have been stopped: {job and job['status']}")
+    _record(rows, row)
+
+
+def test_pending_bound_and_incompatible_fallback(stack: CampaignStack, rows: list[Row]) -> None:
+    bound, incompatible = "fault_pending_bound", "fault_incompatible_fallback"
+    stack.set_capacity({"ml.p5.48xlarge": 0})
+    bound_run = stack.trigger(bound)
+    incompatible_run = stack.trigger(incompatible)
+    stack.wait_run_done(incompatible, incompatible_run)
+    stack.wait_run_done(bound, bound_run)
+    row6 = audit(
+        stack,
+        "6. pending bound expires on one job while a sibling falls back",
+        "no capacity (30 min bound)",
+        Expect(
+            bound,
+            bound_run,
+            {
+                "training_without_capacity": "failed",
+                "processing_without_capacity": "failed",
+                "sibling_falls_back": "success",
+            },
+        ),
+    )
+    for key in ("training_without_capacity", "processing_without_capacity"):
+        job = _job(stack, bound, bound_run, key)
+        record = stack.xcom(bound, bound_run, key, "record")
+        if not job or job["status"] != "Stopped" or not record or record["selected_instance_type"] is not None:
+            row6.problems.append(f"{key}: expected a Stopped job and a record without selection: {record}")
+    sibling = stack.xcom(bound, bound_run, "sibling_falls_back", "return_value") or {}
+    if (sibling.get("selected_rank"), sibling.get("fell_back")) != (1, True):
+        row6.problems.append(f"sibling should record preference #2 as a fallback: {sibling}")
+    row7 = audit(
+        stack,
+        "7. the fallback type fails after starting (incompatible-fallback)",
+        "container fails on fallback",
+        Expect(incompatible, incompatible_run, {"falls_back_then_fails": "failed"}),
+    )
+    log = stack.task_log(incompatible, incompatible_run, "falls_back_then_fails", 1)
+    if "does not check that your container works on every preference" not in log:
+        row7.problems.append("the failure does not explain that it ran on a fallback type")
+    rows.append(row6)
+    _record(rows, row7)
+    assert not row6.problems, "\n".join(row6.problems)
+
+
+def test_invalid_configurations_create_nothing(stack: CampaignStack, rows: list[Row]) -> None:
+    creates_before = _creates(stack)
+    row = Row("8. invalid configurations, static and templated, both kinds", "bad input")
+    static = {static_dag_id(kind, case): (kind, case) for kind, cases in CASES.items() for case in cases}
+    errors = wait_for(
+        lambda: (found := stack.import_errors()).keys() >= static.keys() and found,
+        180,
+        "an import error for every static invalid DAG",
+        every=3,
+    )
+    for dag_file, (kind, case) in static.items():
+        row.tasks += 1
+        expected = CASES[kind][case][1]
+        if expected in errors[dag_file]:
+            row.tasks_ok += 1
+        else:
+            row.problems.append(f"static {kind} {case}: import error lacks {expected!r}: {errors[dag_file][-300:]}")
+    run_id = stack.trigger(TEMPLATED_DAG_ID)
+    stack.wait_run_done(TEMPLATED_DAG_ID, run_id, timeout=400)
+    instances = {ti["task_id"]: ti for ti in stack.task_instances(TEMPLATED_DAG_ID, run_id)}
+    for kind, cases in CASES.items():
+        for case, (_, expected) in cases.items():
+            row.tasks += 1
+            ti = instances[templated_task_id(kind, case)]
+            log = stack.task_log(TEMPLATED_DAG_ID, run_id, ti["task_id"], 1)
+            if (
+                ti["state"] == "failed"
+                and ti["try_number"] == 1
+                and "no SageMaker job was created" in log
+                and expected in log
+            ):
+                row.tasks_ok += 1
+            else:
+                state = f"state {ti['state']}, try {ti['try_number']}"
+                row.problems.append(f"templated {kind} {case}: {state}, expected {expected!r} in the log")
+    row.jobs = _creates(stack) - creates_before
+    if row.jobs:
+        row.problems.append(f"{row.jobs} create call(s) reached SageMaker")
+    _record(rows, row)
+
+
+def _creates(stack: CampaignStack) -> int:
+    calls = stack.calls()
+    return calls.get("CreateTrainingJob", 0) + calls.get("CreateProcessingJob", 0)
+
+
+def test_security_basics(stack: CampaignStack) -> None:
+    for port in (stack.api_port, stack.emulator_port):
+        assert listening_addresses(port) == {"127.0.0.1"}, f"port {port} must listen on loopback only"
+    assert stack.secret_key in stack.airflow_env()["AIRFLOW_CONN_AWS_DEFAULT"]
+    leaks = [
+        str(path.relative_to(stack.workdir))
+        for path in stack.workdir.rglob("*")
+        if path.is_file() and stack.secret_key.encode() in path.read_bytes()
+    ]
+    assert leaks == [], f"the connection's secret key appears in {leaks}"
+    password = stack.admin_password()
+    assert len(password) >= 12 and password != "admin", "the admin password must be generated per run"
+    assert not any("PASSWORD" in key or "ALL_ADMINS" in key for key in stack.airflow_env())

@@ -1,0 +1,85 @@
+"""The API-server listener stops the job of a task a user set to a final state, and nothing else."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pytest
+from airflow.utils.state import TaskInstanceState
+
+from airflow_sm_prefs import listener
+from airflow_sm_prefs.attempts import DEFERRED, FINISHED, JobClaim
+from tests.helpers import GPU_PAIR, boto_client, training_request
+
+pytestmark = pytest.mark.emulator
+
+
+@dataclass
+class StoredTI:
+    dag_id: str = "nightly"
+    task_id: str = "train"
+    run_id: str = "scheduled__2026-11-30T02:00:00+00:00"
+    map_index: int = -1
+
+
+class Backend:
+    def __init__(self, claim: JobClaim) -> None:
+        self.value = json.dumps(asdict(claim))
+        self.scopes: list[Any] = []
+
+    def get(self, scope: Any, key: str) -> str:
+        self.scopes.append((scope, key))
+        return self.value
+
+
+@pytest.fixture
+def queued_job(start_emulator, aws_connection, monkeypatch):
+    server = start_emulator("all-busy-then-free")
+    conn_id = aws_connection(server)
+    boto_client(server.endpoint_url).create_training_job(**training_request("marked", GPU_PAIR))
+
+    def install(**changes: Any) -> Backend:
+        claim = JobClaim("marked", "marked", 1, DEFERRED, 1, None, "training", conn_id, "us-east-1", True)
+        backend = Backend(JobClaim(**{**asdict(claim), **changes}))
+        monkeypatch.setattr("airflow.state.get_state_backend", lambda: backend)
+        return backend
+
+    return server, install
+
+
+def _status(server) -> str:
+    return server.engine.jobs["training:marked"].status
+
+
+def test_a_task_marked_failed_by_hand_has_its_job_stopped(queued_job):
+    server, install = queued_job
+    backend = install()
+    listener.on_task_instance_failed(previous_state=None, task_instance=StoredTI(), error="set by hand")
+    assert _status(server) in ("Stopping", "Stopped")
+    scope, key = backend.scopes[0]
+    assert (scope.dag_id, scope.task_id, scope.map_index, key) == ("nightly", "train", -1, "sm_prefs_job")
+
+
+def test_marked_success_by_hand_stops_it_too(queued_job):
+    server, install = queued_job
+    install()
+    listener.on_task_instance_success(previous_state=None, task_instance=StoredTI())
+    assert _status(server) in ("Stopping", "Stopped")
+
+
+@pytest.mark.parametrize(
+    ("previous_state", "changes"),
+    [
+        (TaskInstanceState.RUNNING, {}),  # the task's own failure: the task decides
+        (None, {"phase": FINISHED}),  # the task already reported the job's outcome
+        (None, {"stop_on_kill": False}),
+        (None, {"job_kind": None}),  # a claim written before claims named their job's kind
+    ],
+)
+def test_the_listener_leaves_other_jobs_alone(queued_job, previous_state, changes):
+    server, install = queued_job
+    install(**changes)
+    listener.on_task_instance_failed(previous_state=previous_state, task_instance=StoredTI(), error=None)
+    assert _status(server) == "InProgress"
