@@ -1,9 +1,9 @@
 """Which SageMaker job belongs to a task instance, across retries, crashes, deferrals and clears.
 
 The job name is fixed once per task instance and written to Airflow 3.3's ``task_state_store`` *before*
-the create call, together with the phase the task reached. A later execution reads it back and decides,
-from the stored phase and the job's live status, whether to reattach, to report the finished job, or to
-start the next *generation* (``<name>-r2``, ...), so no path launches a job twice.
+the create call, with the try that wrote it and the phase it reached. A later execution reads it back and
+decides, from the job's live status and whether a user cleared the task since, to reattach, to report the
+finished job, or to start the next *generation* (``<name>-r2``, ...), so no path launches a job twice.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 STATE_KEY = "sm_prefs_job"
 MAX_NAME = 63
 
-# Phases a try writes as it goes. "deferred": the try handed the wait to the triggerer. "finished": the try
-# reached the job's outcome and reported it, so a later try of the same task instance is a user's request.
+# Phases a try writes as it goes, for diagnosis and for code outside the task: "finished" means the try
+# reached the job's outcome, so there is nothing left for a user's "mark failed" to stop.
 SUBMITTING, SUBMITTED, DEFERRED, RESUMED, BLOCKING = "submitting", "submitted", "deferred", "resumed", "blocking"
 FINISHED = "finished"
 
@@ -83,34 +83,48 @@ def generation_name(base_name: str, generation: int) -> str:
     return base_name[: MAX_NAME - len(suffix)].rstrip("-") + suffix
 
 
+def first_try_since_clear(max_tries: int, retries: int) -> int:
+    """The first try of the task instance's current run: Airflow raises ``max_tries`` on every clear.
+
+    Tries from this one on are retries (a crash, a failed resume, Airflow failing the try itself); a claim
+    written by an earlier try means a user cleared the task since, asking for a fresh run. This is the
+    formula Airflow itself uses to find the first try after a clear (``get_first_reschedule_date``).
+    """
+    return max(1, max_tries - retries + 1)
+
+
 def decide(
-    claim: JobClaim | None, base_name: str, live_status: str | None, try_number: int, resubmit_after_failure: bool
+    claim: JobClaim | None,
+    base_name: str,
+    live_status: str | None,
+    first_try: int,
+    resubmit_after_failure: bool,
 ) -> Decision:
     """What this execution should do, given the stored claim and the claimed job's live status.
 
     ``live_status`` is None when the claimed job does not exist (the earlier try stopped before the create
-    call reached SageMaker).
+    call reached SageMaker). ``first_try`` is :func:`first_try_since_clear`.
     """
     if claim is None:
         return Decision("create", base_name, 1, "no earlier job for this task instance")
     name, generation = claim.job_name, claim.generation
     next_name = generation_name(claim.base_name, generation + 1)
-    later_try = claim.try_number < try_number
+    cleared = claim.try_number < first_try
     if live_status is None:
         return Decision("create", name, generation, f"job {name} was claimed but never created")
     if live_status == "InProgress":
-        if claim.phase == DEFERRED and later_try:
-            # A deferred try only ends without resuming when a user cleared or failed it; the triggerer's
-            # on_kill is stopping that job, so reattaching would follow a job that is about to stop.
+        if cleared:
+            # The user asked for a fresh run while the job ran; the old try's on_kill may be stopping it
+            # right now, so reattaching would follow a job that is about to stop.
             return Decision(
                 "supersede",
                 next_name,
                 generation + 1,
-                f"try {claim.try_number} was ended by a user while job {name} ran; stopping it and starting afresh",
+                f"the task was cleared while job {name} ran (try {claim.try_number}); stopping it and starting afresh",
             )
         return Decision("reattach", name, generation, f"job {name} is still {live_status}")
     if live_status == "Completed":
-        if claim.phase == FINISHED and later_try:
+        if cleared:
             return Decision(
                 "create",
                 next_name,

@@ -176,8 +176,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         if claim is not None and claim.base_name != base_name:
             claim = None  # the task now renders a different name: it is a different job
         live = self._describe_or_none(hook, claim.job_name) if claim else None
+        max_tries = getattr(ti, "max_tries", None)
+        first_try = attempts.first_try_since_clear(int(max_tries), self.retries or 0) if max_tries is not None else 1
         decision = attempts.decide(
-            claim, base_name, live.get(kind.status_field) if live else None, try_number, self.resubmit_after_failure
+            claim, base_name, live.get(kind.status_field) if live else None, first_try, self.resubmit_after_failure
         )
         self.log.info("SageMaker %s job %s: %s (%s)", kind.name, decision.job_name, decision.action, decision.reason)
         if decision.action == "fail":
@@ -205,8 +207,21 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             tags = tagging.with_task_instance_tags(request.get("Tags"), ours)
             self._create(hook, {**request, kind.name_field: decision.job_name, "Tags": tags})
         claim = ledger.save(claim.advanced(attempts.SUBMITTED))
-        self._persist_links(context, hook, decision.job_name)
-        description = self._describe(hook, decision.job_name)
+        return self._follow(context, hook, ledger, claim, request)
+
+    def _follow(
+        self,
+        context: Context,
+        hook: SageMakerPreferenceHook,
+        ledger: attempts.JobLedger,
+        claim: attempts.JobClaim,
+        request: Mapping[str, Any],
+    ) -> Any:
+        """Wait for the claimed job: finish at once if it ended, announce a selection, then defer or block."""
+        kind = self.job_kind
+        self._active_job = claim.job_name
+        self._persist_links(context, hook, claim.job_name)
+        description = self._describe(hook, claim.job_name)
         if description.get(kind.status_field) in TERMINAL_STATUSES:
             return self._finish(context, description, announced=False)
         announced = False
@@ -218,7 +233,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             ledger.save(claim.advanced(attempts.BLOCKING))
             return self._wait_blocking(context, hook, description, announced, deadline, pending_deadline)
         ledger.save(claim.advanced(attempts.DEFERRED))
-        self._defer(decision.job_name, description, announced, deadline, pending_deadline)
+        self._defer(claim.job_name, description, announced, deadline, pending_deadline)
 
     def _create(self, hook: SageMakerPreferenceHook, request: dict[str, Any]) -> None:
         from botocore.exceptions import ClientError, ParamValidationError
@@ -338,10 +353,18 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         ledger = attempts.JobLedger.from_context(context)
         claim = ledger.load()
+        job_name = event["job_name"]
+        if claim is not None and claim.job_name != job_name:
+            # Airflow delivered another trigger's event (seen with SQLite, which reuses a deleted trigger's
+            # id): the job it reports is not the one this task instance follows now, so keep following ours.
+            self.log.warning(
+                "Ignoring an event about SageMaker job %s: this task instance follows job %s", job_name, claim.job_name
+            )
+            hook = self._hook()
+            return self._follow(context, hook, ledger, claim, self._rendered_request(hook))
         if claim is not None:
             claim = ledger.save(claim.advanced(attempts.RESUMED))
         status = event.get("status")
-        job_name = event["job_name"]
         announced = bool(event.get("announced"))
         deadline, pending_deadline = event.get("deadline"), event.get("pending_deadline")
         self._active_job = job_name
@@ -354,6 +377,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         if status == "finished":
             return self._finish(context, description, announced)
         hook = self._hook()
+        if not description:
+            # A trigger that saw no change since the deferral (a quiet queue) sends no description.
+            description = self._latest(hook, job_name, description)
         if status == "pending_timeout":
             self._give_up_waiting(context, hook, job_name, description)
         if status == "timeout":
@@ -494,7 +520,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             f"SageMaker {self.job_kind.name} job {job_name} got no capacity within max_pending ({waited} waited) "
             f"for any of: {record.describe_preferences(self.job_kind, description)}"
         )
-        self._abandon(context, hook, description, NoCapacityError, message, "queued")
+        self._abandon(context, hook, job_name, description, NoCapacityError, message, "queued")
 
     def _time_out(
         self, context: Context, hook: SageMakerPreferenceHook, job_name: str, description: Mapping[str, Any]
@@ -503,12 +529,13 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             f"SageMaker {self.job_kind.name} job {job_name} was still "
             f"{description.get(self.job_kind.status_field)} when wait_timeout expired"
         )
-        self._abandon(context, hook, description, AirflowException, message, "running")
+        self._abandon(context, hook, job_name, description, AirflowException, message, "running")
 
     def _abandon(
         self,
         context: Context,
         hook: SageMakerPreferenceHook,
+        job_name: str,
         description: Mapping[str, Any],
         error: type[AirflowException],
         message: str,
@@ -516,10 +543,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     ) -> NoReturn:
         """The operator stops waiting: stop the job unless told not to, record it, and fail saying which."""
         self._mark_finished(context)
-        job_name = description[self.job_kind.name_field]
         if self.stop_on_timeout:
             self._stop(hook, job_name)
-            description = self._latest(hook, job_name, description)
+        # The trigger's event may carry only what changed; the record is built from a full description.
+        description = self._latest(hook, job_name, description)
         context["ti"].xcom_push(key="record", value=record.build(self.job_kind, description, self._region()))
         raise error(message + ("; the job was stopped" if self.stop_on_timeout else f"; the job was left {left}"))
 

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -105,7 +106,9 @@ class CampaignStack(DemoStack):
 
     def start(self) -> None:
         self.scenario = str(Path(__file__).parent / "campaign.yaml")
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.workdir.exists():
+            shutil.rmtree(self.workdir)  # logs of an earlier campaign would confuse this one's audit
+        self.workdir.mkdir(parents=True)
         self.write_dags()
         super().start()
 

@@ -30,6 +30,7 @@ class FakeTI:
     run_id: str = "manual__2026-11-30"
     map_index: int = -1
     try_number: int = 1
+    max_tries: int = 0  # retries=0; Airflow raises it to try_number + retries when a user clears the task
     xcoms: dict[str, Any] = field(default_factory=dict)
 
     def xcom_push(self, key: str, value: Any) -> None:
@@ -235,7 +236,7 @@ def test_clearing_a_successful_task_runs_a_new_job(start_emulator, aws_connectio
     )
     assert store[STATE_KEY]["phase"] == "finished"
     with pytest.raises(TaskDeferred) as deferred:
-        operator.execute(context(FakeTI(try_number=2), store))  # the user cleared the successful task
+        operator.execute(context(FakeTI(try_number=2, max_tries=1), store))  # the user cleared the successful task
     assert deferred.value.trigger.job_name == "eval-job-r2" and _creates(server) == 2
 
 
@@ -272,9 +273,41 @@ def test_a_clear_while_deferred_stops_the_old_job_and_starts_afresh(start_emulat
     with pytest.raises(TaskDeferred):
         operator.execute(context(FakeTI(try_number=1), store))
     with pytest.raises(TaskDeferred) as deferred:
-        operator.execute(context(FakeTI(try_number=2), store))
+        operator.execute(context(FakeTI(try_number=2, max_tries=1), store))
     assert deferred.value.trigger.job_name == "eval-job-r2"
     assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] == "Stopping"
+
+
+def test_an_event_about_an_earlier_generation_is_ignored(start_emulator, aws_connection):
+    """SQLite reuses a deleted trigger's id, so the old try's trigger can resume the new try with its event."""
+    server = start_emulator("gpu-shortage")
+    operator = training_operator(aws_connection(server))
+    store = FakeStore()
+    with pytest.raises(TaskDeferred):
+        operator.execute(context(FakeTI(try_number=1), store))
+    cleared = context(FakeTI(try_number=2, max_tries=1), store)
+    with pytest.raises(TaskDeferred):
+        operator.execute(cleared)
+    control(server.endpoint_url, "advance", {"seconds": 60})
+    from airflow_sm_prefs.record import jsonable
+
+    stopped = jsonable(server.engine.describe("training", "eval-job"))
+    assert stopped["TrainingJobStatus"] == "Stopped"
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute_complete(cleared, {"status": "finished", "job_name": "eval-job", "description": stopped})
+    assert deferred.value.trigger.job_name == "eval-job-r2" and _creates(server) == 2
+
+
+def test_a_retry_of_a_deferred_try_that_airflow_failed_reattaches(start_emulator, aws_connection):
+    """Airflow can fail a deferred try itself (apache/airflow#66374): that is a retry, not a user's clear."""
+    server = start_emulator("gpu-shortage")
+    operator = training_operator(aws_connection(server), retries=1)
+    store = FakeStore()
+    with pytest.raises(TaskDeferred):
+        operator.execute(context(FakeTI(try_number=1, max_tries=1), store))
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context(FakeTI(try_number=2, max_tries=1), store))
+    assert deferred.value.trigger.job_name == "eval-job" and _creates(server) == 1
 
 
 def test_no_capacity_error_names_every_preference_and_the_wait(start_emulator, aws_connection):
@@ -312,6 +345,25 @@ def test_processing_patience_is_enforced_by_the_operator(start_emulator, aws_con
     assert server.engine.describe("processing", "prep-job")["ProcessingJobStatus"] in ("Stopping", "Stopped")
     assert ti.xcoms["record"]["status"] in ("Stopping", "Stopped"), "the record shows the job after the stop"
     assert ti.xcoms["record"]["selected_instance_type"] is None
+
+
+def test_a_deferred_processing_job_past_its_patience_is_stopped_and_recorded(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    operator = SageMakerPreferenceProcessingOperator(
+        task_id="prep",
+        aws_conn_id=aws_connection(server),
+        config=processing_request("prep-job", None),
+        preferences=[("ml.g5.12xlarge", 1)],
+        max_pending=60,
+    )
+    ti = FakeTI(task_id="prep")
+    with pytest.raises(TaskDeferred):
+        operator.execute(context(ti))
+    event = {"status": "pending_timeout", "job_name": "prep-job", "description": {}, "announced": False}
+    with pytest.raises(NoCapacityError, match=r"waited\) for any of: #1 ml.g5.12xlarge x1; the job was stopped"):
+        operator.execute_complete(context(ti), event)
+    assert server.engine.describe("processing", "prep-job")["ProcessingJobStatus"] in ("Stopping", "Stopped")
+    assert ti.xcoms["record"]["job_name"] == "prep-job" and ti.xcoms["record"]["selected_instance_type"] is None
 
 
 def test_processing_operator_selects_and_completes(start_emulator, aws_connection):

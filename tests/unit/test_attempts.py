@@ -12,6 +12,7 @@ from airflow_sm_prefs.attempts import (
     JobLedger,
     decide,
     default_base_name,
+    first_try_since_clear,
     generation_name,
 )
 from airflow_sm_prefs.preferences import JOB_NAME_SHAPE
@@ -31,46 +32,59 @@ def test_first_execution_creates_the_base_name():
     assert decide(None, "base", None, 1, True).action == "create"
 
 
-@pytest.mark.parametrize("phase", [SUBMITTING, SUBMITTED, RESUMED, "blocking"])
-def test_a_crashed_try_reattaches_to_its_running_job(phase):
-    decision = decide(claim(phase), "base", "InProgress", 2, True)
+@pytest.mark.parametrize("phase", [SUBMITTING, SUBMITTED, DEFERRED, RESUMED, "blocking", FINISHED])
+def test_a_retry_reattaches_to_its_running_job_whatever_the_phase(phase):
+    # Includes a try that Airflow failed itself while deferred or resuming (apache/airflow#66374).
+    decision = decide(claim(phase, try_number=1), "base", "InProgress", 1, True)
     assert (decision.action, decision.job_name) == ("reattach", "base")
 
 
 def test_a_claim_whose_create_never_happened_creates_the_same_name():
-    decision = decide(claim(SUBMITTING), "base", None, 2, True)
+    decision = decide(claim(SUBMITTING), "base", None, 1, True)
     assert (decision.action, decision.job_name, decision.generation) == ("create", "base", 1)
 
 
-def test_a_completed_job_is_reported_not_relaunched_after_a_crash():
-    assert decide(claim(RESUMED), "base", "Completed", 2, True).action == "finished"
+@pytest.mark.parametrize("phase", [RESUMED, FINISHED])
+def test_a_completed_job_is_reported_not_relaunched_by_a_retry(phase):
+    # FINISHED too: the task saw the outcome, then Airflow failed the try anyway; the retry must not relaunch.
+    assert decide(claim(phase, try_number=1), "base", "Completed", 1, True).action == "finished"
 
 
 def test_clearing_a_task_whose_job_completed_runs_the_next_generation():
     decision = decide(claim(FINISHED, try_number=1), "base", "Completed", 2, True)
     assert (decision.action, decision.job_name) == ("create", "base-r2")
-    assert decide(claim(FINISHED, try_number=2), "base", "Completed", 2, True).action == "finished"
 
 
 def test_a_stopping_job_is_never_reattached():
-    decision = decide(claim(RESUMED), "base", "Stopping", 2, True)
+    decision = decide(claim(RESUMED), "base", "Stopping", 1, True)
     assert (decision.action, decision.job_name) == ("create", "base-r2")
 
 
 @pytest.mark.parametrize("status", ["Failed", "Stopped"])
 def test_a_failed_job_starts_the_next_generation_or_fails_by_policy(status):
-    decision = decide(claim(RESUMED), "base", status, 2, True)
+    decision = decide(claim(RESUMED), "base", status, 1, True)
     assert (decision.action, decision.job_name, decision.generation) == ("create", "base-r2", 2)
-    assert decide(claim(RESUMED), "base", status, 2, False).action == "fail"
+    assert decide(claim(RESUMED), "base", status, 1, False).action == "fail"
 
 
-def test_a_try_ended_by_a_user_while_deferred_supersedes_the_job():
-    decision = decide(claim(DEFERRED, try_number=1), "base", "InProgress", 2, True)
+@pytest.mark.parametrize("phase", [DEFERRED, RESUMED, "blocking"])
+def test_a_clear_while_the_job_runs_supersedes_it(phase):
+    decision = decide(claim(phase, try_number=1), "base", "InProgress", 2, True)
     assert (decision.action, decision.job_name) == ("supersede", "base-r2")
 
 
-def test_the_same_try_resuming_does_not_supersede():
-    assert decide(claim(DEFERRED, try_number=2), "base", "InProgress", 2, True).action == "reattach"
+@pytest.mark.parametrize(
+    ("max_tries", "retries", "first"),
+    [
+        (2, 2, 1),  # try 1 of a task with two retries
+        (3, 2, 2),  # cleared during try 1: Airflow set max_tries = 1 + 2
+        (0, 0, 1),
+        (1, 0, 2),  # cleared during try 1 of a task without retries
+        (2, 3, 1),  # retries raised in the DAG since: never below 1
+    ],
+)
+def test_the_first_try_since_a_clear_follows_airflows_formula(max_tries, retries, first):
+    assert first_try_since_clear(max_tries, retries) == first
 
 
 def test_names_are_deterministic_valid_and_bounded():
