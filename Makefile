@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: venv browser test lint typecheck unit demo emulator bench clean
+.PHONY: venv browser test lint typecheck unit demo emulator bench faults clean
 
 venv: $(STAMP)
 
@@ -36,6 +36,10 @@ test: lint typecheck browser
 
 demo: venv
 	$(BIN)/airflow-sm-prefs demo --project-dir .
+
+# The fault campaign alone (make test runs it too); about 4 minutes. Rewrites docs/reliability.md.
+faults: venv
+	SM_PREFS_RELIABILITY_REPORT=docs/reliability.md $(BIN)/pytest -q -ra tests/faults
 
 # Not part of `make test`: about 40 minutes on 2 cores. Results go to docs/performance.md by hand.
 bench: venv

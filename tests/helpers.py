@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import urllib.request
@@ -64,3 +65,25 @@ GPU_PAIR = [
     {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
     {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2},
 ]
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses with a listening TCP socket on ``port`` (from /proc/net/tcp and tcp6)."""
+    found = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        with contextlib.suppress(FileNotFoundError), open(table) as lines:
+            for line in list(lines)[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, hex_port = local.split(":")
+                if state == "0A" and int(hex_port, 16) == port:
+                    found.add(_address(address, width))
+    return found
+
+
+def _address(hex_address: str, width: int) -> str:
+    import ipaddress
+
+    raw = bytes.fromhex(hex_address)
+    # /proc prints each 32-bit word in host (little-endian) order.
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(words) if width == 8 else ipaddress.IPv6Address(words))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from airflow_sm_prefs.demo import DemoStack
+from tests.helpers import listening_addresses
 
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
 
@@ -63,6 +64,15 @@ def test_credentials_never_reach_logs(demo):
     assert logs
     for path in logs:
         assert "demo-secret-key" not in path.read_text(errors="replace"), path
+
+
+def test_the_demo_listens_on_loopback_only_with_a_generated_password(demo):
+    stack, _ = demo
+    for port in (stack.api_port, stack.emulator_port):
+        assert listening_addresses(port) == {"127.0.0.1"}, f"port {port} must listen on 127.0.0.1 only"
+    password = stack.admin_password()
+    assert len(password) >= 12 and password != "admin"
+    assert not any("PASSWORD" in key or "ALL_ADMINS" in key for key in stack.airflow_env())
 
 
 def test_ui_shows_the_chosen_configuration_and_the_sagemaker_link(demo):

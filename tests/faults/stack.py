@@ -41,28 +41,6 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, every: float = 1
         time.sleep(every)
 
 
-def listening_addresses(port: int) -> set[str]:
-    """Local addresses with a listening TCP socket on ``port`` (from /proc/net/tcp and tcp6)."""
-    found = set()
-    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
-        with contextlib.suppress(FileNotFoundError), open(table) as lines:
-            for line in list(lines)[1:]:
-                local, state = line.split()[1], line.split()[3]
-                address, hex_port = local.split(":")
-                if state == "0A" and int(hex_port, 16) == port:
-                    found.add(_address(address, width))
-    return found
-
-
-def _address(hex_address: str, width: int) -> str:
-    import ipaddress
-
-    raw = bytes.fromhex(hex_address)
-    # /proc prints each 32-bit word in host (little-endian) order.
-    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-    return str(ipaddress.ip_address(words) if width == 8 else ipaddress.IPv6Address(words))
-
-
 @dataclass
 class CampaignStack(DemoStack):
     components: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)

@@ -15,7 +15,8 @@ import pytest
 
 from tests.faults.audit import Expect, Row, airflow_races, audit, jobs_of, task_key, write_report
 from tests.faults.invalid import CASES, TEMPLATED_DAG_ID, static_dag_id, templated_task_id
-from tests.faults.stack import PROJECT_DIR, CampaignStack, listening_addresses, wait_for
+from tests.faults.stack import PROJECT_DIR, CampaignStack, wait_for
+from tests.helpers import listening_addresses
 
 pytestmark = pytest.mark.airflow
 
