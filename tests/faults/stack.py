@@ -45,6 +45,7 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, every: float = 1
 class CampaignStack(DemoStack):
     components: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     emulator: subprocess.Popen[bytes] | None = None
+    scenario_file: Path = Path(__file__).parent / "campaign.yaml"
     secret_key: str = field(default_factory=lambda: "campaign-secret-" + secrets.token_hex(12))
     jwt_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
 
@@ -83,7 +84,7 @@ class CampaignStack(DemoStack):
                 (self.dags_folder / f"{static_dag_id(kind, case)}.py").write_text(static_dag_file(kind, case))
 
     def start(self) -> None:
-        self.scenario = str(Path(__file__).parent / "campaign.yaml")
+        self.scenario = str(self.scenario_file)
         if self.workdir.exists():
             shutil.rmtree(self.workdir)  # logs of an earlier campaign would confuse this one's audit
         self.workdir.mkdir(parents=True)

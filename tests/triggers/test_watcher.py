@@ -196,3 +196,47 @@ def test_a_trigger_moved_to_another_triggerer_resumes_without_a_duplicate_event(
 
     payloads = asyncio.run(second_triggerer())
     assert [p["status"] for p in payloads] == ["selected"]
+
+
+async def _all_events(trigger: SageMakerPreferenceJobTrigger, seconds: float) -> list:
+    """Every event the trigger yields until its generator ends (a trigger must end after one)."""
+    events = []
+
+    async def drain() -> None:
+        async for event in trigger.run():
+            events.append(event.payload)
+
+    await asyncio.wait_for(drain(), timeout=seconds)
+    return events
+
+
+def test_several_triggerers_watching_the_same_job_each_deliver_exactly_one_event(start_emulator, aws_connection):
+    """HA: three triggerers (own loops, own watchers), two triggers each, all on one job."""
+    server = start_emulator("all-busy-then-free")
+    conn = aws_connection(server)
+    (name,) = _queue_jobs(server, 1, prefix="shared")
+    results: dict[int, list[list]] = {}
+
+    def triggerer(index: int) -> None:
+        async def main() -> None:
+            try:
+                triggers = [_trigger(conn, name, server=server if copy else None) for copy in (0, 1)]
+                results[index] = list(await asyncio.gather(*(_all_events(t, 30.0) for t in triggers)))
+            finally:
+                await JobWatcher.close_all()
+
+        asyncio.run(main())
+
+    threads = [threading.Thread(target=triggerer, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    threading.Event().wait(1.5)
+    control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 1})
+    for thread in threads:
+        thread.join(60)
+    assert sorted(results) == [0, 1, 2]
+    for per_trigger in results.values():
+        assert [[(e["status"], e["job_name"]) for e in events] for events in per_trigger] == [
+            [("selected", name)],
+            [("selected", name)],
+        ]
