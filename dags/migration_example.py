@@ -40,7 +40,7 @@ with DAG("fine_tune_old_way", schedule=None, start_date=START, catchup=False, ta
         attempt = context["ti"].try_number
         instance_type, count = FALLBACKS[min(attempt - 1, len(FALLBACKS) - 1)]
         client = SageMakerHook(aws_conn_id="aws_default").conn
-        name = f"fine-tune-old-{context['ds_nodash']}-{attempt}-{int(time.time())}"
+        name = f"fine-tune-old-{attempt}-{int(time.time())}"  # unique, so every attempt is another job
         client.create_training_job(
             TrainingJobName=name,
             **BASE_REQUEST,

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import HERE, airflow_env
 
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _connection(server) -> str:
@@ -93,3 +95,21 @@ def test_invalid_dag_fails_at_parse_time_and_creates_nothing(airflow_home, start
     assert parsed["dags"] == []
     assert "preference #3 (ml.g5.48xlarge): InstanceCount must be an integer" in parsed["errors"][0]
     assert server.engine.calls == {}, "the emulator saw no call at all"
+
+
+@pytest.mark.parametrize("dag_id", ["fine_tune_old_way", "fine_tune_new_way"])
+def test_the_migration_example_runs_both_ways(airflow_home, start_emulator, dag_id):
+    """The shipped example DAGs, unchanged, against the emulator with capacity for the first choice."""
+    server = start_emulator("ample")
+    env = airflow_env(airflow_home, ROOT / "dags", AIRFLOW_CONN_AWS_DEFAULT=_connection(server))
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow", "dags", "test", dag_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=420,
+        check=False,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    (job,) = server.engine.jobs.values()
+    assert (job.status, job.selected["instance_type"]) == ("Completed", "ml.p5.48xlarge")
