@@ -41,10 +41,12 @@ demo: venv
 faults: venv
 	SM_PREFS_RELIABILITY_REPORT=docs/reliability.md $(BIN)/pytest -q -ra tests/faults
 
-# Not part of `make test`: about 40 minutes on 2 cores. Results go to docs/performance.md by hand.
+# Not part of `make test`: about 75 minutes on 2 cores. Results go to docs/performance.md by hand.
 bench: venv
 	$(BIN)/python benchmarks/emulator_describe.py
 	$(BIN)/python benchmarks/triggers_at_scale.py --output artifacts/triggers_at_scale.md
+	$(BIN)/python benchmarks/triggerer_at_scale.py --tasks 1000 --window 180 --output artifacts/triggerer_at_scale.md
+	$(BIN)/python benchmarks/start_latency.py --repeats 3 --patience 60 --output artifacts/start_latency.md
 
 emulator: venv
 	$(BIN)/airflow-sm-prefs emulator --scenario gpu-shortage --port 8907

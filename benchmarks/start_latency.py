@@ -1,8 +1,9 @@
 """Start latency: from capacity becoming free to the task knowing its selection, ours against retry-and-cancel.
 
 A real Airflow (scheduler, triggerer, DAG processor, API server; the fault campaign's stack) runs the two
-DAGs of dags/migration_example.py against the emulator, every GPU type busy. Once the job waits (the old way
-20 s into its patience), the benchmark frees capacity and measures until the task knows what it got:
+DAGs of dags/migration_example.py against the emulator, every GPU type busy. Once the job waits (the old
+way 20 to 30 s into its patience, at random), the benchmark frees capacity and measures until the task
+knows what it got:
 
 - new way: the `selection` XCom's timestamp (the trigger saw the choice, the task resumed and pushed it);
 - old way: the task log's "capacity found on ..." line.
@@ -18,6 +19,7 @@ Usage: python benchmarks/start_latency.py [--repeats 3] [--patience 60] [--outpu
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import time
@@ -29,7 +31,7 @@ import pendulum
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.faults.stack import CampaignStack, wait_for  # noqa: E402 - the repository root is added above
+from tests.faults.stack import CampaignStack, wait_for, write_scenario  # noqa: E402 - the repository root is added above
 
 SCENARIO = """
 name: start-latency
@@ -94,7 +96,8 @@ def measure(stack: LatencyStack, way: str, capacity: dict[str, int]) -> float:
     stack.set_capacity(BUSY)
     run_id = stack.trigger(dag_id)
     wait_for(lambda: _waiting(stack, way, dag_id, run_id), 180, f"{dag_id} to wait for capacity", every=0.5)
-    time.sleep(HEAD_START)
+    # A random phase, so capacity does not always free just after (or before) a poll of either way.
+    time.sleep(HEAD_START + random.uniform(0, 10))
     freed = time.time()
     stack.set_capacity(capacity)
     if way == "new":
@@ -116,9 +119,7 @@ def main() -> int:
     parser.add_argument("--patience", type=int, default=60)
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    scenario = ROOT / "artifacts" / "start_latency.yaml"
-    scenario.parent.mkdir(parents=True, exist_ok=True)
-    scenario.write_text(SCENARIO)
+    scenario = write_scenario("start_latency", SCENARIO)
     stack = LatencyStack(
         project_dir=ROOT, workdir=ROOT / "artifacts" / "start_latency", scenario_file=scenario, patience=args.patience
     )

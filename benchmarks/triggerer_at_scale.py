@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.faults.stack import CampaignStack, wait_for  # noqa: E402 - the repository root is added above
+from tests.faults.stack import CampaignStack, wait_for, write_scenario  # noqa: E402 - the repository root is added above
 
 SCENARIO = """
 name: triggerer-at-scale
@@ -118,9 +118,7 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=180.0)
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    scenario = ROOT / "artifacts" / "triggerer_at_scale.yaml"
-    scenario.parent.mkdir(parents=True, exist_ok=True)
-    scenario.write_text(SCENARIO)
+    scenario = write_scenario("triggerer_at_scale", SCENARIO)
     stack = ScaleStack(
         project_dir=ROOT,
         workdir=ROOT / "artifacts" / "triggerer_at_scale",

@@ -183,6 +183,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         )
         self.log.info("SageMaker %s job %s: %s (%s)", kind.name, decision.job_name, decision.action, decision.reason)
         if decision.action == "fail":
+            if live is not None:  # this try pushed nothing yet (a retry starts with no XCom): record the job
+                context["ti"].xcom_push(key="record", value=record.build(kind, live, self._region()))
             _fail(decision.reason)
         if decision.action == "supersede" and claim is not None:
             self._stop(hook, claim.job_name)

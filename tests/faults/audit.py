@@ -106,19 +106,18 @@ def audit(stack: CampaignStack, scenario: str, faults: str, *expects: Expect) ->
 
 
 def _record_problem(stack: CampaignStack, expect: Expect, ti: dict[str, Any], job: dict[str, Any]) -> str | None:
-    """The configuration SageMaker chose must be in the task's XCom: ``selection``, and the result if any."""
+    """The configuration SageMaker chose must be in XCom: in the result (the returned record, or the
+    ``record`` of a task that failed on the job's outcome), else, for a task a user ended by hand, in the
+    ``selection`` pushed when SageMaker chose."""
     chosen = job["selected"]["instance_type"]
-    args = (expect.dag_id, expect.run_id, ti["task_id"])
-    selection = stack.xcom(*args, "selection", ti["map_index"])
-    if not selection or selection.get("selected_instance_type") != chosen:
-        return f"selection XCom {selection!r} does not name {chosen}"
-    # A success returns the record; a failure the operator saw (the job Failed) pushes it as "record". A
-    # task a user ended by hand never saw an outcome, so only its selection is there.
-    result_key = "return_value" if ti["state"] == "success" else "record" if job["status"] == "Failed" else None
-    if result_key:
-        result = stack.xcom(*args, result_key, ti["map_index"])
-        if not result or result.get("selected_instance_type") != chosen:
-            return f"{result_key} XCom {result!r} does not name {chosen}"
+    keys = {
+        "success": ["selection", "return_value"],  # a success has both: the early announcement and the result
+        "failed": ["record"] if job["status"] == "Failed" else ["selection"],
+    }.get(ti["state"], ["selection"])
+    for key in keys:
+        value = stack.xcom(expect.dag_id, expect.run_id, ti["task_id"], key, ti["map_index"])
+        if not value or value.get("selected_instance_type") != chosen:
+            return f"{key} XCom {value!r} does not name {chosen}"
     return None
 
 

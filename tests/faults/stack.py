@@ -30,6 +30,14 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
 
+def write_scenario(name: str, text: str) -> Path:
+    """A scenario file for a stack built on this one (the benchmarks), kept beside its artifacts."""
+    path = PROJECT_DIR / "artifacts" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
 def wait_for(check: Callable[[], T], timeout: float, what: str, every: float = 1.0) -> T:
     deadline = time.monotonic() + timeout
     while True:

@@ -112,15 +112,8 @@ def test_triggerer_killed_while_jobs_queue(stack: CampaignStack, rows: list[Row]
     stack.start_component("triggerer")
     stack.wait_run_done(dag_id, run_id)
     expected = {f"train[{i}]": "success" for i in range(4)}
-    _record(
-        rows,
-        audit(
-            stack,
-            "2. triggerer SIGKILLed while 4 jobs queue, restarted",
-            "SIGKILL triggerer",
-            Expect(dag_id, run_id, expected),
-        ),
-    )
+    title = "2. triggerer SIGKILLed while 4 jobs queue, restarted"
+    _record(rows, audit(stack, title, "SIGKILL triggerer", Expect(dag_id, run_id, expected)))
 
 
 def test_throttling_and_server_errors(stack: CampaignStack, rows: list[Row]) -> None:
@@ -153,15 +146,8 @@ def test_emulator_restarts_while_jobs_wait(stack: CampaignStack, rows: list[Row]
     stack.set_capacity({"ml.p5.48xlarge": 3})
     stack.wait_run_done(dag_id, run_id)
     expected = {f"train[{i}]": "success" for i in range(3)}
-    _record(
-        rows,
-        audit(
-            stack,
-            "4. SageMaker (emulator) down 8 s, back with its state",
-            "SIGKILL emulator",
-            Expect(dag_id, run_id, expected),
-        ),
-    )
+    title = "4. SageMaker (emulator) down 8 s, back with its state"
+    _record(rows, audit(stack, title, "SIGKILL emulator", Expect(dag_id, run_id, expected)))
 
 
 def test_users_mark_failed_clear_and_fail_a_run(stack: CampaignStack, rows: list[Row]) -> None:

@@ -26,10 +26,8 @@ def _connection(server) -> str:
     )
 
 
-def _dags_test(airflow_home, server, dag_id: str, results) -> dict:
-    env = airflow_env(
-        airflow_home, HERE / "dags", AIRFLOW_CONN_SM_EMULATOR=_connection(server), SM_PREFS_IT_RESULTS=str(results)
-    )
+def _airflow_dags_test(env: dict[str, str], dag_id: str) -> str:
+    """`airflow dags test` in its own process; its output, after checking that the run succeeded."""
     result = subprocess.run(
         [sys.executable, "-m", "airflow", "dags", "test", dag_id],
         env=env,
@@ -40,6 +38,14 @@ def _dags_test(airflow_home, server, dag_id: str, results) -> dict:
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
+    return output
+
+
+def _dags_test(airflow_home, server, dag_id: str, results) -> dict:
+    env = airflow_env(
+        airflow_home, HERE / "dags", AIRFLOW_CONN_SM_EMULATOR=_connection(server), SM_PREFS_IT_RESULTS=str(results)
+    )
+    output = _airflow_dags_test(env, dag_id)
     assert output.count("SageMaker selected preference #2 of 2") == 2, "the selection is logged once per task"
     return json.loads((results / f"{dag_id}.json").read_text())
 
@@ -101,15 +107,6 @@ def test_invalid_dag_fails_at_parse_time_and_creates_nothing(airflow_home, start
 def test_the_migration_example_runs_both_ways(airflow_home, start_emulator, dag_id):
     """The shipped example DAGs, unchanged, against the emulator with capacity for the first choice."""
     server = start_emulator("ample")
-    env = airflow_env(airflow_home, ROOT / "dags", AIRFLOW_CONN_AWS_DEFAULT=_connection(server))
-    result = subprocess.run(
-        [sys.executable, "-m", "airflow", "dags", "test", dag_id],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=420,
-        check=False,
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    _airflow_dags_test(airflow_env(airflow_home, ROOT / "dags", AIRFLOW_CONN_AWS_DEFAULT=_connection(server)), dag_id)
     (job,) = server.engine.jobs.values()
     assert (job.status, job.selected["instance_type"]) == ("Completed", "ml.p5.48xlarge")

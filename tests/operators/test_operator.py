@@ -261,9 +261,11 @@ def test_after_a_failed_job_a_retry_starts_the_next_generation(start_emulator, a
     assert deferred.value.trigger.job_name == "eval-job-r2"
     no_retry = training_operator(aws_connection(server), preferences=preferences, resubmit_after_failure=False)
     control(server.endpoint_url, "advance", {"seconds": 400})  # generation 2 fails the same way
+    final_try = FakeTI(try_number=3)
     with pytest.raises(AirflowFailException, match="eval-job-r2 ended Failed and resubmit_after_failure is off"):
-        no_retry.execute(context(FakeTI(try_number=3), store))
+        no_retry.execute(context(final_try, store))
     assert _creates(server) == 2
+    assert (final_try.xcoms["record"]["job_name"], final_try.xcoms["record"]["status"]) == ("eval-job-r2", "Failed")
 
 
 def test_a_clear_while_deferred_stops_the_old_job_and_starts_afresh(start_emulator, aws_connection):

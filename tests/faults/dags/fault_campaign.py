@@ -16,7 +16,9 @@ from tests.helpers import processing_request, training_request
 from airflow_sm_prefs import SageMakerPreferenceProcessingOperator, SageMakerPreferenceTrainingOperator
 
 RETRYING = {"retries": 2, "retry_delay": timedelta(seconds=2)}
-FINAL = {"retries": 0}
+# Scenarios about a final failure: a retry must neither launch another job nor lose the record. One retry
+# stays, because Airflow itself can fail a try (apache/airflow#66374) and production DAGs have retries.
+FINAL = {"retries": 1, "retry_delay": timedelta(seconds=2), "resubmit_after_failure": False}
 QUEUED_PAIR = [("ml.p5.48xlarge", 1), ("ml.p4d.24xlarge", 1)]  # neither has capacity until a scenario frees it
 
 
