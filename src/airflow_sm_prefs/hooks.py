@@ -28,12 +28,12 @@ def already_ended(error: BaseException) -> bool:
 
 def stop_job(hook: SageMakerPreferenceHook, kind: JobKind, job_name: str, log: logging.Logger | Any) -> None:
     """Best effort: a job that cannot be stopped is logged, never raised, since the caller is giving up on it."""
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         getattr(hook.conn, kind.stop_method)(**{kind.name_field: job_name})
         log.info("Requested stop of SageMaker %s job %s", kind.name, job_name)
-    except ClientError as error:
+    except (BotoCoreError, ClientError) as error:
         if already_ended(error):
             log.info("SageMaker %s job %s had already ended; nothing to stop", kind.name, job_name)
         else:

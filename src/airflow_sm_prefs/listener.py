@@ -42,7 +42,6 @@ def stop_claimed_job(task_instance: Any) -> None:
     from airflow_sm_prefs.hooks import SageMakerPreferenceHook, stop_job
     from airflow_sm_prefs.jobs import KINDS
 
-    hook = SageMakerPreferenceHook(aws_conn_id=claim.aws_conn_id, region_name=claim.region_name)
     log.info(
         "Task %s.%s (%s, map index %s) was set to a final state by hand; stopping its SageMaker job %s",
         task_instance.dag_id,
@@ -51,7 +50,15 @@ def stop_claimed_job(task_instance: Any) -> None:
         task_instance.map_index,
         claim.job_name,
     )
-    stop_job(hook, KINDS[claim.job_kind], claim.job_name, log)
+    try:
+        hook = SageMakerPreferenceHook(aws_conn_id=claim.aws_conn_id, region_name=claim.region_name)
+        stop_job(hook, KINDS[claim.job_kind], claim.job_name, log)
+    except Exception as error:  # the user's action must go through whatever happens here
+        log.warning(
+            "Could not stop SageMaker job %s from the API server (%s); the trigger's on_kill may still stop it",
+            claim.job_name,
+            error,
+        )
 
 
 def _claim_of(task_instance: Any) -> JobClaim | None:

@@ -397,7 +397,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         deadline: str,
         pending_deadline: str | None,
     ) -> Any:
-        from airflow_sm_prefs.watcher import is_transient, signature
+        from airflow_sm_prefs.watcher import backoff_seconds, is_transient, signature
 
         kind = self.job_kind
         name = description[kind.name_field]
@@ -421,7 +421,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
                     raise
                 failures += 1
                 self.log.info("Transient error describing %s (%s); will retry", name, error)
-                time.sleep(min(300.0, self.check_interval * 2 ** min(failures, 6) / 4))
+                time.sleep(backoff_seconds(self.check_interval, failures))
                 continue
             current = signature(kind, description)
             if current != last:

@@ -114,6 +114,11 @@ class KnownState:
         return (self.status, self.secondary, self.selected)
 
 
+def backoff_seconds(interval: float, failures: int) -> float:
+    """Wait before the next try after ``failures`` transient errors in a row: doubling, capped at 5 minutes."""
+    return min(MAX_BACKOFF_SECONDS, interval * 2.0 ** min(failures, 8) / 4)
+
+
 def is_transient(error: BaseException) -> tuple[bool, bool]:
     """(transient, throttled) for an exception raised by a botocore/aiobotocore call."""
     from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
@@ -296,7 +301,7 @@ class JobWatcher:
         except Exception as exc:
             if self._transient(exc):
                 job.failures += 1
-                delay = min(MAX_BACKOFF_SECONDS, job.interval * 2 ** min(job.failures, 8) / 4)
+                delay = backoff_seconds(job.interval, job.failures)
                 job.next_due = loop.time() + delay * random.uniform(0.8, 1.2)
                 log.info(
                     "SageMaker %s for %s: transient error (%s); retrying in %.0fs",
@@ -384,9 +389,7 @@ class JobWatcher:
         except Exception as exc:
             if self._transient(exc):
                 self._list_failures += 1
-                self._next_list = asyncio.get_running_loop().time() + min(
-                    MAX_BACKOFF_SECONDS, 2 ** min(self._list_failures, 8)
-                )
+                self._next_list = asyncio.get_running_loop().time() + backoff_seconds(4.0, self._list_failures)
                 return []
             log.warning(
                 "SageMaker %s failed (%s); watching each %s job with its own Describe from now on. Grant "

@@ -83,3 +83,11 @@ def test_the_listener_leaves_other_jobs_alone(queued_job, previous_state, change
     install(**changes)
     listener.on_task_instance_failed(previous_state=previous_state, task_instance=StoredTI(), error=None)
     assert _status(server) == "InProgress"
+
+
+def test_an_api_server_without_credentials_logs_and_lets_the_action_through(queued_job, caplog):
+    server, install = queued_job
+    install(aws_conn_id="no_such_connection")
+    listener.on_task_instance_failed(previous_state=None, task_instance=StoredTI(), error="set by hand")
+    assert _status(server) == "InProgress"
+    assert "Could not stop SageMaker training job marked: Unable to locate credentials" in caplog.text
