@@ -144,7 +144,7 @@ def airflow_races(scheduler_log: Path) -> int:
     return scheduler_log.read_text(errors="replace").count("finished with state success, but the task instance's state")
 
 
-def write_report(rows: list[Row], path: Path, seconds: float, races: int) -> None:
+def write_report(rows: list[Row], path: Path, seconds: float, races: int, notes: list[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         "# Reliability: the fault campaign\n\n"
@@ -159,5 +159,5 @@ def write_report(rows: list[Row], path: Path, seconds: float, races: int) -> Non
         f"**{races}** (the scheduler log's \"finished with state success, but the task instance's state "
         "attribute is ...\": the executor event of a deferral arrives after the trigger's event, and the "
         "scheduler fails the resumed try; apache/airflow#66374, #71580). Each such retry must reattach to the "
-        "same job; the table above is the proof that it did.\n"
+        "same job; the table above is the proof that it did.\n" + "".join(f"\n{note}\n" for note in notes)
     )
