@@ -7,6 +7,8 @@ bundled emulator (`make demo`).
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pendulum
 from airflow.sdk import DAG, task
 
@@ -33,6 +35,9 @@ with DAG(
     start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
+    # Retries are safe here: a retry reattaches to the task's SageMaker job and never launches another. They
+    # also ride out the scheduler race that can fail a deferred try (apache/airflow#66374).
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=20)},
     tags=["sagemaker", "instance-preferences"],
     doc_md=__doc__,
 ):

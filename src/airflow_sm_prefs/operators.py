@@ -183,9 +183,12 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         )
         self.log.info("SageMaker %s job %s: %s (%s)", kind.name, decision.job_name, decision.action, decision.reason)
         if decision.action == "fail":
-            if live is not None:  # this try pushed nothing yet (a retry starts with no XCom): record the job
-                context["ti"].xcom_push(key="record", value=record.build(kind, live, self._region()))
-            _fail(decision.reason)
+            if live is None:
+                _fail(decision.reason)
+            # A retry starts with no XCom: record the job again, and say again why it ended.
+            result = record.build(kind, live, self._region())
+            context["ti"].xcom_push(key="record", value=result)
+            _fail(f"{_outcome_error(kind, result, live)} Not launched again: {decision.reason}.")
         if decision.action == "supersede" and claim is not None:
             self._stop(hook, claim.job_name)
         submitted_at = claim.submitted_at if claim and decision.action in ("reattach", "finished") else None
@@ -493,26 +496,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         if status == "Completed":
             return result
         context["ti"].xcom_push(key="record", value=result)
-        waited = progress.format_seconds(result["pending_seconds"])
-        if result["selected_instance_type"] is None:
-            raise NoCapacityError(
-                f"SageMaker {kind.name} job {result['job_name']} ended {status} without ever getting capacity "
-                f"after waiting {waited} for any of: {record.describe_preferences(kind, description)}. "
-                f"{result['failure_reason'] or ''}".strip()
-            )
-        where = (
-            f"{result['selected_instance_count']} x {result['selected_instance_type']} "
-            f"(preference #{(result['selected_rank'] or 0) + 1})"
-        )
-        hint = (
-            " It ran on a fallback type: SageMaker does not check that your container works on every preference."
-            if result["fell_back"] and status == "Failed"
-            else ""
-        )
-        raise AirflowException(
-            f"SageMaker {kind.name} job {result['job_name']} ended {status} on {where}: "
-            f"{result['failure_reason'] or description.get('SecondaryStatus')}.{hint}"
-        )
+        raise _outcome_error(kind, result, description)
 
     def _give_up_waiting(
         self, context: Context, hook: SageMakerPreferenceHook, job_name: str, description: Mapping[str, Any]
@@ -588,6 +572,31 @@ def _parse_json(text: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise rules.PreferenceValidationError([f"{what} rendered to text that is not JSON: {error}"]) from error
+
+
+def _outcome_error(kind: JobKind, result: Mapping[str, Any], description: Mapping[str, Any]) -> AirflowException:
+    """Why a job that ended without completing failed the task, in the words a user needs."""
+    status = result["status"]
+    if result["selected_instance_type"] is None:
+        waited = progress.format_seconds(result["pending_seconds"])
+        return NoCapacityError(
+            f"SageMaker {kind.name} job {result['job_name']} ended {status} without ever getting capacity "
+            f"after waiting {waited} for any of: {record.describe_preferences(kind, description)}. "
+            f"{result['failure_reason'] or ''}".strip()
+        )
+    where = (
+        f"{result['selected_instance_count']} x {result['selected_instance_type']} "
+        f"(preference #{(result['selected_rank'] or 0) + 1})"
+    )
+    hint = (
+        " It ran on a fallback type: SageMaker does not check that your container works on every preference."
+        if result["fell_back"] and status == "Failed"
+        else ""
+    )
+    return AirflowException(
+        f"SageMaker {kind.name} job {result['job_name']} ended {status} on {where}: "
+        f"{result['failure_reason'] or description.get('SecondaryStatus')}.{hint}"
+    )
 
 
 def _check_instance_types(kind: JobKind, request: Mapping[str, Any], hook: SageMakerPreferenceHook) -> None:
