@@ -6,6 +6,7 @@ import contextlib
 import copy
 import json
 import urllib.request
+from dataclasses import dataclass, field
 from typing import Any
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -87,3 +88,19 @@ def _address(hex_address: str, width: int) -> str:
     # /proc prints each 32-bit word in host (little-endian) order.
     words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
     return str(ipaddress.ip_address(words) if width == 8 else ipaddress.IPv6Address(words))
+
+
+@dataclass
+class FakeTI:
+    """The task instance an operator sees in its context, as far as this provider reads it."""
+
+    dag_id: str = "nightly"
+    task_id: str = "train"
+    run_id: str = "manual__2026-11-30"
+    map_index: int = -1
+    try_number: int = 1
+    max_tries: int = 0  # retries=0; Airflow raises it to try_number + retries when a user clears the task
+    xcoms: dict[str, Any] = field(default_factory=dict)
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value

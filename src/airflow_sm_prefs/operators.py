@@ -531,8 +531,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self._mark_finished(context)
         if self.stop_on_timeout:
             self._stop(hook, job_name)
-        # The trigger's event may carry only what changed; the record is built from a full description.
-        description = self._latest(hook, job_name, description)
+            description = self._latest(hook, job_name, description)  # the record shows the job after the stop
         context["ti"].xcom_push(key="record", value=record.build(self.job_kind, description, self._region()))
         raise error(message + ("; the job was stopped" if self.stop_on_timeout else f"; the job was left {left}"))
 

@@ -223,6 +223,11 @@ class CampaignStack(DemoStack):
         errors = self._get("/api/v2/importErrors?limit=500")["import_errors"]
         return {Path(e["filename"]).stem: str(e["stack_trace"]) for e in errors}
 
+    def task_logs(self, dag_id: str, run_id: str, task_id: str) -> list[str]:
+        """The log of every try of an unmapped task instance, first try first."""
+        (ti,) = [t for t in self.task_instances(dag_id, run_id) if t["task_id"] == task_id]
+        return [self.task_log(dag_id, run_id, task_id, n) for n in range(1, ti["try_number"] + 1)]
+
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
         folder = self.airflow_home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
         if map_index >= 0:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -11,17 +11,11 @@ from airflow.utils.state import TaskInstanceState
 
 from airflow_sm_prefs import listener
 from airflow_sm_prefs.attempts import DEFERRED, FINISHED, JobClaim
-from tests.helpers import GPU_PAIR, boto_client, training_request
+from tests.helpers import GPU_PAIR, FakeTI, boto_client, training_request
 
 pytestmark = pytest.mark.emulator
 
-
-@dataclass
-class StoredTI:
-    dag_id: str = "nightly"
-    task_id: str = "train"
-    run_id: str = "scheduled__2026-11-30T02:00:00+00:00"
-    map_index: int = -1
+SCHEDULED_TI = FakeTI(run_id="scheduled__2026-11-30T02:00:00+00:00")
 
 
 class Backend:
@@ -56,7 +50,7 @@ def _status(server) -> str:
 def test_a_task_marked_failed_by_hand_has_its_job_stopped(queued_job):
     server, install = queued_job
     backend = install()
-    listener.on_task_instance_failed(previous_state=None, task_instance=StoredTI(), error="set by hand")
+    listener.on_task_instance_failed(previous_state=None, task_instance=SCHEDULED_TI, error="set by hand")
     assert _status(server) in ("Stopping", "Stopped")
     scope, key = backend.scopes[0]
     assert (scope.dag_id, scope.task_id, scope.map_index, key) == ("nightly", "train", -1, "sm_prefs_job")
@@ -65,7 +59,7 @@ def test_a_task_marked_failed_by_hand_has_its_job_stopped(queued_job):
 def test_marked_success_by_hand_stops_it_too(queued_job):
     server, install = queued_job
     install()
-    listener.on_task_instance_success(previous_state=None, task_instance=StoredTI())
+    listener.on_task_instance_success(previous_state=None, task_instance=SCHEDULED_TI)
     assert _status(server) in ("Stopping", "Stopped")
 
 
@@ -81,13 +75,13 @@ def test_marked_success_by_hand_stops_it_too(queued_job):
 def test_the_listener_leaves_other_jobs_alone(queued_job, previous_state, changes):
     server, install = queued_job
     install(**changes)
-    listener.on_task_instance_failed(previous_state=previous_state, task_instance=StoredTI(), error=None)
+    listener.on_task_instance_failed(previous_state=previous_state, task_instance=SCHEDULED_TI, error=None)
     assert _status(server) == "InProgress"
 
 
 def test_an_api_server_without_credentials_logs_and_lets_the_action_through(queued_job, caplog):
     server, install = queued_job
     install(aws_conn_id="no_such_connection")
-    listener.on_task_instance_failed(previous_state=None, task_instance=StoredTI(), error="set by hand")
+    listener.on_task_instance_failed(previous_state=None, task_instance=SCHEDULED_TI, error="set by hand")
     assert _status(server) == "InProgress"
     assert "Could not stop SageMaker training job marked: Unable to locate credentials" in caplog.text

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
 from typing import Any
 
 import pendulum
@@ -18,23 +17,9 @@ from airflow_sm_prefs.operators import (
     SageMakerPreferenceTrainingOperator,
 )
 from airflow_sm_prefs.preferences import PreferenceValidationError
-from tests.helpers import GPU_PAIR, control, processing_request, training_request
+from tests.helpers import GPU_PAIR, FakeTI, control, processing_request, training_request
 
 pytestmark = pytest.mark.emulator
-
-
-@dataclass
-class FakeTI:
-    dag_id: str = "nightly"
-    task_id: str = "train"
-    run_id: str = "manual__2026-11-30"
-    map_index: int = -1
-    try_number: int = 1
-    max_tries: int = 0  # retries=0; Airflow raises it to try_number + retries when a user clears the task
-    xcoms: dict[str, Any] = field(default_factory=dict)
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcoms[key] = value
 
 
 class FakeStore(dict):

@@ -29,18 +29,23 @@ print(json.dumps({
 """
 
 
-def test_shipped_dags_parse_without_heavy_imports(tmp_path):
-    env = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
+def _parse_in_a_fresh_process(script: str, folder: Path, home: Path, **env: str) -> dict:
+    """Run ``script`` on ``folder`` in a clean interpreter (nothing imported yet); its last line as JSON."""
+    base = {"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
     result = subprocess.run(
-        [sys.executable, "-c", PARSE, str(ROOT / "dags")],
+        [sys.executable, "-c", script, str(folder)],
         capture_output=True,
         text=True,
-        env=env,
+        env={**base, **env},
         timeout=120,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    parsed = json.loads(result.stdout.strip().splitlines()[-1])
+    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def test_shipped_dags_parse_without_heavy_imports(tmp_path):
+    parsed = _parse_in_a_fresh_process(PARSE, ROOT / "dags", tmp_path)
     assert parsed["errors"] == {}
     assert parsed["dags"] == ["fine_tune_new_way", "fine_tune_old_way", "nightly_evaluation"]
     assert parsed["heavy"] == []
@@ -57,21 +62,6 @@ def test_the_fault_campaign_dags_parse(tmp_path):
         "bag = DagBag(sys.argv[1])\n"
         "print(json.dumps({'errors': {k: str(v)[:300] for k, v in bag.import_errors.items()}, 'n': len(bag.dags)}))\n"
     )
-    env = {
-        "AIRFLOW_HOME": str(tmp_path),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "PYTHONPATH": str(ROOT),
-        "PATH": "/usr/bin:/bin",
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", script, str(ROOT / "tests" / "faults" / "dags")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    parsed = json.loads(result.stdout.strip().splitlines()[-1])
+    parsed = _parse_in_a_fresh_process(script, ROOT / "tests" / "faults" / "dags", tmp_path, PYTHONPATH=str(ROOT))
     assert parsed["errors"] == {}
     assert parsed["n"] == 9
