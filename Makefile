@@ -2,22 +2,33 @@
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+# Installs follow a lock kept in the repository, as Airflow asks for reproducible installs (its own
+# constraints files cannot be fetched here); `make lock` refreshes it.
+CONSTRAINTS := constraints/py3.11.txt
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) | sha1sum | cut -c1-12)
 
-.PHONY: venv browser test lint typecheck unit demo emulator bench faults clean
+.PHONY: venv lock browser test lint typecheck unit demo emulator bench faults clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -e ".[test]" --constraint $(CONSTRAINTS)
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
+# Re-resolve every dependency to its newest allowed version in a scratch venv and pin the result.
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet ".[test]"
+	{ sed -n 1,2p $(CONSTRAINTS); .lock-venv/bin/pip freeze --exclude airflow-sm-prefs; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .lock-venv
+
 lint: venv
-	$(BIN)/ruff check src tests dags benchmarks
-	$(BIN)/ruff format --check src tests dags benchmarks
+	$(BIN)/ruff check airflow_sm_prefs tests dags benchmarks
+	$(BIN)/ruff format --check airflow_sm_prefs tests dags benchmarks
 
 typecheck: venv
 	$(BIN)/mypy
@@ -43,13 +54,13 @@ faults: venv
 
 # Not part of `make test`: about 75 minutes on 2 cores. Results go to docs/performance.md by hand.
 bench: venv
-	$(BIN)/python benchmarks/emulator_describe.py
-	$(BIN)/python benchmarks/triggers_at_scale.py --output artifacts/triggers_at_scale.md
-	$(BIN)/python benchmarks/triggerer_at_scale.py --tasks 1000 --window 180 --output artifacts/triggerer_at_scale.md
-	$(BIN)/python benchmarks/start_latency.py --repeats 3 --patience 60 --output artifacts/start_latency.md
+	$(BIN)/python -m benchmarks.emulator_describe
+	$(BIN)/python -m benchmarks.triggers_at_scale --output artifacts/triggers_at_scale.md
+	$(BIN)/python -m benchmarks.triggerer_at_scale --tasks 1000 --window 180 --output artifacts/triggerer_at_scale.md
+	$(BIN)/python -m benchmarks.start_latency --repeats 3 --patience 60 --output artifacts/start_latency.md
 
 emulator: venv
 	$(BIN)/airflow-sm-prefs emulator --scenario gpu-shortage --port 8907
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache artifacts .demo
+	rm -rf $(VENV) .lock-venv .pytest_cache .mypy_cache .ruff_cache artifacts .demo

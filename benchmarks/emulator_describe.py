@@ -1,7 +1,7 @@
 """How many DescribeTrainingJob calls per second the emulator answers with 200 jobs in flight.
 
 Runs the emulator as its own process (as `make demo` does) and drives it with aiobotocore from this one.
-Usage: python benchmarks/emulator_describe.py [--jobs 200] [--seconds 10] [--concurrency 32]
+Usage: python -m benchmarks.emulator_describe [--jobs 200] [--seconds 10] [--concurrency 32]
 """
 
 from __future__ import annotations
@@ -9,20 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
-from airflow_sm_prefs.emulator.scenario import BUNDLED  # noqa: F401  (fails fast if the package is missing)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from airflow_sm_prefs.local_stack import free_port
 
 
 def _wait_ready(url: str) -> None:
@@ -40,7 +32,6 @@ async def _run(url: str, jobs: int, seconds: float, concurrency: int) -> tuple[i
     from aiobotocore.config import AioConfig
     from aiobotocore.session import get_session
 
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
     from tests.helpers import CREDENTIALS, GPU_PAIR, training_request
 
     config = AioConfig(max_pool_connections=concurrency)
@@ -70,7 +61,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
         [

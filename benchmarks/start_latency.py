@@ -13,7 +13,7 @@ the second choice (ml.p4d.24xlarge x2): the old way notices when its patience ru
 creates a job there. The example's patience is 15 minutes; here it is shortened to PATIENCE seconds so a
 run takes minutes (the old way's case-B latency grows one for one with it).
 
-Usage: python benchmarks/start_latency.py [--repeats 3] [--patience 60] [--output artifacts/start_latency.md]
+Usage: python -m benchmarks.start_latency [--repeats 3] [--patience 60] [--output artifacts/start_latency.md]
 """
 
 from __future__ import annotations
@@ -23,15 +23,13 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pendulum
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.faults.stack import CampaignStack, wait_for, write_scenario  # noqa: E402 - the repository root is added above
+from airflow_sm_prefs.local_stack import LocalStack, wait_for
+from benchmarks.scenarios import ROOT, write_scenario
 
 SCENARIO = """
 name: start-latency
@@ -48,10 +46,14 @@ HEAD_START = 20.0
 
 
 @dataclass
-class LatencyStack(CampaignStack):
+class LatencyStack(LocalStack):
     patience: int = 60
+    separate_components: bool = True
+    extra_env: dict[str, str] = field(default_factory=lambda: {"AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False"})
 
-    def write_dags(self) -> None:
+    def prepare(self) -> None:
+        super().prepare()
+        self.dags_folder = self.workdir / "dags"
         self.dags_folder.mkdir(parents=True, exist_ok=True)
         source = (ROOT / "dags" / "migration_example.py").read_text()
         assert "PATIENCE_SECONDS = 15 * 60" in source
@@ -77,7 +79,7 @@ def _selection_time(stack: LatencyStack, run_id: str) -> float | None:
     run = urllib.parse.quote(run_id, safe="")
     path = f"/api/v2/dags/fine_tune_new_way/dagRuns/{run}/taskInstances/fine_tune/xcomEntries/selection"
     try:
-        entry = stack._get(path)
+        entry = stack.get(path)
     except Exception:
         return None
     return pendulum.parse(entry["timestamp"]).timestamp()  # type: ignore[union-attr]
@@ -121,7 +123,7 @@ def main() -> int:
     args = parser.parse_args()
     scenario = write_scenario("start_latency", SCENARIO)
     stack = LatencyStack(
-        project_dir=ROOT, workdir=ROOT / "artifacts" / "start_latency", scenario_file=scenario, patience=args.patience
+        project_dir=ROOT, workdir=ROOT / "artifacts" / "start_latency", scenario=str(scenario), patience=args.patience
     )
     results: dict[tuple[str, str], list[float]] = {}
     try:

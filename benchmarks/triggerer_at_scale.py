@@ -11,7 +11,7 @@ a probe trigger is deferred into the same triggerer and, over a fixed window, th
 - the triggerer event loop's lag (the probe's 50 ms sleeps: p50, p99, max);
 - the triggerer's own "async thread was blocked" warnings during the window.
 
-Usage: python benchmarks/triggerer_at_scale.py [--tasks 1000] [--window 180] [--output artifacts/triggerer.md]
+Usage: python -m benchmarks.triggerer_at_scale [--tasks 1000] [--window 180] [--output artifacts/triggerer.md]
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.faults.stack import CampaignStack, wait_for, write_scenario  # noqa: E402 - the repository root is added above
+from airflow_sm_prefs.local_stack import LocalStack, wait_for
+from benchmarks.scenarios import ROOT, write_scenario
 
 SCENARIO = """
 name: triggerer-at-scale
@@ -61,11 +59,14 @@ with DAG("lag_probe", schedule=None):
 
 
 @dataclass
-class ScaleStack(CampaignStack):
+class ScaleStack(LocalStack):
     tasks: int = 1000
     window: float = 180.0
+    separate_components: bool = True
 
-    def write_dags(self) -> None:
+    def prepare(self) -> None:
+        super().prepare()
+        self.dags_folder = self.workdir / "dags"
         self.dags_folder.mkdir(parents=True, exist_ok=True)
         text = DAG_FILE.replace("TASKS", str(self.tasks)).replace("WINDOW", str(self.window))
         (self.dags_folder / "triggerer_at_scale.py").write_text(text)
@@ -77,6 +78,9 @@ class ScaleStack(CampaignStack):
                 "AIRFLOW__CORE__PARALLELISM": "8",
                 "AIRFLOW__CORE__MAX_MAP_LENGTH": str(max(1024, self.tasks)),
                 "AIRFLOW__TRIGGERER__CAPACITY": str(self.tasks + 100),
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                # The DAG file imports the probe and the request builder from this checkout.
+                "PYTHONPATH": str(ROOT),
             }
         )
         return env
@@ -102,7 +106,7 @@ def _states(stack: ScaleStack, run_id: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     offset = 0
     while True:
-        page = stack._get(f"/api/v2/dags/triggerer_at_scale/dagRuns/{run_id}/taskInstances?limit=100&offset={offset}")[
+        page = stack.get(f"/api/v2/dags/triggerer_at_scale/dagRuns/{run_id}/taskInstances?limit=100&offset={offset}")[
             "task_instances"
         ]
         for ti in page:
@@ -122,7 +126,7 @@ def main() -> int:
     stack = ScaleStack(
         project_dir=ROOT,
         workdir=ROOT / "artifacts" / "triggerer_at_scale",
-        scenario_file=scenario,
+        scenario=str(scenario),
         tasks=args.tasks,
         window=args.window,
     )

@@ -6,7 +6,7 @@ would. After a warm-up, it measures over a fixed window: SageMaker calls per job
 emulator's own counters), CPU share of one core and resident memory of the load process, and event-loop
 lag p99 (a probe sleeping 50 ms). Also: the import overhead of the operators over `airflow.sdk`.
 
-Usage: python benchmarks/triggers_at_scale.py [--sizes 100,1000,3000] [--window 120] [--warmup 30]
+Usage: python -m benchmarks.triggers_at_scale [--sizes 100,1000,3000] [--window 120] [--warmup 30]
 Writes a Markdown table to stdout (and to --output if given).
 """
 
@@ -24,6 +24,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from airflow_sm_prefs.local_stack import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = """
 name: bench-all-queued
@@ -38,14 +40,6 @@ PREFERENCES = [
 ]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _control(url: str, route: str) -> dict:
     with urllib.request.urlopen(f"{url}/_emulator/{route}", timeout=30) as response:
         return json.loads(response.read())
@@ -54,7 +48,7 @@ def _control(url: str, route: str) -> dict:
 def _start_emulator(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     scenario = workdir / "scenario.yaml"
     scenario.write_text(SCENARIO)
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "airflow_sm_prefs.cli", "emulator", "--scenario", str(scenario), "--port", str(port)],
         stdout=subprocess.DEVNULL,
@@ -74,11 +68,9 @@ def _create_jobs(url: str, count: int) -> dict[str, dict]:
     """Create the jobs and return, per job, what the operator knows when it defers (from its Describe)."""
     import boto3
 
-    sys.path.insert(0, str(ROOT))
-    from tests.helpers import CREDENTIALS, training_request
-
     from airflow_sm_prefs.jobs import TRAINING
     from airflow_sm_prefs.watcher import KnownState
+    from tests.helpers import CREDENTIALS, training_request
 
     client = boto3.client("sagemaker", endpoint_url=url, **CREDENTIALS)
     known = {}
@@ -178,7 +170,8 @@ def _run_load(impl: str, url: str, names_file: Path, warmup: float, window: floa
     result = subprocess.run(
         [
             sys.executable,
-            __file__,
+            "-m",
+            "benchmarks.triggers_at_scale",
             "--load",
             impl,
             "--url",

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,15 +49,6 @@ def processing_request(name: str, preferences: list[dict[str, Any]] | None = Non
         "ProcessingResources": {"ClusterConfig": config},
         "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
     }
-
-
-def control(endpoint_url: str, route: str, body: dict[str, Any] | None = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"{endpoint_url}/_emulator/{route}", data=data, method="GET" if body is None else "POST"
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
 
 
 GPU_PAIR = [

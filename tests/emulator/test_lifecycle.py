@@ -8,7 +8,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from airflow_sm_prefs.emulator import service_model
-from tests.helpers import GPU_PAIR, boto_client, control, processing_request, training_request
+from airflow_sm_prefs.local_stack import control
+from tests.helpers import GPU_PAIR, boto_client, processing_request, training_request
 
 pytestmark = pytest.mark.emulator
 

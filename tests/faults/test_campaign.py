@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from airflow_sm_prefs.local_stack import wait_for
 from tests.faults.audit import Expect, Row, airflow_races, audit, jobs_of, task_key, write_report
 from tests.faults.invalid import CASES, TEMPLATED_DAG_ID, static_dag_id, templated_task_id
-from tests.faults.stack import PROJECT_DIR, CampaignStack, wait_for
+from tests.faults.stack import PROJECT_DIR, CampaignStack
 from tests.helpers import listening_addresses
 
 pytestmark = pytest.mark.airflow

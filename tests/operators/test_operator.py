@@ -11,13 +11,14 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskD
 
 from airflow_sm_prefs import InstancePreference
 from airflow_sm_prefs.attempts import STATE_KEY
+from airflow_sm_prefs.local_stack import control
 from airflow_sm_prefs.operators import (
     NoCapacityError,
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
 from airflow_sm_prefs.preferences import PreferenceValidationError
-from tests.helpers import GPU_PAIR, FakeTI, control, processing_request, training_request
+from tests.helpers import GPU_PAIR, FakeTI, processing_request, training_request
 
 pytestmark = pytest.mark.emulator
 

@@ -8,9 +8,10 @@ import importlib
 import pendulum
 import pytest
 
+from airflow_sm_prefs.local_stack import control
 from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
 from airflow_sm_prefs.watcher import JobWatcher
-from tests.helpers import GPU_PAIR, boto_client, control, processing_request, training_request
+from tests.helpers import GPU_PAIR, boto_client, processing_request, training_request
 
 pytestmark = pytest.mark.emulator
 

@@ -11,9 +11,10 @@ import pytest
 
 from airflow_sm_prefs import watcher as watcher_module
 from airflow_sm_prefs.jobs import TRAINING
+from airflow_sm_prefs.local_stack import control
 from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
 from airflow_sm_prefs.watcher import JobWatcher, KnownState
-from tests.helpers import boto_client, control, training_request
+from tests.helpers import boto_client, training_request
 
 pytestmark = pytest.mark.emulator
 

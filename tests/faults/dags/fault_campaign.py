@@ -10,10 +10,10 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import DAG
-from tests.faults.invalid import templated_dag
-from tests.helpers import processing_request, training_request
 
 from airflow_sm_prefs import SageMakerPreferenceProcessingOperator, SageMakerPreferenceTrainingOperator
+from tests.faults.invalid import templated_dag
+from tests.helpers import processing_request, training_request
 
 RETRYING = {"retries": 2, "retry_delay": timedelta(seconds=2)}
 # Scenarios about a final failure: a retry must neither launch another job nor lose the record. One retry

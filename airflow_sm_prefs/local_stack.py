@@ -1,0 +1,343 @@
+"""A local Airflow and SageMaker emulator, both on loopback: what `make demo`, the tests and benchmarks run.
+
+Airflow runs either as `airflow standalone` (the demo) or as one process per component (so a test can kill
+one alone). The admin password is the one Airflow generates for each run, never a fixed one; the AWS
+connection points at the emulator. The class also speaks the REST calls a user would make (trigger a run,
+mark a task failed, clear it) and the emulator's control surface, so callers never hand-write either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+HEALTHY_PARTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+
+
+class StackError(RuntimeError):
+    """A part of the local stack did not come up or answered with an error."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(check: Callable[[], T], timeout: float, what: str, every: float = 1.0) -> T:
+    """Call ``check`` until it returns something true; that value, or TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def control(endpoint_url: str, route: str, body: dict[str, Any] | None = None) -> Any:
+    """One call to the emulator's control surface (``GET`` without a body, ``POST`` with one)."""
+    data = None if body is None else json.dumps(body).encode()
+    headers = {} if body is None else {"Content-Type": "application/json"}
+    request = urllib.request.Request(
+        f"{endpoint_url}/_emulator/{route}", data=data, method="GET" if body is None else "POST", headers=headers
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+@dataclass
+class LocalStack:
+    """The emulator and Airflow in ``workdir``; ``scenario`` is a bundled name or a scenario file."""
+
+    project_dir: Path
+    workdir: Path
+    scenario: str = "gpu-shortage"
+    dag_id: str = "nightly_evaluation"
+    dags_folder: Path | None = None  # default: the project's dags/
+    separate_components: bool = False  # one process per component instead of `airflow standalone`
+    parallelism: int = 2
+    extra_env: dict[str, str] = field(default_factory=dict)
+    aws_config_kwargs: dict[str, Any] | None = None  # botocore Config for the connection (retries, ...)
+    emulator_port: int = field(default_factory=free_port)
+    api_port: int = field(default_factory=free_port)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    components: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    emulator: subprocess.Popen[bytes] | None = None
+    # Separate components must sign and check task tokens with one key (standalone makes its own).
+    jwt_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    token: str | None = None
+    # The emulator accepts any credentials; these only show that a connection's secret stays out of logs.
+    access_key: str = "local-access-key"
+    secret_key: str = "local-secret-key"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def emulator_url(self) -> str:
+        return f"http://127.0.0.1:{self.emulator_port}"
+
+    @property
+    def airflow_home(self) -> Path:
+        return self.workdir / "airflow"
+
+    @property
+    def dags(self) -> Path:
+        return self.dags_folder or self.project_dir / "dags"
+
+    def airflow_env(self) -> dict[str, str]:
+        extra: dict[str, Any] = {"endpoint_url": self.emulator_url, "region_name": "us-east-1"}
+        if self.aws_config_kwargs:
+            extra["config_kwargs"] = self.aws_config_kwargs
+        connection = {"conn_type": "aws", "login": self.access_key, "password": self.secret_key, "extra": extra}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        env.update(
+            {
+                "AIRFLOW_HOME": str(self.airflow_home),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__API__PORT": str(self.api_port),
+                "AIRFLOW__API__WORKERS": "1",
+                "AIRFLOW__API__BASE_URL": self.api_url,
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+                "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(connection),
+                "SM_PREFS_SUMMARY_DIR": str(self.workdir),
+                # Airflow starts its components as `airflow ...` found on PATH.
+                "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+            }
+        )
+        if self.separate_components:
+            env["AIRFLOW__API_AUTH__JWT_SECRET"] = self.jwt_secret
+        env.update(self.extra_env)
+        return env
+
+    def _spawn(self, command: list[str], log_name: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        log = open(self.workdir / log_name, "ab")  # noqa: SIM115 - owned by the child for its lifetime
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.processes.append(process)
+        return process
+
+    # -- start and stop -----------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Before anything starts: a fresh metadata database and an emulator with no earlier jobs."""
+        if self.airflow_home.exists():
+            shutil.rmtree(self.airflow_home)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "emulator-state.json").unlink(missing_ok=True)
+
+    def start(self) -> None:
+        self.prepare()
+        self.start_emulator()
+        self.start_airflow()
+        self._wait_healthy(timeout=240)
+        self.token = self._login()
+
+    def start_emulator(self) -> subprocess.Popen[bytes]:
+        """The emulator on its port, resuming from the state file when one exists (a restart keeps jobs)."""
+        self.emulator = self._spawn(
+            [
+                sys.executable,
+                "-m",
+                "airflow_sm_prefs.cli",
+                "emulator",
+                "--scenario",
+                self.scenario,
+                "--port",
+                str(self.emulator_port),
+                "--state-file",
+                str(self.workdir / "emulator-state.json"),
+            ],
+            "emulator.log",
+        )
+        wait_for(self._emulator_answers, 30, "the emulator to answer", every=0.2)
+        return self.emulator
+
+    def _emulator_answers(self) -> bool:
+        if self.emulator is not None and self.emulator.poll() is not None:
+            raise StackError(f"the emulator exited early; see {self.workdir}/emulator.log")
+        try:
+            return bool(control(self.emulator_url, "health")["ok"])
+        except OSError:
+            return False
+
+    def start_airflow(self) -> None:
+        env = self.airflow_env()
+        if not self.separate_components:
+            self._spawn([sys.executable, "-m", "airflow", "standalone"], "airflow.log", env)
+            return
+        migrate = subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"], env=env, capture_output=True, timeout=300
+        )
+        if migrate.returncode != 0:
+            raise StackError(f"airflow db migrate failed: {migrate.stderr.decode()[-2000:]}")
+        for component in COMPONENTS:
+            self.start_component(component)
+
+    def start_component(self, component: str) -> None:
+        self.components[component] = self._spawn(
+            [sys.executable, "-m", "airflow", component], f"{component}.log", self.airflow_env()
+        )
+
+    def _wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for process in self.processes:
+                if process.poll() is not None:
+                    raise StackError(f"{process.args!r} exited early; see {self.workdir}/*.log")
+            try:
+                health = self.get("/api/v2/monitor/health", auth=False)
+                if all(health.get(part, {}).get("status") == "healthy" for part in HEALTHY_PARTS):
+                    return
+            except (OSError, StackError):
+                pass
+            time.sleep(1)
+        raise StackError(f"Airflow did not become healthy within {timeout:.0f}s; see the logs in {self.workdir}")
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        self.processes.clear()
+        self.components.clear()
+
+    # -- the REST API, as a user -------------------------------------------------------------------------
+
+    def admin_password(self) -> str:
+        path = self.airflow_home / "simple_auth_manager_passwords.json.generated"
+        return str(json.loads(path.read_text())["admin"])
+
+    def _login(self) -> str:
+        body = self.request("POST", "/auth/token", {"username": "admin", "password": self.admin_password()}, auth=False)
+        return str(body["access_token"])
+
+    def request(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if auth and self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.api_url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            raise StackError(f"{method} {path}: HTTP {error.code}: {error.read()[:500]!r}") from error
+
+    def get(self, path: str, auth: bool = True) -> Any:
+        return self.request("GET", path, auth=auth)
+
+    def dag_known(self, dag_id: str) -> bool:
+        try:
+            self.get(f"/api/v2/dags/{dag_id}")
+            return True
+        except StackError:
+            return False
+
+    def trigger(self, dag_id: str) -> str:
+        wait_for(lambda: self.dag_known(dag_id), 120, f"DAG {dag_id} to be parsed", every=2)
+        run = self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})
+        return str(run["dag_run_id"])
+
+    def _run_path(self, dag_id: str, run_id: str) -> str:
+        return f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        return str(self.get(self._run_path(dag_id, run_id))["state"])
+
+    def wait_run_done(self, dag_id: str, run_id: str, timeout: float = 240) -> str:
+        return wait_for(
+            lambda: (state := self.run_state(dag_id, run_id)) in ("success", "failed") and state,
+            timeout,
+            f"run {run_id} of {dag_id} to end",
+            every=2,
+        )
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        return list(self.get(f"{self._run_path(dag_id, run_id)}/taskInstances?limit=200")["task_instances"])
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1) -> Any:
+        path = f"{self._run_path(dag_id, run_id)}/taskInstances/{task_id}/xcomEntries/{key}?map_index={map_index}"
+        try:
+            value = self.get(path)["value"]
+        except StackError as error:
+            if "HTTP 404" in str(error):
+                return None
+            raise
+        return json.loads(value) if isinstance(value, str) else value
+
+    def task_links(self, dag_id: str, run_id: str, task_id: str) -> dict[str, str]:
+        return dict(self.get(f"{self._run_path(dag_id, run_id)}/taskInstances/{task_id}/links")["extra_links"])
+
+    def set_task_state(self, dag_id: str, run_id: str, task_id: str, state: str) -> None:
+        self.request("PATCH", f"{self._run_path(dag_id, run_id)}/taskInstances/{task_id}", {"new_state": state})
+
+    def clear_task(self, dag_id: str, run_id: str, task_id: str) -> None:
+        body = {"dry_run": False, "dag_run_id": run_id, "task_ids": [task_id], "only_failed": False}
+        self.request("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", body)
+
+    def set_run_state(self, dag_id: str, run_id: str, state: str) -> None:
+        self.request("PATCH", self._run_path(dag_id, run_id), {"state": state})
+
+    def import_errors(self) -> dict[str, str]:
+        errors = self.get("/api/v2/importErrors?limit=500")["import_errors"]
+        return {Path(e["filename"]).stem: str(e["stack_trace"]) for e in errors}
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
+        folder = self.airflow_home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+        if map_index >= 0:
+            folder = folder / f"map_index={map_index}"
+        path = folder / f"attempt={try_number}.log"
+        return path.read_text() if path.exists() else ""
+
+    def task_logs(self, dag_id: str, run_id: str, task_id: str) -> list[str]:
+        """The log of every try of an unmapped task instance, first try first."""
+        (ti,) = [t for t in self.task_instances(dag_id, run_id) if t["task_id"] == task_id]
+        return [self.task_log(dag_id, run_id, task_id, n) for n in range(1, ti["try_number"] + 1)]
+
+    # -- the emulator's side ------------------------------------------------------------------------------
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return list(control(self.emulator_url, "jobs")["jobs"])
+
+    def calls(self) -> dict[str, int]:
+        return dict(control(self.emulator_url, "calls")["calls"])
+
+    def set_capacity(self, capacity: dict[str, int]) -> None:
+        control(self.emulator_url, "capacity", capacity)
+
+    def set_faults(self, **faults: Any) -> None:
+        control(self.emulator_url, "faults", faults)
