@@ -279,12 +279,11 @@ class LocalStack:
         return str(self.get(self._run_path(dag_id, run_id))["state"])
 
     def wait_run_done(self, dag_id: str, run_id: str, timeout: float = 240) -> str:
-        return wait_for(
-            lambda: (state := self.run_state(dag_id, run_id)) in ("success", "failed") and state,
-            timeout,
-            f"run {run_id} of {dag_id} to end",
-            every=2,
-        )
+        def ended() -> str | None:
+            state = self.run_state(dag_id, run_id)
+            return state if state in ("success", "failed") else None
+
+        return str(wait_for(ended, timeout, f"run {run_id} of {dag_id} to end", every=2))
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         return list(self.get(f"{self._run_path(dag_id, run_id)}/taskInstances?limit=200")["task_instances"])
