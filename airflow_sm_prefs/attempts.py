@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 STATE_KEY = "sm_prefs_job"
 MAX_NAME = 63
@@ -37,6 +37,17 @@ class JobClaim:
     aws_conn_id: str | None = None
     region_name: str | None = None
     stop_on_kill: bool = True
+    verify: bool | str | None = None
+    botocore_config: dict[str, Any] | None = None
+
+    @property
+    def hook_kwargs(self) -> dict[str, Any]:
+        return {
+            "aws_conn_id": self.aws_conn_id,
+            "region_name": self.region_name,
+            "verify": self.verify,
+            "config": self.botocore_config,
+        }
 
     @classmethod
     def from_stored(cls, raw: Any) -> JobClaim | None:
@@ -57,9 +68,12 @@ class JobClaim:
         return replace(self, phase=phase, **changes)
 
 
+Action = Literal["create", "reattach", "finished", "fail", "supersede"]  # supersede: stop the old job, create anew
+
+
 @dataclass(frozen=True)
 class Decision:
-    action: str  # "create", "reattach", "finished", "fail", "supersede" (stop the old job, create the next)
+    action: Action
     job_name: str
     generation: int
     reason: str
@@ -153,10 +167,6 @@ class JobLedger:
         except (KeyError, TypeError):
             store = None
         return cls(store)
-
-    @property
-    def available(self) -> bool:
-        return self._store is not None
 
     def load(self) -> JobClaim | None:
         if self._store is None:

@@ -1,4 +1,8 @@
-"""The two SageMaker job kinds described as data, so training and processing share one code path."""
+"""The two SageMaker job kinds described as data, so training and processing share one code path.
+
+This is the only module that knows how the kinds differ; everything else reads these fields instead of
+branching on a kind's name.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from typing import Any
 from airflow_sm_prefs import preferences
 
 TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
+RESOURCE_FIELDS = ("InstancePreferences", "InstanceCount", "SelectedInstanceType", "SelectedInstanceCount")
+_COMMON_EVENT_FIELDS = ("FailureReason", "CreationTime", "LastModifiedTime")
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,19 @@ class JobKind:
     integer_paths: tuple[tuple[str, ...], ...]
     validate: Callable[[Mapping[str, Any]], list[str]]
     service_enforces_pending_limit: bool
+    # botocore model shapes for the check of instance types against the client in use.
+    resources_shape: str
+    instance_type_shape: str
+    # Whether a List*Jobs summary changes when SageMaker selects a type (training: SecondaryStatus moves
+    # from Pending; processing: nothing a summary shows changes until the job ends).
+    summary_shows_selection: bool
+    # S3 URIs for lineage: where the inputs are in the request, and the outputs in request or description.
+    input_uri_paths: tuple[tuple[str, ...], ...]
+    request_output_uri_paths: tuple[tuple[str, ...], ...]
+    described_output_uri_paths: tuple[tuple[str, ...], ...]
+    # Top-level Describe fields a resumed operator reads; nothing else travels in a trigger event (a job's
+    # Environment and HyperParameters may hold secrets and must not sit in the metadata database).
+    event_fields: tuple[str, ...]
 
     @property
     def create_method(self) -> str:
@@ -60,12 +79,15 @@ class JobKind:
             node = node.setdefault(key, {})
         return node
 
-    def selected(self, description: Mapping[str, Any]) -> tuple[str, int] | None:
+    def essentials(self, description: Mapping[str, Any]) -> dict[str, Any]:
+        """The part of a Describe response the operator needs to resume; safe to store."""
+        kept = {key: description[key] for key in self.event_fields if key in description}
         resources = self.resources(description)
-        instance_type = resources.get("SelectedInstanceType")
-        if instance_type is None:
-            return None
-        return instance_type, int(resources.get("SelectedInstanceCount") or 0)
+        node = kept
+        for key in self.resources_path[:-1]:
+            node = node.setdefault(key, {})
+        node[self.resources_path[-1]] = {key: resources[key] for key in RESOURCE_FIELDS if key in resources}
+        return kept
 
     def prepare(
         self,
@@ -112,6 +134,24 @@ TRAINING = JobKind(
     ),
     validate=preferences.validate_training_request,
     service_enforces_pending_limit=True,
+    resources_shape="ResourceConfig",
+    instance_type_shape="TrainingInstanceType",
+    summary_shows_selection=True,
+    input_uri_paths=(("InputDataConfig", "*", "DataSource", "S3DataSource", "S3Uri"),),
+    request_output_uri_paths=(),
+    described_output_uri_paths=(("ModelArtifacts", "S3ModelArtifacts"),),
+    event_fields=(
+        "TrainingJobName",
+        "TrainingJobArn",
+        "TrainingJobStatus",
+        "SecondaryStatus",
+        "SecondaryStatusTransitions",
+        "TrainingStartTime",
+        "TrainingEndTime",
+        "BillableTimeInSeconds",
+        "ModelArtifacts",
+        *_COMMON_EVENT_FIELDS,
+    ),
 )
 
 PROCESSING = JobKind(
@@ -133,6 +173,31 @@ PROCESSING = JobKind(
     ),
     validate=preferences.validate_processing_request,
     service_enforces_pending_limit=False,
+    resources_shape="ProcessingClusterConfig",
+    instance_type_shape="ProcessingInstanceType",
+    summary_shows_selection=False,
+    input_uri_paths=(("ProcessingInputs", "*", "S3Input", "S3Uri"),),
+    request_output_uri_paths=(("ProcessingOutputConfig", "Outputs", "*", "S3Output", "S3Uri"),),
+    described_output_uri_paths=(),
+    event_fields=(
+        "ProcessingJobName",
+        "ProcessingJobArn",
+        "ProcessingJobStatus",
+        "ProcessingStartTime",
+        "ProcessingEndTime",
+        "ExitMessage",
+        *_COMMON_EVENT_FIELDS,
+    ),
 )
 
 KINDS = {kind.name: kind for kind in (TRAINING, PROCESSING)}
+
+
+def values_at(body: Any, path: tuple[str, ...]) -> list[Any]:
+    """Every value at ``path`` in nested dicts and lists; ``"*"`` steps into each element of a list."""
+    if not path:
+        return [body]
+    head, rest = path[0], path[1:]
+    if head == "*":
+        return [value for item in body for value in values_at(item, rest)] if isinstance(body, list) else []
+    return values_at(body[head], rest) if isinstance(body, Mapping) and head in body else []

@@ -6,23 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
-from airflow_sm_prefs.jobs import JobKind
-
-
-def _uris(kind: JobKind, request: Mapping[str, Any], description: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    if kind.name == "training":
-        inputs = [
-            channel.get("DataSource", {}).get("S3DataSource", {}).get("S3Uri")
-            for channel in request.get("InputDataConfig") or []
-        ]
-        outputs = [description.get("ModelArtifacts", {}).get("S3ModelArtifacts")]
-    else:
-        inputs = [item.get("S3Input", {}).get("S3Uri") for item in request.get("ProcessingInputs") or []]
-        outputs = [
-            item.get("S3Output", {}).get("S3Uri")
-            for item in (request.get("ProcessingOutputConfig") or {}).get("Outputs") or []
-        ]
-    return [u for u in inputs if u], [u for u in outputs if u]
+from airflow_sm_prefs.jobs import JobKind, values_at
 
 
 def s3_datasets(
@@ -30,9 +14,10 @@ def s3_datasets(
 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(namespace, name) pairs: ``("s3://bucket", "key/prefix")`` for inputs and outputs."""
 
-    def split(uri: str) -> tuple[str, str]:
-        parsed = urlparse(uri)
-        return f"{parsed.scheme}://{parsed.netloc}", parsed.path.lstrip("/")
+    def uris(body: Mapping[str, Any], paths: tuple[tuple[str, ...], ...]) -> list[tuple[str, str]]:
+        found = [uri for path in paths for uri in values_at(body, path) if isinstance(uri, str) and uri]
+        return [(f"{(parsed := urlparse(u)).scheme}://{parsed.netloc}", parsed.path.lstrip("/")) for u in found]
 
-    inputs, outputs = _uris(kind, request, description)
-    return [split(u) for u in inputs], [split(u) for u in outputs]
+    inputs = uris(request, kind.input_uri_paths)
+    outputs = uris(request, kind.request_output_uri_paths) + uris(description, kind.described_output_uri_paths)
+    return inputs, outputs

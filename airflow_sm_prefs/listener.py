@@ -39,7 +39,7 @@ def stop_claimed_job(task_instance: Any) -> None:
     if not claim.stop_on_kill:
         log.info("stop_on_kill is off: leaving SageMaker job %s running", claim.job_name)
         return
-    from airflow_sm_prefs.hooks import SageMakerPreferenceHook, stop_job
+    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
     from airflow_sm_prefs.jobs import KINDS
 
     log.info(
@@ -51,8 +51,7 @@ def stop_claimed_job(task_instance: Any) -> None:
         claim.job_name,
     )
     try:
-        hook = SageMakerPreferenceHook(aws_conn_id=claim.aws_conn_id, region_name=claim.region_name)
-        stop_job(hook, KINDS[claim.job_kind], claim.job_name, log)
+        SageMakerPreferenceHook(**claim.hook_kwargs).stop_job(KINDS[claim.job_kind], claim.job_name, log)
     except Exception as error:  # the user's action must go through whatever happens here
         log.warning(
             "Could not stop SageMaker job %s from the API server (%s); the trigger's on_kill may still stop it",

@@ -1,16 +1,17 @@
-"""``SageMakerPreferenceTrainingOperator`` and ``SageMakerPreferenceProcessingOperator``.
+"""``SageMakerPreferenceTrainingOperator`` and ``SageMakerPreferenceProcessingOperator``: the Airflow glue.
 
 Both are the same operator over a different ``JobKind``: validate (at parse time when static, again after
 rendering), claim a job name, create or reattach, then wait deferred (or blocking), announcing the chosen
-configuration as soon as SageMaker selects it and returning one flat record at the end.
+configuration as soon as SageMaker selects it and returning one flat record at the end. The SageMaker calls
+are the hook's, the waiting rules ``polling``'s, the naming ``attempts``'s, the messages ``outcomes``'.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import pendulum
@@ -19,22 +20,27 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_sm_prefs import attempts, progress, record, tagging
 from airflow_sm_prefs import preferences as rules
-from airflow_sm_prefs.jobs import PROCESSING, TERMINAL_STATUSES, TRAINING, JobKind
+from airflow_sm_prefs.deadlines import wait_deadlines
+from airflow_sm_prefs.job_view import JobView, to_time
+from airflow_sm_prefs.jobs import PROCESSING, TRAINING, JobKind
 from airflow_sm_prefs.links import SageMakerConsoleLink, SageMakerLogsLink, escape_log_group
+from airflow_sm_prefs.outcomes import (
+    FINISH_SUMMARY_FIELDS,
+    NoCapacityError,
+    no_capacity_message,
+    outcome_error,
+    wait_timeout_message,
+)
+from airflow_sm_prefs.polling import Outcome, WaitFor
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_sm_prefs.hooks import SageMakerPreferenceHook
 
-DEFAULT_PENDING = timedelta(days=2)  # no documented service default; the training-plan limit is two days
-DEFAULT_RUNTIME = timedelta(days=1)  # SageMaker's default MaxRuntimeInSeconds
-DEADLINE_SLACK = timedelta(hours=1)  # provisioning, upload and stop time around the pending and run limits
 DEFER_TIMEOUT_MARGIN = timedelta(minutes=15)
 
-
-class NoCapacityError(AirflowException):
-    """SageMaker never found capacity for any preference within the allowed wait."""
+__all__ = ["NoCapacityError", "SageMakerPreferenceProcessingOperator", "SageMakerPreferenceTrainingOperator"]
 
 
 def _fail(message: str) -> NoReturn:
@@ -55,11 +61,15 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         with an accelerated type). Processing: enforced by the operator, which stops the job and fails.
     :param job_name: job name (templated). Default: the name in ``config``, else one derived from the DAG,
         task, run and map index. Fixed per task instance; later generations get ``-r2``, ``-r3``, ...
-    :param aws_conn_id: Airflow AWS connection (endpoint_url, role, region as with the amazon provider).
-    :param region_name: AWS Region; default: the connection's.
+    :param aws_conn_id: Airflow AWS connection (templated; endpoint_url, role, region as with the amazon
+        provider).
+    :param region_name: AWS Region (templated); default: the connection's.
+    :param verify: whether to verify TLS certificates, or the path of a CA bundle; default: the connection's.
+    :param botocore_config: keyword arguments of ``botocore.config.Config`` (retries, timeouts, proxies) for
+        every client the task and its trigger build; a dict, so the trigger can carry it.
     :param deferrable: wait in the triggerer (default) or block a worker slot while polling.
     :param check_interval: base seconds between status checks; queued jobs are checked half as often and
-        imminent changes four times as often.
+        imminent changes four times as often, whichever way the task waits.
     :param wait_timeout: absolute limit on the whole wait from first submission (default: the pending limit +
         ``MaxRuntimeInSeconds`` + 1 hour). On expiry the job is stopped (``stop_on_timeout``) and the task fails.
     :param stop_on_kill: stop the job when the task is marked failed/success, cleared, or killed.
@@ -69,7 +79,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     """
 
     job_kind: ClassVar[JobKind]
-    template_fields: Sequence[str] = ("config", "preferences", "job_name")
+    template_fields: Sequence[str] = ("config", "preferences", "job_name", "aws_conn_id", "region_name")
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "preferences": "json"}
     operator_extra_links = (SageMakerConsoleLink(), SageMakerLogsLink())
     ui_color = "#d6e9f8"
@@ -83,6 +93,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         job_name: str | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
         deferrable: bool = True,
         check_interval: float = 60.0,
         wait_timeout: timedelta | int | None = None,
@@ -98,6 +110,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self.job_name = job_name
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
+        self.verify = verify
+        if botocore_config is not None and not isinstance(botocore_config, dict):
+            raise ValueError("botocore_config must be a dict of botocore.config.Config keyword arguments")
+        self.botocore_config = botocore_config
         self.deferrable = deferrable
         self.check_interval = float(check_interval)
         if self.check_interval <= 0:
@@ -107,7 +123,6 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self.stop_on_timeout = stop_on_timeout
         self.resubmit_after_failure = resubmit_after_failure
         self._active_job: str | None = None
-        self._resolved_region: str | None = None
         self._request: dict[str, Any] | None = None
         self._lineage_description: dict[str, Any] | None = None
         if not rules.is_templated(config):
@@ -120,6 +135,29 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         if value is None or isinstance(value, str):
             return value
         return rules.to_api_entries(value)
+
+    @property
+    def hook_kwargs(self) -> dict[str, Any]:
+        """The connection settings, for this task's hook and its trigger's alike."""
+        return {
+            "aws_conn_id": self.aws_conn_id,
+            "region_name": self.region_name,
+            "verify": self.verify,
+            "config": self.botocore_config,
+        }
+
+    @cached_property
+    def hook(self) -> SageMakerPreferenceHook:
+        from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+
+        return SageMakerPreferenceHook(**self.hook_kwargs)
+
+    @property
+    def _region(self) -> str | None:
+        return self.region_name or self.hook.conn_region_name
+
+    def _view(self, description: Mapping[str, Any]) -> JobView:
+        return JobView.parse(self.job_kind, description)
 
     # -- request ----------------------------------------------------------------------------------------
 
@@ -138,33 +176,24 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self._request = request
         return warnings
 
-    def _rendered_request(self, hook: SageMakerPreferenceHook) -> dict[str, Any]:
+    def _rendered_request(self) -> dict[str, Any]:
         try:
             warnings = self._prepare()
             assert self._request is not None
-            _check_instance_types(self.job_kind, self._request, hook)
+            self.hook.check_instance_types(self.job_kind, self._request)
         except rules.PreferenceValidationError as error:
             _fail(f"{error} (no SageMaker job was created)")
         for warning in warnings:
             self.log.warning(warning)
         return self._request
 
-    def _hook(self) -> SageMakerPreferenceHook:
-        from airflow_sm_prefs.hooks import SageMakerPreferenceHook
-
-        hook = SageMakerPreferenceHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
-        self._resolved_region = self.region_name or hook.conn_region_name
-        return hook
-
     # -- submission -------------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
-        hook = self._hook()
-        request = self._rendered_request(hook)
+        request = self._rendered_request()
         kind = self.job_kind
         ledger = attempts.JobLedger.from_context(context)
         ti = context["ti"]
-        try_number = int(getattr(ti, "try_number", 1) or 1)
         raw_map_index = getattr(ti, "map_index", None)
         map_index = -1 if raw_map_index is None else int(raw_map_index)
         base_name = (
@@ -175,7 +204,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         claim = ledger.load()
         if claim is not None and claim.base_name != base_name:
             claim = None  # the task now renders a different name: it is a different job
-        live = self._describe_or_none(hook, claim.job_name) if claim else None
+        live = self.hook.describe_job_or_none(kind, claim.job_name) if claim else None
         max_tries = getattr(ti, "max_tries", None)
         first_try = attempts.first_try_since_clear(int(max_tries), self.retries or 0) if max_tries is not None else 1
         decision = attempts.decide(
@@ -186,171 +215,115 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             if live is None:
                 _fail(decision.reason)
             # A retry starts with no XCom: record the job again, and say again why it ended.
-            result = record.build(kind, live, self._region())
-            context["ti"].xcom_push(key="record", value=result)
-            _fail(f"{_outcome_error(kind, result, live)} Not launched again: {decision.reason}.")
+            result = record.build(self._view(live), self._region)
+            ti.xcom_push(key="record", value=result)
+            _fail(f"{outcome_error(self._view(live), result)} Not launched again: {decision.reason}.")
         if decision.action == "supersede" and claim is not None:
-            self._stop(hook, claim.job_name)
-        submitted_at = claim.submitted_at if claim and decision.action in ("reattach", "finished") else None
+            self.hook.stop_job(kind, claim.job_name, self.log)
+        keeps_job = claim is not None and decision.action in ("reattach", "finished")
         claim = ledger.save(
             attempts.JobClaim(
                 job_name=decision.job_name,
                 base_name=base_name,
                 generation=decision.generation,
                 phase=attempts.SUBMITTING,
-                try_number=try_number,
-                submitted_at=submitted_at or pendulum.now("UTC").isoformat(),
+                try_number=int(getattr(ti, "try_number", 1) or 1),
+                submitted_at=(claim.submitted_at if claim and keeps_job else None) or pendulum.now("UTC").isoformat(),
                 job_kind=kind.name,
                 aws_conn_id=self.aws_conn_id,
-                region_name=self._resolved_region,
+                region_name=self._region,
                 stop_on_kill=self.stop_on_kill,
+                verify=self.verify,
+                botocore_config=self.botocore_config,
             )
         )
         self._active_job = decision.job_name
         if decision.action in ("create", "supersede"):
             ours = tagging.task_instance_tags(ti.dag_id, ti.task_id, ti.run_id, map_index)
             tags = tagging.with_task_instance_tags(request.get("Tags"), ours)
-            self._create(hook, {**request, kind.name_field: decision.job_name, "Tags": tags})
+            self._create({**request, kind.name_field: decision.job_name, "Tags": tags})
         claim = ledger.save(claim.advanced(attempts.SUBMITTED))
-        return self._follow(context, hook, ledger, claim, request)
+        return self._follow(context, ledger, claim, request)
 
-    def _follow(
-        self,
-        context: Context,
-        hook: SageMakerPreferenceHook,
-        ledger: attempts.JobLedger,
-        claim: attempts.JobClaim,
-        request: Mapping[str, Any],
-    ) -> Any:
-        """Wait for the claimed job: finish at once if it ended, announce a selection, then defer or block."""
-        kind = self.job_kind
-        self._active_job = claim.job_name
-        self._persist_links(context, hook, claim.job_name)
-        description = self._describe(hook, claim.job_name)
-        if description.get(kind.status_field) in TERMINAL_STATUSES:
-            return self._finish(context, description, announced=False)
-        announced = False
-        if kind.selected(description) is not None:
-            self._announce(context, description)
-            announced = True
-        deadline, pending_deadline = self._deadlines(request, claim.submitted_at)
-        if not self.deferrable:
-            ledger.save(claim.advanced(attempts.BLOCKING))
-            return self._wait_blocking(context, hook, description, announced, deadline, pending_deadline)
-        ledger.save(claim.advanced(attempts.DEFERRED))
-        self._defer(claim.job_name, description, announced, deadline, pending_deadline)
-
-    def _create(self, hook: SageMakerPreferenceHook, request: dict[str, Any]) -> None:
+    def _create(self, request: dict[str, Any]) -> None:
         from botocore.exceptions import ClientError, ParamValidationError
+
+        from airflow_sm_prefs.hooks import error_code
 
         name = request[self.job_kind.name_field]
         try:
-            getattr(hook.conn, self.job_kind.create_method)(**request)
+            self.hook.create_job(self.job_kind, request)
         except ParamValidationError as error:
             _fail(f"botocore rejected the request before sending it: {error} (no SageMaker job was created)")
         except ClientError as error:
-            code = error.response.get("Error", {}).get("Code")
-            message = error.response.get("Error", {}).get("Message")
+            code = error_code(error)
             if code == "ResourceInUse":
                 self.log.info("SageMaker job %s already exists (an earlier attempt created it); reattaching", name)
                 return
             if code in ("ValidationException", "ResourceLimitExceeded", "ResourceNotFound"):
+                message = error.response["Error"].get("Message")
                 _fail(f"SageMaker rejected {self.job_kind.name} job {name}: {code}: {message}")
             raise
         self.log.info("Created SageMaker %s job %s", self.job_kind.name, name)
 
-    def _describe(self, hook: SageMakerPreferenceHook, job_name: str) -> dict[str, Any]:
-        response = getattr(hook.conn, self.job_kind.describe_method)(**{self.job_kind.name_field: job_name})
-        return dict(record.jsonable(response))
-
-    def _describe_or_none(self, hook: SageMakerPreferenceHook, job_name: str) -> dict[str, Any] | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            return self._describe(hook, job_name)
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") in ("ValidationException", "ResourceNotFound"):
-                return None
-            raise
-
-    def _latest(self, hook: SageMakerPreferenceHook, job_name: str, fallback: Mapping[str, Any]) -> Mapping[str, Any]:
-        """A fresh description for the record; the last one seen if SageMaker cannot be asked right now."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            return self._describe(hook, job_name)
-        except (BotoCoreError, ClientError) as error:
-            self.log.info("Could not describe %s for its record (%s); recording the last status seen", job_name, error)
-            return fallback
-
-    def _stop(self, hook: SageMakerPreferenceHook, job_name: str) -> None:
-        from airflow_sm_prefs.hooks import stop_job
-
-        stop_job(hook, self.job_kind, job_name, self.log)
-
-    def _persist_links(self, context: Context, hook: SageMakerPreferenceHook, job_name: str) -> None:
-        region = hook.conn_region_name
-        partition = hook.conn_partition
-        SageMakerConsoleLink.persist(
-            context,
-            self,
-            region_name=region,
-            aws_partition=partition,
-            job_name=job_name,
-            console_fragment=self.job_kind.console_fragment,
+    def _follow(
+        self, context: Context, ledger: attempts.JobLedger, claim: attempts.JobClaim, request: Mapping[str, Any]
+    ) -> Any:
+        """Wait for the claimed job: finish at once if it ended, announce a selection, then defer or block."""
+        self._active_job = claim.job_name
+        self._persist_links(context, claim.job_name)
+        description = self.hook.describe_job(self.job_kind, claim.job_name)
+        view = self._view(description)
+        deadline, pending_deadline = wait_deadlines(
+            self.job_kind, request, claim.submitted_at, self.max_pending, self.wait_timeout
         )
-        SageMakerLogsLink.persist(
-            context,
-            self,
-            region_name=region,
-            aws_partition=partition,
-            job_name=job_name,
-            escaped_log_group=escape_log_group(self.job_kind.log_group),
-        )
+        if view.terminal:
+            return self._finish(context, description, announced=False)
+        announced = view.selected is not None
+        if announced:
+            self._announce(context, view)
+        ledger.save(claim.advanced(attempts.DEFERRED if self.deferrable else attempts.BLOCKING))
+        return self._wait(context, description, announced, deadline, pending_deadline)
+
+    def _persist_links(self, context: Context, job_name: str) -> None:
+        common = {"region_name": self._region, "aws_partition": self.hook.conn_partition, "job_name": job_name}
+        SageMakerConsoleLink.persist(context, self, console_fragment=self.job_kind.console_fragment, **common)
+        SageMakerLogsLink.persist(context, self, escaped_log_group=escape_log_group(self.job_kind.log_group), **common)
 
     # -- waiting ----------------------------------------------------------------------------------------
 
-    def _deadlines(self, request: Mapping[str, Any], submitted_at: str | None) -> tuple[str, str | None]:
-        start = record.to_time(submitted_at) or pendulum.now("UTC")
-        stopping = request.get("StoppingCondition") or {}
-        runtime = timedelta(seconds=stopping.get("MaxRuntimeInSeconds") or DEFAULT_RUNTIME.total_seconds())
-        if self.job_kind.service_enforces_pending_limit:
-            pending_seconds = stopping.get("MaxPendingTimeInSeconds")
-            pending = timedelta(seconds=pending_seconds) if pending_seconds else DEFAULT_PENDING
-            pending_deadline = None
-        else:
-            pending = timedelta(seconds=self.max_pending) if self.max_pending else DEFAULT_PENDING
-            pending_deadline = (start + pending).isoformat() if self.max_pending else None
-        if self.wait_timeout is not None:
-            deadline = start + timedelta(seconds=self.wait_timeout)
-        else:
-            deadline = start + pending + runtime + DEADLINE_SLACK
-        return deadline.isoformat(), pending_deadline
+    def _wait(
+        self, context: Context, description: dict[str, Any], announced: bool, deadline: str, pending: str | None
+    ) -> Any:
+        """Wait for the selection (unless announced), then for the end: in the triggerer or in this slot."""
+        wait_for: WaitFor = "completion" if announced else "selection"
+        if self.deferrable:
+            self._defer(description, wait_for, deadline, pending)
+        from airflow_sm_prefs import blocking
 
-    def _defer(
-        self,
-        job_name: str,
-        description: Mapping[str, Any],
-        announced: bool,
-        deadline: str,
-        pending_deadline: str | None,
-    ) -> NoReturn:
+        outcome, description = blocking.wait(
+            self.hook, self._view(description), description, wait_for, deadline, pending, self.check_interval, self.log
+        )
+        return self._handle(context, outcome, description, announced, deadline, pending)
+
+    def _defer(self, description: dict[str, Any], wait_for: WaitFor, deadline: str, pending: str | None) -> NoReturn:
         from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
         from airflow_sm_prefs.watcher import KnownState
 
+        view = self._view(description)
+        assert view.name is not None
         trigger = SageMakerPreferenceJobTrigger(
-            job_name=job_name,
+            job_name=view.name,
             job_kind=self.job_kind.name,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
-            wait_for="completion" if announced else "selection",
+            hook_kwargs=self.hook_kwargs,
+            wait_for=wait_for,
             deadline=deadline,
-            pending_deadline=pending_deadline,
+            pending_deadline=pending,
             poll_interval=self.check_interval,
             stop_on_kill=self.stop_on_kill,
-            known_state=KnownState.of(self.job_kind, dict(description)).to_json(),
+            known_state=KnownState.of(view).to_json(),
         )
-        remaining = (record.to_time(deadline) or pendulum.now("UTC")) - pendulum.now("UTC")
+        remaining = (to_time(deadline) or pendulum.now("UTC")) - pendulum.now("UTC")
         # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.
         timeout = timedelta(seconds=remaining.total_seconds()) + DEFER_TIMEOUT_MARGIN
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
@@ -365,98 +338,77 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self.log.warning(
                 "Ignoring an event about SageMaker job %s: this task instance follows job %s", job_name, claim.job_name
             )
-            hook = self._hook()
-            return self._follow(context, hook, ledger, claim, self._rendered_request(hook))
+            return self._follow(context, ledger, claim, self._rendered_request())
         if claim is not None:
-            claim = ledger.save(claim.advanced(attempts.RESUMED))
-        status = event.get("status")
-        announced = bool(event.get("announced"))
-        deadline, pending_deadline = event.get("deadline"), event.get("pending_deadline")
+            ledger.save(claim.advanced(attempts.RESUMED))
         self._active_job = job_name
+        deadline = event.get("deadline") or wait_deadlines(self.job_kind, {}, None, None, None)[0]
         description = event.get("description") or {}
-        if status == "selected":
-            self._announce(context, description)
-            if claim is not None:
-                ledger.save(claim.advanced(attempts.DEFERRED))
-            self._defer(job_name, description, True, deadline or self._deadlines({}, None)[0], pending_deadline)
-        if status == "finished":
-            return self._finish(context, description, announced)
-        hook = self._hook()
         if not description:
             # A trigger that saw no change since the deferral (a quiet queue) sends no description.
-            description = self._latest(hook, job_name, description)
-        if status == "pending_timeout":
-            self._give_up_waiting(context, hook, job_name, description)
-        if status == "timeout":
-            self._time_out(context, hook, job_name, description)
-        raise RuntimeError(f"lost track of SageMaker job {job_name}: {event.get('message')}; a retry reattaches")
+            description = self._latest(job_name, {self.job_kind.name_field: job_name})
+        status = event.get("status")
+        return self._handle(
+            context,
+            Outcome(status) if status in tuple(Outcome) else Outcome.ERROR,
+            description,
+            bool(event.get("announced")),
+            deadline,
+            event.get("pending_deadline"),
+            event.get("message"),
+        )
 
-    def _wait_blocking(
+    def _handle(
         self,
         context: Context,
-        hook: SageMakerPreferenceHook,
+        outcome: Outcome,
         description: dict[str, Any],
         announced: bool,
         deadline: str,
-        pending_deadline: str | None,
+        pending: str | None,
+        message: str | None = None,
     ) -> Any:
-        from airflow_sm_prefs.watcher import backoff_seconds, is_transient, signature
+        """What the task does once a wait ended, whichever way it waited."""
+        view = self._view(description)
+        if outcome is Outcome.SELECTED:
+            self._announce(context, view)
+            ledger = attempts.JobLedger.from_context(context)
+            claim = ledger.load()
+            if claim is not None:
+                ledger.save(claim.advanced(attempts.DEFERRED if self.deferrable else attempts.BLOCKING))
+            return self._wait(context, description, True, deadline, pending)
+        if outcome is Outcome.FINISHED:
+            return self._finish(context, description, announced)
+        if outcome is Outcome.PENDING_TIMEOUT:
+            self._abandon(context, view, NoCapacityError, no_capacity_message(view), "queued")
+        if outcome is Outcome.TIMEOUT:
+            self._abandon(context, view, AirflowException, wait_timeout_message(view), "running")
+        raise RuntimeError(f"lost track of SageMaker job {view.name}: {message}; a retry reattaches")
 
-        kind = self.job_kind
-        name = description[kind.name_field]
-        last = signature(kind, description)
-        self.log.info(progress.status_line(kind, description))
-        failures = 0
-        while True:
-            now = pendulum.now("UTC")
-            patience = record.to_time(pending_deadline)
-            if patience is not None and kind.selected(description) is None and now >= patience:
-                self._give_up_waiting(context, hook, name, description)
-            limit = record.to_time(deadline)
-            if limit is not None and now >= limit:
-                self._time_out(context, hook, name, description)
-            time.sleep(self.check_interval if kind.selected(description) else self.check_interval * 2)
-            try:
-                description = self._describe(hook, name)
-                failures = 0
-            except Exception as error:
-                if not is_transient(error)[0]:
-                    raise
-                failures += 1
-                self.log.info("Transient error describing %s (%s); will retry", name, error)
-                time.sleep(backoff_seconds(self.check_interval, failures))
-                continue
-            current = signature(kind, description)
-            if current != last:
-                last = current
-                self.log.info(progress.status_line(kind, description))
-            if not announced and kind.selected(description) is not None:
-                self._announce(context, description)
-                announced = True
-            if description.get(kind.status_field) in TERMINAL_STATUSES:
-                return self._finish(context, description, announced)
+    def _latest(self, job_name: str, fallback: dict[str, Any]) -> dict[str, Any]:
+        """A fresh description for the record; the last one seen if SageMaker cannot be asked right now."""
+        try:
+            return self.hook.describe_job(self.job_kind, job_name)
+        except Exception as error:
+            self.log.info("Could not describe %s for its record (%s); recording the last status seen", job_name, error)
+            return fallback
 
     def on_kill(self) -> None:
         """The blocking wait was killed (SIGTERM): stop the job rather than leave it running unobserved."""
         if self._active_job and self.stop_on_kill:
-            self._stop(self._hook(), self._active_job)
+            self.hook.stop_job(self.job_kind, self._active_job, self.log)
 
     # -- outcomes ---------------------------------------------------------------------------------------
 
-    def _region(self) -> str | None:
-        if self._resolved_region is None:
-            self._hook()
-        return self._resolved_region
+    def _announce(self, context: Context, view: JobView) -> None:
+        from airflow_sm_prefs.metrics import emit_selection
 
-    def _announce(self, context: Context, description: Mapping[str, Any]) -> None:
-        kind = self.job_kind
-        line = progress.selection_line(kind, description)
-        if line is None:
+        chosen = record.selection(view, self._region)
+        if chosen is None:
             return
-        self.log.info(line)
-        chosen = record.selection(kind, description, self._region())
+        self.log.info(progress.selection_line(view))
         context["ti"].xcom_push(key="selection", value=chosen)
-        _emit_selection_metrics(kind, chosen or {})
+        emit_selection(chosen)
 
     @staticmethod
     def _mark_finished(context: Context) -> None:
@@ -466,73 +418,31 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         if claim is not None:
             ledger.save(claim.advanced(attempts.FINISHED))
 
-    def _finish(self, context: Context, description: Mapping[str, Any], announced: bool) -> dict[str, Any]:
-        kind = self.job_kind
+    def _finish(self, context: Context, description: dict[str, Any], announced: bool) -> record.JobRecord:
         self._mark_finished(context)
+        view = self._view(description)
         if not announced:
-            self._announce(context, description)
-        result = record.build(kind, description, self._region())
+            self._announce(context, view)
+        result = record.build(view, self._region)
         self._lineage_description = dict(description)
-        status = result["status"]
-        self.log.info(
-            "SageMaker %s job %s ended %s: %s",
-            kind.name,
-            result["job_name"],
-            status,
-            json.dumps(
-                {
-                    k: result[k]
-                    for k in (
-                        "selected_instance_type",
-                        "selected_instance_count",
-                        "selected_rank",
-                        "pending_seconds",
-                        "run_seconds",
-                        "billable_seconds",
-                    )
-                }
-            ),
-        )
-        if status == "Completed":
+        summary = json.dumps({k: result[k] for k in FINISH_SUMMARY_FIELDS})  # type: ignore[literal-required]
+        self.log.info("SageMaker %s job %s ended %s: %s", view.kind.name, view.name, view.status, summary)
+        if result["status"] == "Completed":
             return result
         context["ti"].xcom_push(key="record", value=result)
-        raise _outcome_error(kind, result, description)
-
-    def _give_up_waiting(
-        self, context: Context, hook: SageMakerPreferenceHook, job_name: str, description: Mapping[str, Any]
-    ) -> NoReturn:
-        waited = progress.format_seconds(record.pending_seconds(self.job_kind, description))
-        message = (
-            f"SageMaker {self.job_kind.name} job {job_name} got no capacity within max_pending ({waited} waited) "
-            f"for any of: {record.describe_preferences(self.job_kind, description)}"
-        )
-        self._abandon(context, hook, job_name, description, NoCapacityError, message, "queued")
-
-    def _time_out(
-        self, context: Context, hook: SageMakerPreferenceHook, job_name: str, description: Mapping[str, Any]
-    ) -> NoReturn:
-        message = (
-            f"SageMaker {self.job_kind.name} job {job_name} was still "
-            f"{description.get(self.job_kind.status_field)} when wait_timeout expired"
-        )
-        self._abandon(context, hook, job_name, description, AirflowException, message, "running")
+        raise outcome_error(view, result)
 
     def _abandon(
-        self,
-        context: Context,
-        hook: SageMakerPreferenceHook,
-        job_name: str,
-        description: Mapping[str, Any],
-        error: type[AirflowException],
-        message: str,
-        left: str,
+        self, context: Context, view: JobView, error: type[AirflowException], message: str, left: str
     ) -> NoReturn:
         """The operator stops waiting: stop the job unless told not to, record it, and fail saying which."""
+        assert view.name is not None
         self._mark_finished(context)
         if self.stop_on_timeout:
-            self._stop(hook, job_name)
-            description = self._latest(hook, job_name, description)  # the record shows the job after the stop
-        context["ti"].xcom_push(key="record", value=record.build(self.job_kind, description, self._region()))
+            self.hook.stop_job(self.job_kind, view.name, self.log)
+            # The record shows the job after the stop.
+            view = self._view(self._latest(view.name, {self.job_kind.name_field: view.name}))
+        context["ti"].xcom_push(key="record", value=record.build(view, self._region))
         raise error(message + ("; the job was stopped" if self.stop_on_timeout else f"; the job was left {left}"))
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
@@ -571,64 +481,3 @@ def _parse_json(text: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise rules.PreferenceValidationError([f"{what} rendered to text that is not JSON: {error}"]) from error
-
-
-def _outcome_error(kind: JobKind, result: Mapping[str, Any], description: Mapping[str, Any]) -> AirflowException:
-    """Why a job that ended without completing failed the task, in the words a user needs."""
-    status = result["status"]
-    if result["selected_instance_type"] is None:
-        waited = progress.format_seconds(result["pending_seconds"])
-        return NoCapacityError(
-            f"SageMaker {kind.name} job {result['job_name']} ended {status} without ever getting capacity "
-            f"after waiting {waited} for any of: {record.describe_preferences(kind, description)}. "
-            f"{result['failure_reason'] or ''}".strip()
-        )
-    where = (
-        f"{result['selected_instance_count']} x {result['selected_instance_type']} "
-        f"(preference #{(result['selected_rank'] or 0) + 1})"
-    )
-    hint = (
-        " It ran on a fallback type: SageMaker does not check that your container works on every preference."
-        if result["fell_back"] and status == "Failed"
-        else ""
-    )
-    return AirflowException(
-        f"SageMaker {kind.name} job {result['job_name']} ended {status} on {where}: "
-        f"{result['failure_reason'] or description.get('SecondaryStatus')}.{hint}"
-    )
-
-
-def _check_instance_types(kind: JobKind, request: Mapping[str, Any], hook: SageMakerPreferenceHook) -> None:
-    """R19 against the model of the botocore actually in use (too heavy to load at DAG parse time)."""
-    model = hook.conn.meta.service_model  # type: ignore[attr-defined]
-    resources_shape = model.shape_for("ResourceConfig" if kind is TRAINING else "ProcessingClusterConfig")
-    if "InstancePreferences" not in resources_shape.members:  # type: ignore[attr-defined]
-        raise rules.PreferenceValidationError(
-            ["the installed botocore does not know InstancePreferences; upgrade boto3/botocore to 1.43.90 or later"]
-        )
-    enum_shape = model.shape_for("TrainingInstanceType" if kind is TRAINING else "ProcessingInstanceType")
-    known = set(getattr(enum_shape, "enum", []))
-    problems = [
-        f"preference #{index + 1} ({entry.get('InstanceType')}): not a SageMaker {kind.name} instance type [R19]"
-        for index, entry in enumerate(kind.resources(request).get("InstancePreferences") or [])
-        if entry.get("InstanceType") not in known
-    ]
-    if problems:
-        raise rules.PreferenceValidationError(problems)
-
-
-def _emit_selection_metrics(kind: JobKind, chosen: Mapping[str, Any]) -> None:
-    try:
-        from airflow.sdk.observability import stats
-    except ImportError:  # pragma: no cover - Airflow < 3.3
-        return
-    tags = {
-        "job_kind": kind.name,
-        "instance_type": str(chosen.get("selected_instance_type")),
-        "rank": str(chosen.get("selected_rank")),
-    }
-    stats.incr("sm_prefs.selected", tags=tags)
-    stats.gauge("sm_prefs.selected_rank", chosen.get("selected_rank") or 0, tags=tags)
-    stats.timing("sm_prefs.pending_seconds", timedelta(seconds=chosen.get("pending_seconds") or 0), tags=tags)
-    if chosen.get("fell_back"):
-        stats.incr("sm_prefs.fallback", tags=tags)

@@ -1,37 +1,28 @@
-"""Turns successive Describe responses into the status lines a person wants in the task log, once each."""
+"""The status lines a person wants in the task log, from a ``JobView``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from airflow_sm_prefs import record
-from airflow_sm_prefs.jobs import JobKind
+from airflow_sm_prefs.job_view import JobView
 
 
-def status_line(kind: JobKind, description: Mapping[str, Any]) -> str:
-    name = description.get(kind.name_field)
-    status = description.get(kind.status_field)
-    secondary = description.get("SecondaryStatus")
-    line = f"SageMaker {kind.name} job {name}: {status}" + (f" / {secondary}" if secondary else "")
-    transitions = description.get("SecondaryStatusTransitions") or []
-    if transitions and transitions[-1].get("StatusMessage"):
-        line += f" ({transitions[-1]['StatusMessage']})"
+def status_line(view: JobView) -> str:
+    line = f"SageMaker {view.kind.name} job {view.name}: {view.status}"
+    if view.secondary_status:
+        line += f" / {view.secondary_status}"
+    if view.status_message:
+        line += f" ({view.status_message})"
     return line
 
 
-def selection_line(kind: JobKind, description: Mapping[str, Any]) -> str | None:
-    chosen = kind.selected(description)
-    if chosen is None:
+def selection_line(view: JobView) -> str | None:
+    if view.selected is None:
         return None
-    rank = record.selected_rank(kind, description)
-    total = len(kind.resources(description).get("InstancePreferences") or [])
-    waited = record.pending_seconds(kind, description)
-    which = f"preference #{rank + 1} of {total}" if rank is not None else "an unlisted configuration"
+    rank = view.selected_rank
+    which = f"preference #{rank + 1} of {len(view.preferences)}" if rank is not None else "an unlisted configuration"
     fallback = " (first choice)" if rank == 0 else " (fallback)" if rank else ""
     return (
-        f"SageMaker selected {which}{fallback}: {chosen[1]} x {chosen[0]}, after waiting "
-        f"{format_seconds(waited)} for capacity"
+        f"SageMaker selected {which}{fallback}: {view.selected_count} x {view.selected_type}, after waiting "
+        f"{format_seconds(view.pending_seconds())} for capacity"
     )
 
 

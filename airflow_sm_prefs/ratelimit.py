@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from typing import ClassVar
+
+_Key = tuple[object, ...]
 
 
 class AdaptiveRateLimiter:
-    _shared: ClassVar[dict[tuple[object, ...], AdaptiveRateLimiter]] = {}
+    # Per event loop: its lock belongs to the loop, and a limiter dies with it.
+    _shared: ClassVar[
+        weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[object, ...], AdaptiveRateLimiter]]
+    ] = weakref.WeakKeyDictionary()
 
     def __init__(self, rate: float = 5.0, burst: float = 10.0, floor: float = 0.2) -> None:
         self.ceiling = rate
@@ -25,15 +31,12 @@ class AdaptiveRateLimiter:
 
     @classmethod
     def shared(cls, key: tuple[object, ...], rate: float = 5.0) -> AdaptiveRateLimiter:
-        """One limiter per key (event loop, connection, region): all job kinds of an account share it."""
-        limiter = cls._shared.get(key)
+        """The running loop's limiter for ``key`` (connection, Region): all job kinds of an account share it."""
+        limiters = cls._shared.setdefault(asyncio.get_running_loop(), {})
+        limiter = limiters.get(key)
         if limiter is None:
-            limiter = cls._shared[key] = cls(rate=rate)
+            limiter = limiters[key] = cls(rate=rate)
         return limiter
-
-    @classmethod
-    def forget(cls, key: tuple[object, ...]) -> None:
-        cls._shared.pop(key, None)
 
     def _refill(self) -> None:
         now = time.monotonic()

@@ -1,155 +1,93 @@
-"""The chosen-configuration record: one flat, JSON-safe dict built from a Describe response.
-
-This is the XCom contract (documented in the README). Describe responses arrive either from boto3 (with
-``datetime`` values) or through a trigger event (ISO-8601 strings); both are accepted.
-"""
+"""The chosen-configuration record: the XCom contract (documented in the README), built from a ``JobView``."""
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
-import pendulum
-
-from airflow_sm_prefs.jobs import TERMINAL_STATUSES, JobKind
+from airflow_sm_prefs.job_view import JobView, jsonable
 
 
-def to_time(value: Any) -> pendulum.DateTime | None:
-    if value is None:
+class Selection(TypedDict):
+    """XCom ``selection``: pushed as soon as SageMaker picked a preference, while the job still runs."""
+
+    job_name: str | None
+    job_kind: str
+    selected_instance_type: str
+    selected_instance_count: int
+    selected_rank: int | None
+    fell_back: bool | None
+    pending_seconds: float
+    region: str | None
+
+
+class JobRecord(TypedDict):
+    """The operator's return value (and XCom ``record`` when the job did not complete)."""
+
+    job_name: str | None
+    job_arn: str | None
+    job_kind: str
+    status: str | None
+    secondary_status: str | None
+    selected_instance_type: str | None
+    selected_instance_count: int | None
+    selected_rank: int | None
+    fell_back: bool | None
+    preferences: list[dict[str, Any]]
+    pending_seconds: float
+    run_seconds: float | None
+    billable_seconds: int | None
+    billable_instance_seconds: int | None
+    failure_reason: str | None
+    region: str | None
+    created_at: str | None
+    started_at: str | None
+    ended_at: str | None
+    last_modified_at: str | None
+
+
+def selection(view: JobView, region: str | None) -> Selection | None:
+    if view.selected_type is None:
         return None
-    if isinstance(value, dt.datetime):
-        return pendulum.instance(value).in_timezone("UTC")
-    if isinstance(value, int | float):
-        return pendulum.from_timestamp(value, tz="UTC")
-    parsed = pendulum.parse(str(value))
-    return parsed.in_timezone("UTC") if isinstance(parsed, pendulum.DateTime) else None
+    return Selection(
+        job_name=view.name,
+        job_kind=view.kind.name,
+        selected_instance_type=view.selected_type,
+        selected_instance_count=view.selected_count or 0,
+        selected_rank=view.selected_rank,
+        fell_back=view.fell_back,
+        pending_seconds=round(view.pending_seconds(), 3),
+        region=region,
+    )
 
 
-def iso(value: Any) -> str | None:
-    moment = to_time(value)
+def build(view: JobView, region: str | None) -> JobRecord:
+    run = view.run_seconds()
+    billable = view.billable_seconds
+    return JobRecord(
+        job_name=view.name,
+        job_arn=view.arn,
+        job_kind=view.kind.name,
+        status=view.status,
+        secondary_status=view.secondary_status,
+        selected_instance_type=view.selected_type,
+        selected_instance_count=view.selected_count,
+        selected_rank=view.selected_rank,
+        fell_back=view.fell_back,
+        preferences=jsonable(list(view.preferences)),
+        pending_seconds=round(view.pending_seconds(), 3),
+        run_seconds=round(run, 3) if run is not None else None,
+        billable_seconds=billable,
+        billable_instance_seconds=billable * view.selected_count
+        if billable is not None and view.selected_count
+        else None,
+        failure_reason=view.failure_reason,
+        region=region,
+        created_at=_iso(view.created),
+        started_at=_iso(view.started),
+        ended_at=_iso(view.ended),
+        last_modified_at=_iso(view.last_modified),
+    )
+
+
+def _iso(moment: Any) -> str | None:
     return moment.isoformat() if moment is not None else None
-
-
-def jsonable(value: Any) -> Any:
-    """A Describe response with datetimes as ISO-8601 strings (trigger events and XCom need plain JSON)."""
-    if isinstance(value, dt.datetime):
-        return iso(value)
-    if isinstance(value, Mapping):
-        return {k: jsonable(v) for k, v in value.items() if k != "ResponseMetadata"}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    return value
-
-
-def selected_rank(kind: JobKind, description: Mapping[str, Any]) -> int | None:
-    selected = kind.selected(description)
-    if selected is None:
-        return None
-    for rank, entry in enumerate(kind.resources(description).get("InstancePreferences") or []):
-        if entry.get("InstanceType") == selected[0]:
-            return rank
-    return None
-
-
-def pending_seconds(kind: JobKind, description: Mapping[str, Any], now: pendulum.DateTime | None = None) -> float:
-    """Seconds the job waited for capacity.
-
-    Training: the summed length of its ``Pending`` secondary-status periods. Processing has no secondary
-    status, so it is the time from creation until SageMaker reported a selected type and the job started
-    (this includes instance provisioning, which training reports separately as ``Starting``).
-    """
-    now = now or pendulum.now("UTC")
-    transitions = description.get("SecondaryStatusTransitions")
-    if transitions is not None:
-        total = 0.0
-        for transition in transitions:
-            if transition.get("Status") != "Pending":
-                continue
-            start = to_time(transition.get("StartTime"))
-            end = to_time(transition.get("EndTime")) or _ended_or(description, now)
-            if start is not None:
-                total += max(0.0, (end - start).total_seconds())
-        return total
-    created = to_time(description.get("CreationTime"))
-    started = to_time(description.get(kind.start_field))
-    if created is None:
-        return 0.0
-    if started is None:
-        started = _ended_or(description, now)
-    return max(0.0, (started - created).total_seconds())
-
-
-def _ended_or(description: Mapping[str, Any], now: pendulum.DateTime) -> pendulum.DateTime:
-    status = description.get("TrainingJobStatus") or description.get("ProcessingJobStatus")
-    if status in TERMINAL_STATUSES:
-        return to_time(description.get("LastModifiedTime")) or now
-    return now
-
-
-def run_seconds(kind: JobKind, description: Mapping[str, Any], now: pendulum.DateTime | None = None) -> float | None:
-    started = to_time(description.get(kind.start_field))
-    if started is None:
-        return None
-    ended = to_time(description.get(kind.end_field)) or now or pendulum.now("UTC")
-    return max(0.0, (ended - started).total_seconds())
-
-
-def selection(kind: JobKind, description: Mapping[str, Any], region: str | None) -> dict[str, Any] | None:
-    """The early record pushed as XCom ``selection`` once SageMaker picked a preference."""
-    chosen = kind.selected(description)
-    if chosen is None:
-        return None
-    rank = selected_rank(kind, description)
-    return {
-        "job_name": description.get(kind.name_field),
-        "job_kind": kind.name,
-        "selected_instance_type": chosen[0],
-        "selected_instance_count": chosen[1],
-        "selected_rank": rank,
-        "fell_back": bool(rank),
-        "pending_seconds": round(pending_seconds(kind, description), 3),
-        "region": region,
-    }
-
-
-def build(kind: JobKind, description: Mapping[str, Any], region: str | None) -> dict[str, Any]:
-    """The operator's return value: everything a pipeline or a person needs about the chosen configuration."""
-    chosen = kind.selected(description)
-    rank = selected_rank(kind, description)
-    billable = description.get("BillableTimeInSeconds")
-    run = run_seconds(kind, description)
-    return {
-        "job_name": description.get(kind.name_field),
-        "job_arn": description.get(kind.arn_field),
-        "job_kind": kind.name,
-        "status": description.get(kind.status_field),
-        "secondary_status": description.get("SecondaryStatus"),
-        "selected_instance_type": chosen[0] if chosen else None,
-        "selected_instance_count": chosen[1] if chosen else None,
-        "selected_rank": rank,
-        "fell_back": bool(rank) if rank is not None else None,
-        "preferences": jsonable(kind.resources(description).get("InstancePreferences") or []),
-        "pending_seconds": round(pending_seconds(kind, description), 3),
-        "run_seconds": round(run, 3) if run is not None else None,
-        "billable_seconds": billable,
-        "billable_instance_seconds": billable * chosen[1] if billable is not None and chosen else None,
-        "failure_reason": description.get("FailureReason"),
-        "region": region,
-        "created_at": iso(description.get("CreationTime")),
-        "started_at": iso(description.get(kind.start_field)),
-        "ended_at": iso(description.get(kind.end_field)),
-        "last_modified_at": iso(description.get("LastModifiedTime")),
-    }
-
-
-def describe_preferences(kind: JobKind, description: Mapping[str, Any]) -> str:
-    """'#1 ml.p5.48xlarge x1, #2 ml.p4d.24xlarge x2' for messages that must name every preference."""
-    resources = kind.resources(description)
-    uniform = resources.get("InstanceCount")
-    parts = []
-    for rank, entry in enumerate(resources.get("InstancePreferences") or []):
-        count = entry.get("InstanceCount", uniform)
-        plan = " (training plan)" if entry.get("TrainingPlanArns") else ""
-        parts.append(f"#{rank + 1} {entry.get('InstanceType')} x{count}{plan}")
-    return ", ".join(parts)

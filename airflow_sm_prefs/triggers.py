@@ -10,32 +10,36 @@ import pendulum
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_sm_prefs import progress
-from airflow_sm_prefs.jobs import KINDS, TERMINAL_STATUSES, JobKind
-from airflow_sm_prefs.watcher import JobWatcher, KnownState, signature
-
-STOP_TIMEOUT_SECONDS = 20.0
+from airflow_sm_prefs.job_view import JobView
+from airflow_sm_prefs.jobs import KINDS, JobKind
+from airflow_sm_prefs.polling import Outcome, WaitFor, next_limit, observe
 
 
 class SageMakerPreferenceJobTrigger(BaseTrigger):
     """Waits for a SageMaker job to select a preference (``wait_for="selection"``) or to end.
 
-    Yields exactly one event, ``{"status": ..., "job_name": ..., "description": ...}`` where status is
-    ``selected``, ``finished`` (a terminal status), ``pending_timeout`` (no capacity by ``pending_deadline``),
-    ``timeout`` (``deadline`` reached) or ``error`` (the job can no longer be observed).
+    Yields exactly one event, ``{"status": ..., "job_name": ..., "description": ...}`` where status is an
+    :class:`~airflow_sm_prefs.polling.Outcome` and ``description`` holds only the Describe fields the
+    operator reads (never the job's environment or hyperparameters, which may hold secrets).
+
+    :param hook_kwargs: the operator's connection settings (``aws_conn_id``, ``region_name``, ``verify``,
+        ``config``), so the trigger's clients are built exactly like the task's. ``aws_conn_id`` and
+        ``region_name`` alone are accepted for triggers serialized by 0.1.0.
     """
 
     def __init__(
         self,
         job_name: str,
         job_kind: str,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
-        wait_for: str = "completion",
+        hook_kwargs: dict[str, Any] | None = None,
+        wait_for: WaitFor = "completion",
         deadline: str | None = None,
         pending_deadline: str | None = None,
         poll_interval: float = 60.0,
         stop_on_kill: bool = True,
         known_state: dict[str, Any] | None = None,
+        aws_conn_id: str | None = None,
+        region_name: str | None = None,
     ) -> None:
         super().__init__()
         if job_kind not in KINDS:
@@ -44,8 +48,9 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             raise ValueError(f"wait_for must be 'selection' or 'completion', got {wait_for!r}")
         self.job_name = job_name
         self.job_kind = job_kind
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        if hook_kwargs is None:  # a trigger serialized by 0.1.0, still waiting across an upgrade
+            hook_kwargs = {"aws_conn_id": aws_conn_id or "aws_default", "region_name": region_name}
+        self.hook_kwargs = dict(hook_kwargs)
         self.wait_for = wait_for
         self.deadline = deadline
         self.pending_deadline = pending_deadline
@@ -63,8 +68,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             {
                 "job_name": self.job_name,
                 "job_kind": self.job_kind,
-                "aws_conn_id": self.aws_conn_id,
-                "region_name": self.region_name,
+                "hook_kwargs": self.hook_kwargs,
                 "wait_for": self.wait_for,
                 "deadline": self.deadline,
                 "pending_deadline": self.pending_deadline,
@@ -74,15 +78,15 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             },
         )
 
-    def _event(self, status: str, description: dict[str, Any] | None, message: str | None = None) -> TriggerEvent:
+    def _event(self, status: Outcome, description: dict[str, Any] | None, message: str | None = None) -> TriggerEvent:
         # What the operator needs to resume travels in the event itself: `airflow dags test` hands the resume
         # method only the event, not the kwargs given to defer().
         return TriggerEvent(
             {
-                "status": status,
+                "status": str(status),
                 "job_name": self.job_name,
                 "job_kind": self.job_kind,
-                "description": description,
+                "description": self.kind.essentials(description) if description else None,
                 "message": message,
                 "announced": self.wait_for == "completion",
                 "deadline": self.deadline,
@@ -90,75 +94,45 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             }
         )
 
-    def _next_limit(self, selected: bool) -> tuple[float | None, str]:
-        now = pendulum.now("UTC")
-        limits: list[tuple[float, str]] = []
-        if self.deadline:
-            limits.append(((pendulum.parse(self.deadline) - now).total_seconds(), "timeout"))  # type: ignore[operator]
-        if self.pending_deadline and not selected:
-            limits.append(
-                (
-                    (pendulum.parse(self.pending_deadline) - now).total_seconds(),  # type: ignore[operator]
-                    "pending_timeout",
-                )
-            )
-        if not limits:
-            return None, "timeout"
-        seconds, why = min(limits)
-        return max(0.0, seconds), why
-
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_sm_prefs.watcher import JobWatcher, KnownState
+
         kind = self.kind
-        watcher = JobWatcher.shared(kind, self.aws_conn_id, self.region_name)
+        watcher = JobWatcher.shared(kind, self.hook_kwargs)
         known = KnownState.from_json(self.known_state) if self.known_state else None
         last_signature = known.signature if known else None
         description: dict[str, Any] | None = None
+        selected = False
         async with watcher.watch(self.job_name, self.poll_interval, known) as updates:
             while True:
-                selected = description is not None and kind.selected(description) is not None
-                timeout, why = self._next_limit(selected)
+                timeout, limit = next_limit(pendulum.now("UTC"), self.deadline, self.pending_deadline, selected)
                 try:
                     update = await asyncio.wait_for(updates.get(), timeout=timeout)
                 except TimeoutError:
-                    yield self._event(why, description)
+                    yield self._event(limit, description)
                     return
                 if update.error is not None:
-                    yield self._event("error", description, update.error)
+                    yield self._event(Outcome.ERROR, description, update.error)
                     return
                 description = update.description
                 assert description is not None
-                current = signature(kind, description)
-                if current != last_signature:
-                    self.log.info(progress.status_line(kind, description))
-                    last_signature = current
-                if description.get(kind.status_field) in TERMINAL_STATUSES:
-                    yield self._event("finished", description)
-                    return
-                if self.wait_for == "selection" and kind.selected(description) is not None:
-                    self.log.info(progress.selection_line(kind, description))
-                    yield self._event("selected", description)
+                view = JobView.parse(kind, description)
+                selected = view.selected is not None
+                if view.signature != last_signature:
+                    self.log.info(progress.status_line(view))
+                    last_signature = view.signature
+                outcome = observe(view, self.wait_for)
+                if outcome is Outcome.SELECTED:
+                    self.log.info(progress.selection_line(view))
+                if outcome is not None:
+                    yield self._event(outcome, description)
                     return
 
     async def on_kill(self) -> None:
         """The user marked the deferred task failed/success or cleared it: stop the job (best effort)."""
+        from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+
         if not self.stop_on_kill:
             self.log.info("stop_on_kill is off: leaving SageMaker job %s running", self.job_name)
             return
-        await stop_job(self.kind, self.job_name, self.aws_conn_id, self.region_name, self.log)
-
-
-async def stop_job(kind: JobKind, job_name: str, aws_conn_id: str | None, region_name: str | None, log: Any) -> None:
-    from airflow_sm_prefs.hooks import SageMakerPreferenceHook, already_ended
-
-    hook = SageMakerPreferenceHook(aws_conn_id=aws_conn_id, region_name=region_name)
-    try:
-        async with await hook.get_async_conn() as client:
-            await asyncio.wait_for(
-                getattr(client, kind.stop_method)(**{kind.name_field: job_name}), timeout=STOP_TIMEOUT_SECONDS
-            )
-        log.info("Requested stop of SageMaker %s job %s", kind.name, job_name)
-    except Exception as error:
-        if already_ended(error):
-            log.info("SageMaker %s job %s had already ended; nothing to stop", kind.name, job_name)
-        else:
-            log.warning("Could not stop SageMaker %s job %s: %s", kind.name, job_name, error)
+        await SageMakerPreferenceHook(**self.hook_kwargs).stop_job_async(self.kind, self.job_name, self.log)

@@ -14,42 +14,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 import logging
 import random
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from airflow_sm_prefs.jobs import TERMINAL_STATUSES, JobKind
+from airflow_sm_prefs.hooks import ErrorClass, SageMakerPreferenceHook, classify, is_transient
+from airflow_sm_prefs.job_view import JobView, jsonable
+from airflow_sm_prefs.jobs import JobKind
+from airflow_sm_prefs.polling import backoff_seconds, interval_for
 from airflow_sm_prefs.ratelimit import AdaptiveRateLimiter
-from airflow_sm_prefs.record import jsonable
 
 log = logging.getLogger(__name__)
 
-THROTTLING_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
-        "RequestThrottled",
-        "SlowDown",
-    }
-)
-TRANSIENT_CODES = frozenset(
-    {
-        "InternalFailure",
-        "InternalServerError",
-        "InternalError",
-        "ServiceUnavailable",
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "PriorRequestNotComplete",
-    }
-)
-IMMINENT_STATES = frozenset({"Starting", "Downloading", "Uploading", "Stopping", "Restarting"})
-MAX_BACKOFF_SECONDS = 300.0
 IDLE_LINGER_SECONDS = 30.0
 SAFETY_NET_SECONDS = 1800.0  # a Describe per job at least this often, whatever listing says
 LIST_OVERLAP_SECONDS = 10.0  # re-list this much service time: timestamps travel in whole seconds
@@ -65,11 +45,6 @@ class JobUpdate:
     error: str | None = None
 
 
-def signature(kind: JobKind, description: dict[str, Any]) -> tuple[Any, ...]:
-    """What counts as a change worth publishing (and logging once)."""
-    return (description.get(kind.status_field), description.get("SecondaryStatus"), kind.selected(description))
-
-
 @dataclass(frozen=True)
 class KnownState:
     """What the operator last saw of a job; lets a new or moved trigger start without a Describe."""
@@ -80,16 +55,9 @@ class KnownState:
     last_modified: float | None
 
     @classmethod
-    def of(cls, kind: JobKind, description: dict[str, Any]) -> KnownState:
-        from airflow_sm_prefs.record import to_time
-
-        modified = to_time(description.get("LastModifiedTime"))
-        return cls(
-            description.get(kind.status_field),
-            description.get("SecondaryStatus"),
-            kind.selected(description),
-            modified.timestamp() if modified else None,
-        )
+    def of(cls, view: JobView) -> KnownState:
+        modified = view.last_modified
+        return cls(view.status, view.secondary_status, view.selected, modified.timestamp() if modified else None)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> KnownState:
@@ -114,25 +82,6 @@ class KnownState:
         return (self.status, self.secondary, self.selected)
 
 
-def backoff_seconds(interval: float, failures: int) -> float:
-    """Wait before the next try after ``failures`` transient errors in a row: doubling, capped at 5 minutes."""
-    return min(MAX_BACKOFF_SECONDS, interval * 2.0 ** min(failures, 8) / 4)
-
-
-def is_transient(error: BaseException) -> tuple[bool, bool]:
-    """(transient, throttled) for an exception raised by a botocore/aiobotocore call."""
-    from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
-
-    if isinstance(error, ClientError):
-        code = error.response.get("Error", {}).get("Code", "")
-        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-        throttled = code in THROTTLING_CODES
-        return throttled or code in TRANSIENT_CODES or status >= 500, throttled
-    if isinstance(error, ConnectionError | HTTPClientError | asyncio.TimeoutError | OSError):
-        return True, False
-    return False, False
-
-
 @dataclass
 class _Watched:
     name: str
@@ -147,7 +96,10 @@ class _Watched:
 
 
 class JobWatcher:
-    _instances: ClassVar[dict[tuple[Any, ...], JobWatcher]] = {}
+    # Per event loop, so a watcher (and its client) never outlives the loop it was made in.
+    _instances: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], JobWatcher]]] = (
+        weakref.WeakKeyDictionary()
+    )
 
     def __init__(
         self, key: tuple[Any, ...], kind: JobKind, client_factory: ClientFactory, limiter: AdaptiveRateLimiter
@@ -171,32 +123,28 @@ class JobWatcher:
     def shared(
         cls,
         kind: JobKind,
-        aws_conn_id: str | None,
-        region_name: str | None,
+        hook_kwargs: dict[str, Any],
         client_factory: ClientFactory | None = None,
     ) -> JobWatcher:
-        loop = asyncio.get_running_loop()
-        key = (id(loop), aws_conn_id, region_name, kind.name)
-        watcher = cls._instances.get(key)
-        if watcher is None or watcher._loop_closed():
-            limiter = AdaptiveRateLimiter.shared((id(loop), aws_conn_id, region_name))
-            factory = client_factory or _hook_client_factory(aws_conn_id, region_name)
-            watcher = cls._instances[key] = cls(key, kind, factory, limiter)
+        """The event loop's watcher for these connection settings and job kind (``hook_kwargs``: the hook's)."""
+        watchers = cls._instances.setdefault(asyncio.get_running_loop(), {})
+        connection = json.dumps(hook_kwargs, sort_keys=True, default=str)
+        key = (connection, kind.name)
+        watcher = watchers.get(key)
+        if watcher is None:
+            limiter = AdaptiveRateLimiter.shared((hook_kwargs.get("aws_conn_id"), hook_kwargs.get("region_name")))
+            factory = client_factory or _hook_client_factory(hook_kwargs)
+            watcher = watchers[key] = cls(key, kind, factory, limiter)
         return watcher
 
     @classmethod
     async def close_all(cls) -> None:
         """Stop this event loop's watchers (tests; a triggerer simply exits)."""
-        loop_id = id(asyncio.get_running_loop())
-        for key, watcher in list(cls._instances.items()):
-            if key[0] == loop_id and watcher._task is not None:
+        for watcher in list(cls._instances.pop(asyncio.get_running_loop(), {}).values()):
+            if watcher._task is not None:
                 watcher._task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher._task
-            cls._instances.pop(key, None)
-
-    def _loop_closed(self) -> bool:
-        return self._task is not None and self._task.get_loop().is_closed()
 
     @contextlib.asynccontextmanager
     async def watch(
@@ -232,10 +180,10 @@ class JobWatcher:
         assert known.last_modified is not None
         job.summary_key = (known.status, known.secondary, known.last_modified)
         job.last_signature = known.signature
-        job.state_interval = self._interval_for_state(job, known.status, known.secondary, known.selected)
+        job.state_interval = interval_for(job.interval, known.status, known.secondary, known.selected is not None)
         if self._cursor is None or known.last_modified < self._cursor:
             self._cursor = known.last_modified
-        own_clock = not self._listing or (self.kind.name == "processing" and known.selected is None)
+        own_clock = not self._listing or (not self.kind.summary_shows_selection and known.selected is None)
         # Spread first safety-net checks over the whole period, so a fan-out of thousands of tasks does not
         # come back as a burst of Describes half an hour later.
         delay = job.state_interval * random.uniform(0.9, 1.1) if own_clock else SAFETY_NET_SECONDS * random.random()
@@ -244,7 +192,7 @@ class JobWatcher:
 
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"sm-prefs-watcher-{self.key[1:]}")
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"sm-prefs-watcher-{self.key[1]}")
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -278,12 +226,13 @@ class JobWatcher:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the client could not be built: tell every waiting trigger
-            log.exception("SageMaker watcher %s failed", self.key[1:])
+            log.exception("SageMaker %s watcher failed", self.kind.name)
             for job in list(self._jobs.values()):
                 self._publish(job, JobUpdate(error=f"could not reach SageMaker: {exc}"))
         finally:
-            if JobWatcher._instances.get(self.key) is self and not self._jobs:
-                JobWatcher._instances.pop(self.key, None)
+            watchers = JobWatcher._instances.get(loop, {})
+            if watchers.get(self.key) is self and not self._jobs:
+                watchers.pop(self.key, None)
 
     @property
     def _listing_active(self) -> bool:
@@ -297,7 +246,7 @@ class JobWatcher:
             return
         self.calls += 1
         try:
-            response = await getattr(client, self.kind.describe_method)(**{self.kind.name_field: job.name})
+            response = await SageMakerPreferenceHook.describe_job_async(client, self.kind, job.name)
         except Exception as exc:
             if self._transient(exc):
                 job.failures += 1
@@ -323,27 +272,23 @@ class JobWatcher:
         if self._cursor is None and modified is not None:
             self._cursor = modified
         description = jsonable(response)
-        current = signature(self.kind, description)
-        if current != job.last_signature:
-            job.last_signature = current
+        view = JobView.parse(self.kind, description)
+        if view.signature != job.last_signature:
+            job.last_signature = view.signature
             self._publish(job, JobUpdate(description=description))
         else:
             job.last = JobUpdate(description=description)
-        job.state_interval = self._interval_for(job, description)
-        own_clock = not self._listing or self._change_invisible_to_listing(description)
+        job.state_interval = interval_for(job.interval, view.status, view.secondary_status, view.selected is not None)
+        # A selection that changes nothing a summary shows keeps the job on its own clock until then.
+        own_clock = not self._listing or (not self.kind.summary_shows_selection and view.selected is None)
         delay = job.state_interval if own_clock else max(SAFETY_NET_SECONDS, job.state_interval)
         job.next_due = loop.time() + delay * random.uniform(0.9, 1.1)
 
     def _transient(self, error: BaseException) -> bool:
         """Whether to retry after ``error``; a throttling answer also slows the shared rate limiter."""
-        transient, throttled = is_transient(error)
-        if throttled:
+        if classify(error) is ErrorClass.THROTTLED:
             self._limiter.throttled()
-        return transient
-
-    def _change_invisible_to_listing(self, description: dict[str, Any]) -> bool:
-        """A processing job's selection changes nothing a summary shows, so it keeps its own clock until then."""
-        return self.kind.name == "processing" and self.kind.selected(description) is None
+        return is_transient(error)
 
     def _list_interval(self) -> float:
         jobs = list(self._jobs.values())
@@ -368,7 +313,7 @@ class JobWatcher:
                 request: dict[str, Any] = {"LastModifiedTimeAfter": after, "MaxResults": LIST_PAGE_SIZE}
                 if token:
                     request["NextToken"] = token
-                page = await getattr(client, self.kind.list_method)(**request)
+                page = await SageMakerPreferenceHook.list_jobs_async(client, self.kind, **request)
                 if token is None:
                     # Everything modified before the service answered the first page is in this listing, so
                     # the next one can start from the service's clock: a quiet account then lists nothing.
@@ -408,26 +353,6 @@ class JobWatcher:
         self._cursor = newest
         return changed
 
-    def _interval_for(self, job: _Watched, description: dict[str, Any]) -> float:
-        return self._interval_for_state(
-            job,
-            description.get(self.kind.status_field),
-            description.get("SecondaryStatus"),
-            self.kind.selected(description),
-        )
-
-    @staticmethod
-    def _interval_for_state(
-        job: _Watched, status: str | None, secondary: str | None, selected: tuple[str, int] | None
-    ) -> float:
-        if status in TERMINAL_STATUSES:
-            return job.interval * 4
-        if status == "Stopping" or secondary in IMMINENT_STATES:
-            return max(1.0, job.interval / 4)
-        if selected is None:  # queued for capacity: it may take hours
-            return min(MAX_BACKOFF_SECONDS, job.interval * 2)
-        return job.interval
-
     def _publish(self, job: _Watched, update: JobUpdate) -> None:
         job.last = update
         for queue in job.queues:
@@ -453,10 +378,8 @@ def _timestamp(value: Any) -> float | None:
     return None
 
 
-def _hook_client_factory(aws_conn_id: str | None, region_name: str | None) -> ClientFactory:
+def _hook_client_factory(hook_kwargs: dict[str, Any]) -> ClientFactory:
     async def factory() -> Any:
-        from airflow_sm_prefs.hooks import SageMakerPreferenceHook
-
-        return await SageMakerPreferenceHook(aws_conn_id=aws_conn_id, region_name=region_name).get_async_conn()
+        return await SageMakerPreferenceHook(**hook_kwargs).get_async_conn()
 
     return factory

@@ -68,6 +68,7 @@ def _create_jobs(url: str, count: int) -> dict[str, dict]:
     """Create the jobs and return, per job, what the operator knows when it defers (from its Describe)."""
     import boto3
 
+    from airflow_sm_prefs.job_view import JobView
     from airflow_sm_prefs.jobs import TRAINING
     from airflow_sm_prefs.watcher import KnownState
     from tests.helpers import CREDENTIALS, training_request
@@ -76,7 +77,8 @@ def _create_jobs(url: str, count: int) -> dict[str, dict]:
     known = {}
     for name in (f"bench-{i}" for i in range(count)):
         client.create_training_job(**training_request(name, PREFERENCES))
-        known[name] = KnownState.of(TRAINING, client.describe_training_job(TrainingJobName=name)).to_json()
+        view = JobView.parse(TRAINING, client.describe_training_job(TrainingJobName=name))
+        known[name] = KnownState.of(view).to_json()
     return known
 
 
@@ -96,8 +98,7 @@ async def _load(impl: str, url: str, known: dict[str, dict], warmup: float, wind
             SageMakerPreferenceJobTrigger(
                 job_name=name,
                 job_kind=TRAINING.name,
-                aws_conn_id="bench",
-                region_name="us-east-1",
+                hook_kwargs={"aws_conn_id": "bench", "region_name": "us-east-1"},
                 wait_for="selection",
                 poll_interval=60,
                 known_state=state,

@@ -150,7 +150,7 @@ def test_completion_returns_the_flat_record(start_emulator, aws_connection):
     description = server.engine.describe("training", "eval-job")
     control(server.endpoint_url, "advance", {"seconds": 5000})
     description = server.engine.describe("training", "eval-job")
-    from airflow_sm_prefs.record import jsonable
+    from airflow_sm_prefs.job_view import jsonable
 
     result = operator.execute_complete(
         ctx, {"status": "finished", "job_name": "eval-job", "description": jsonable(description), "announced": True}
@@ -214,7 +214,7 @@ def test_clearing_a_successful_task_runs_a_new_job(start_emulator, aws_connectio
     with pytest.raises(TaskDeferred):
         operator.execute(ctx)
     control(server.endpoint_url, "advance", {"seconds": 5000})
-    from airflow_sm_prefs.record import jsonable
+    from airflow_sm_prefs.job_view import jsonable
 
     done = jsonable(server.engine.describe("training", "eval-job"))
     operator.execute_complete(
@@ -235,7 +235,7 @@ def test_after_a_failed_job_a_retry_starts_the_next_generation(start_emulator, a
         operator.execute(context(FakeTI(try_number=1), store))
     control(server.endpoint_url, "advance", {"seconds": 400})
     failed = server.engine.describe("training", "eval-job")
-    from airflow_sm_prefs.record import jsonable
+    from airflow_sm_prefs.job_view import jsonable
 
     with pytest.raises(AirflowException, match="fallback type: SageMaker does not check"):
         operator.execute_complete(
@@ -277,7 +277,7 @@ def test_an_event_about_an_earlier_generation_is_ignored(start_emulator, aws_con
     with pytest.raises(TaskDeferred):
         operator.execute(cleared)
     control(server.endpoint_url, "advance", {"seconds": 60})
-    from airflow_sm_prefs.record import jsonable
+    from airflow_sm_prefs.job_view import jsonable
 
     stopped = jsonable(server.engine.describe("training", "eval-job"))
     assert stopped["TrainingJobStatus"] == "Stopped"
@@ -306,7 +306,7 @@ def test_no_capacity_error_names_every_preference_and_the_wait(start_emulator, a
     with pytest.raises(TaskDeferred):
         operator.execute(ctx)
     control(server.endpoint_url, "advance", {"seconds": 1801})
-    from airflow_sm_prefs.record import jsonable
+    from airflow_sm_prefs.job_view import jsonable
 
     stopped = jsonable(server.engine.describe("training", "eval-job"))
     with pytest.raises(NoCapacityError) as error:

@@ -25,7 +25,7 @@ async def _close_watchers():
 def _trigger(conn_id: str, name: str, **kwargs) -> SageMakerPreferenceJobTrigger:
     kwargs.setdefault("job_kind", "training")
     return SageMakerPreferenceJobTrigger(
-        job_name=name, aws_conn_id=conn_id, region_name="us-east-1", poll_interval=0.2, **kwargs
+        job_name=name, hook_kwargs={"aws_conn_id": conn_id, "region_name": "us-east-1"}, poll_interval=0.2, **kwargs
     )
 
 
@@ -147,16 +147,14 @@ async def test_many_triggers_share_one_watcher_and_client(start_emulator, aws_co
     conn = aws_connection(server)
     payloads = await asyncio.gather(*(_first_event(_trigger(conn, n, wait_for="selection")) for n in names))
     assert {p["status"] for p in payloads} == {"selected"}
-    watchers = [w for key, w in JobWatcher._instances.items() if key[0] == id(asyncio.get_running_loop())]
-    assert len(watchers) == 1
+    assert len(JobWatcher._instances[asyncio.get_running_loop()]) == 1
 
 
 def test_serialize_round_trip():
     trigger = SageMakerPreferenceJobTrigger(
         job_name="j",
         job_kind="processing",
-        aws_conn_id="c",
-        region_name="r",
+        hook_kwargs={"aws_conn_id": "c", "region_name": "r", "verify": False, "config": {"connect_timeout": 5}},
         wait_for="selection",
         deadline="2026-12-01T00:00:00+00:00",
         pending_deadline=None,
@@ -168,6 +166,11 @@ def test_serialize_round_trip():
     module, _, name = classpath.rpartition(".")
     rebuilt = getattr(importlib.import_module(module), name)(**kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
+
+
+def test_a_trigger_serialized_by_0_1_0_still_builds_its_clients_from_the_same_connection():
+    legacy = SageMakerPreferenceJobTrigger(job_name="j", job_kind="training", aws_conn_id="c", region_name="r")
+    assert legacy.hook_kwargs == {"aws_conn_id": "c", "region_name": "r"}
 
 
 def test_bad_arguments_are_rejected():

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from airflow_sm_prefs import watcher as watcher_module
+from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import TRAINING
 from airflow_sm_prefs.local_stack import control
 from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
@@ -41,12 +42,13 @@ def _queue_jobs(server, count: int, prefix: str = "q") -> list[str]:
 
 def _trigger(conn_id: str, name: str, interval: float = 0.3, server=None) -> SageMakerPreferenceJobTrigger:
     """A trigger as the operator defers it; with ``server``, seeded with what the operator last saw."""
-    known = KnownState.of(TRAINING, server.engine.describe("training", name)).to_json() if server else None
+    known = (
+        KnownState.of(JobView.parse(TRAINING, server.engine.describe("training", name))).to_json() if server else None
+    )
     return SageMakerPreferenceJobTrigger(
         job_name=name,
         job_kind="training",
-        aws_conn_id=conn_id,
-        region_name="us-east-1",
+        hook_kwargs={"aws_conn_id": conn_id, "region_name": "us-east-1"},
         wait_for="selection",
         poll_interval=interval,
         known_state=known,
@@ -87,7 +89,7 @@ async def test_a_quiet_account_lists_one_page_per_interval_after_a_fan_out(start
     names = _queue_jobs(server, 120)  # two pages of 100 whenever a listing re-reads the whole fan-out
     conn = aws_connection(server)
     assert await _run_for([_trigger(conn, n, server=server) for n in names], 6.0) == []
-    (watcher,) = [w for key, w in JobWatcher._instances.items() if key[0] == id(asyncio.get_running_loop())]
+    (watcher,) = JobWatcher._instances[asyncio.get_running_loop()].values()
     assert watcher.list_rounds >= 3
     assert watcher.list_calls <= watcher.list_rounds + 2, "only the first round may page through the fan-out"
 

@@ -6,6 +6,7 @@ import json
 import pendulum
 
 from airflow_sm_prefs import record
+from airflow_sm_prefs.job_view import JobView, jsonable
 from airflow_sm_prefs.jobs import PROCESSING, TRAINING
 
 T0 = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.UTC)
@@ -47,7 +48,7 @@ def training_description(**overrides):
 
 
 def test_record_of_a_fallback_training_job():
-    built = record.build(TRAINING, training_description(), "us-east-1")
+    built = record.build(JobView.parse(TRAINING, training_description()), "us-east-1")
     assert built == {
         "job_name": "eval",
         "job_arn": "arn:aws:sagemaker:us-east-1:1:training-job/eval",
@@ -78,7 +79,9 @@ def test_record_of_a_fallback_training_job():
 
 def test_record_from_an_event_payload_equals_record_from_boto3():
     description = training_description()
-    assert record.build(TRAINING, record.jsonable(description), "r") == record.build(TRAINING, description, "r")
+    assert record.build(JobView.parse(TRAINING, jsonable(description)), "r") == record.build(
+        JobView.parse(TRAINING, description), "r"
+    )
 
 
 def test_record_of_a_job_that_never_got_capacity():
@@ -98,11 +101,11 @@ def test_record_of_a_job_that_never_got_capacity():
     description["ResourceConfig"] = {
         k: v for k, v in description["ResourceConfig"].items() if not k.startswith("Selected")
     }
-    built = record.build(TRAINING, description, "us-east-1")
+    built = record.build(JobView.parse(TRAINING, description), "us-east-1")
     assert (built["selected_instance_type"], built["selected_rank"], built["fell_back"]) == (None, None, None)
     assert built["pending_seconds"] == 1800.0
     assert built["run_seconds"] is None and built["billable_instance_seconds"] is None
-    assert record.describe_preferences(TRAINING, description) == "#1 ml.p5.48xlarge x1, #2 ml.p4d.24xlarge x2"
+    assert JobView.parse(TRAINING, description).describe_preferences() == "#1 ml.p5.48xlarge x1, #2 ml.p4d.24xlarge x2"
 
 
 def test_pending_time_of_a_job_still_waiting_counts_up_to_now():
@@ -112,7 +115,7 @@ def test_pending_time_of_a_job_still_waiting_counts_up_to_now():
         SecondaryStatusTransitions=[{"Status": "Pending", "StartTime": T0}],
     )
     now = pendulum.instance(_at(90))
-    assert record.pending_seconds(TRAINING, description, now) == 90.0
+    assert JobView.parse(TRAINING, description).pending_seconds(now) == 90.0
 
 
 def test_processing_selection_and_uniform_count():
@@ -132,7 +135,7 @@ def test_processing_selection_and_uniform_count():
         "CreationTime": T0,
         "ProcessingStartTime": _at(65),
     }
-    chosen = record.selection(PROCESSING, description, "eu-west-1")
+    chosen = record.selection(JobView.parse(PROCESSING, description), "eu-west-1")
     assert chosen == {
         "job_name": "prep",
         "job_kind": "processing",
@@ -143,4 +146,4 @@ def test_processing_selection_and_uniform_count():
         "pending_seconds": 65.0,
         "region": "eu-west-1",
     }
-    assert record.describe_preferences(PROCESSING, description) == "#1 ml.g6.12xlarge x3, #2 ml.g5.12xlarge x3"
+    assert JobView.parse(PROCESSING, description).describe_preferences() == "#1 ml.g6.12xlarge x3, #2 ml.g5.12xlarge x3"

@@ -8,15 +8,16 @@ import airflow.sdk.observability.stats  # noqa: F401  (a submodule: imported so 
 
 from airflow_sm_prefs.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.lineage import s3_datasets
-from airflow_sm_prefs.operators import SageMakerPreferenceTrainingOperator, _emit_selection_metrics
+from airflow_sm_prefs.metrics import emit_selection
+from airflow_sm_prefs.operators import SageMakerPreferenceTrainingOperator
 from tests.helpers import training_request
 
 
 def test_selection_metrics_carry_rank_and_fallback():
     with mock.patch("airflow.sdk.observability.stats") as stats:
-        _emit_selection_metrics(
-            TRAINING,
+        emit_selection(
             {
+                "job_kind": "training",
                 "selected_instance_type": "ml.p4d.24xlarge",
                 "selected_rank": 1,
                 "fell_back": True,
@@ -36,9 +37,14 @@ def test_selection_metrics_carry_rank_and_fallback():
 
 def test_first_choice_emits_no_fallback():
     with mock.patch("airflow.sdk.observability.stats") as stats:
-        _emit_selection_metrics(
-            TRAINING,
-            {"selected_instance_type": "ml.p5.48xlarge", "selected_rank": 0, "fell_back": False, "pending_seconds": 0},
+        emit_selection(
+            {
+                "job_kind": "training",
+                "selected_instance_type": "ml.p5.48xlarge",
+                "selected_rank": 0,
+                "fell_back": False,
+                "pending_seconds": 0,
+            },
         )
     assert "sm_prefs.fallback" not in [c.args[0] for c in stats.method_calls if c[0] == "incr"]
 
