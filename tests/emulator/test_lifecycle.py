@@ -326,16 +326,20 @@ def test_lost_reply_carries_out_the_create_and_the_clients_retry_meets_resource_
     assert [job["name"] for job in control(server.endpoint_url, "jobs")["jobs"]] == ["lost-reply"]
 
 
-def test_slow_operations_delay_only_the_named_operation(start_emulator):
-    import time
+def test_slow_operations_delay_only_the_named_operation(start_emulator, monkeypatch):
+    from airflow_sm_prefs.emulator import server as server_module
 
+    slept: list[float] = []  # the emulator's own sleeps, recorded instead of timed
+    monkeypatch.setattr(server_module.time, "sleep", slept.append)
     server = start_emulator("ample")
     client = boto_client(server.endpoint_url)
     control(server.endpoint_url, "faults", {"slow_operations": {"DescribeTrainingJob": 600}})
     client.create_training_job(**training_request("slow", GPU_PAIR))
-    started = time.monotonic()
+    client.list_training_jobs()
+    client.stop_training_job(TrainingJobName="slow")
+    assert slept == []
     client.describe_training_job(TrainingJobName="slow")
-    assert time.monotonic() - started >= 0.6  # a lower bound only: the delay is the emulator's own sleep
+    assert slept == [0.6]
 
 
 def test_fault_settings_from_the_control_surface_are_validated(start_emulator):

@@ -379,12 +379,30 @@ def test_service_rejection_fails_without_retry(start_emulator, aws_connection):
 
 
 def test_blocking_on_kill_stops_the_job(start_emulator, aws_connection):
+    import threading
+
+    from airflow_sm_prefs.local_stack import wait_for
+
     server = start_emulator("all-busy-then-free")
-    operator = training_operator(aws_connection(server))
-    with pytest.raises(TaskDeferred):
-        operator.execute(context())
-    operator.on_kill()
-    assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] == "Stopping"
+    operator = training_operator(aws_connection(server), deferrable=False)
+    store = FakeStore()
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            operator.execute(context(store=store))
+        except BaseException as error:
+            outcome.append(error)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    wait_for(lambda: store.get(STATE_KEY, {}).get("phase") == "blocking", 30, "the blocking wait", every=0.05)
+    operator.on_kill()  # what the task runner does on SIGTERM, from another thread than the wait
+    worker.join(timeout=60)
+    assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] in ("Stopping", "Stopped")
+    # The wait saw its job stop and ended the task with it, never queued for capacity again.
+    assert len(outcome) == 1 and isinstance(outcome[0], AirflowException), outcome
+    assert "ended Stopped" in str(outcome[0])
 
 
 def test_wait_timeout_stops_the_job_and_fails(start_emulator, aws_connection):

@@ -32,10 +32,16 @@ def test_first_execution_creates_the_base_name():
     assert decide(None, "base", None, 1, True).action == "create"
 
 
-@pytest.mark.parametrize("phase", [SUBMITTING, SUBMITTED, DEFERRED, RESUMED, "blocking", FINISHED])
-def test_a_retry_reattaches_to_its_running_job_whatever_the_phase(phase):
-    # Includes a try that Airflow failed itself while deferred or resuming (apache/airflow#66374).
-    decision = decide(claim(phase, try_number=1), "base", "InProgress", 1, True)
+@pytest.mark.parametrize(
+    ("claimed_by_try", "first_try"),
+    [
+        (1, 1),  # try 1 crashed (or Airflow failed it while deferred: apache/airflow#66374); try 2 runs
+        (2, 1),  # the second try's claim, read by the third
+        (3, 3),  # the first try after a clear claimed the job; its retry reattaches too
+    ],
+)
+def test_a_retry_reattaches_to_its_running_job(claimed_by_try, first_try):
+    decision = decide(claim(DEFERRED, try_number=claimed_by_try), "base", "InProgress", first_try, True)
     assert (decision.action, decision.job_name) == ("reattach", "base")
 
 
@@ -44,10 +50,9 @@ def test_a_claim_whose_create_never_happened_creates_the_same_name():
     assert (decision.action, decision.job_name, decision.generation) == ("create", "base", 1)
 
 
-@pytest.mark.parametrize("phase", [RESUMED, FINISHED])
-def test_a_completed_job_is_reported_not_relaunched_by_a_retry(phase):
-    # FINISHED too: the task saw the outcome, then Airflow failed the try anyway; the retry must not relaunch.
-    assert decide(claim(phase, try_number=1), "base", "Completed", 1, True).action == "finished"
+def test_a_completed_job_is_reported_not_relaunched_by_a_retry():
+    # Even when the task saw the outcome and Airflow failed the try anyway: the retry must not relaunch.
+    assert decide(claim(FINISHED, try_number=1), "base", "Completed", 1, True).action == "finished"
 
 
 def test_clearing_a_task_whose_job_completed_runs_the_next_generation():
@@ -67,9 +72,10 @@ def test_a_failed_job_starts_the_next_generation_or_fails_by_policy(status):
     assert decide(claim(RESUMED), "base", status, 1, False).action == "fail"
 
 
-@pytest.mark.parametrize("phase", [DEFERRED, RESUMED, "blocking"])
-def test_a_clear_while_the_job_runs_supersedes_it(phase):
-    decision = decide(claim(phase, try_number=1), "base", "InProgress", 2, True)
+@pytest.mark.parametrize(("claimed_by_try", "first_try"), [(1, 2), (2, 4)])
+def test_a_clear_while_the_job_runs_supersedes_it(claimed_by_try, first_try):
+    # The claim predates the first try since the clear: the user asked for a fresh run.
+    decision = decide(claim(DEFERRED, try_number=claimed_by_try), "base", "InProgress", first_try, True)
     assert (decision.action, decision.job_name) == ("supersede", "base-r2")
 
 
