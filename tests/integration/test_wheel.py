@@ -50,7 +50,8 @@ def test_a_fresh_virtualenv_with_the_wheel_discovers_the_provider(wheel: Path, t
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTHONPATH"))}
     env["AIRFLOW_HOME"] = str(tmp_path / "airflow")
     # Run outside the checkout, so its airflow_sm_prefs/ folder cannot stand in for the installed one.
-    where = _run([str(python), "-c", "import airflow_sm_prefs; print(airflow_sm_prefs.__file__)"], cwd=tmp_path, env=env)
+    locate = "import airflow_sm_prefs; print(airflow_sm_prefs.__file__)"
+    where = _run([str(python), "-c", locate], cwd=tmp_path, env=env)
     assert where.stdout.strip().startswith(str(env_dir))
     providers = _run([str(python), "-m", "airflow", "providers", "list", "-o", "json"], cwd=tmp_path, env=env)
     assert '"package_name": "airflow-sm-prefs"' in providers.stdout.replace("'", '"')
