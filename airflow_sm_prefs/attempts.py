@@ -23,6 +23,13 @@ SUBMITTING, SUBMITTED, DEFERRED, RESUMED, BLOCKING = "submitting", "submitted", 
 FINISHED = "finished"
 
 
+def hook_kwargs(
+    aws_conn_id: str | None, region_name: str | None, verify: bool | str | None, botocore_config: dict[str, Any] | None
+) -> dict[str, Any]:
+    """``SageMakerPreferenceHook`` arguments: how the task, its trigger and the listener all reach the job."""
+    return {"aws_conn_id": aws_conn_id, "region_name": region_name, "verify": verify, "config": botocore_config}
+
+
 @dataclass(frozen=True)
 class JobClaim:
     job_name: str
@@ -42,12 +49,7 @@ class JobClaim:
 
     @property
     def hook_kwargs(self) -> dict[str, Any]:
-        return {
-            "aws_conn_id": self.aws_conn_id,
-            "region_name": self.region_name,
-            "verify": self.verify,
-            "config": self.botocore_config,
-        }
+        return hook_kwargs(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
 
     @classmethod
     def from_stored(cls, raw: Any) -> JobClaim | None:

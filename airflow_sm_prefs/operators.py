@@ -139,12 +139,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     @property
     def hook_kwargs(self) -> dict[str, Any]:
         """The connection settings, for this task's hook and its trigger's alike."""
-        return {
-            "aws_conn_id": self.aws_conn_id,
-            "region_name": self.region_name,
-            "verify": self.verify,
-            "config": self.botocore_config,
-        }
+        return attempts.hook_kwargs(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
 
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:

@@ -71,6 +71,24 @@ def test_invalid_rendered_values_fail_before_any_call(start_emulator, aws_connec
     assert _creates(server) == 0
 
 
+def test_verify_and_botocore_config_reach_the_trigger_and_the_claim(start_emulator, aws_connection):
+    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+
+    server = start_emulator("all-busy-then-free")
+    settings = {"connect_timeout": 7, "retries": {"mode": "standard", "max_attempts": 4}}
+    operator = training_operator(aws_connection(server), verify=False, botocore_config=settings)
+    ctx = context()
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(ctx)
+    trigger = deferred.value.trigger
+    assert (trigger.hook_kwargs["verify"], trigger.hook_kwargs["config"]) == (False, settings)
+    assert trigger.serialize()[1]["hook_kwargs"] == trigger.hook_kwargs, "they survive the trip to the triggerer"
+    claim = ctx["task_state_store"][STATE_KEY]
+    assert (claim["verify"], claim["botocore_config"]) == (False, settings)  # the listener's stop uses them too
+    client = SageMakerPreferenceHook(**trigger.hook_kwargs).conn
+    assert (client.meta.config.connect_timeout, client.meta.config.retries["mode"]) == (7, "standard")
+
+
 def test_templated_counts_are_cast_and_the_job_defers_until_selection(start_emulator, aws_connection):
     server = start_emulator("all-busy-then-free")
     operator = training_operator(
