@@ -1,8 +1,8 @@
 """Preference lists as values, and every rule SageMaker would reject them for that can be checked locally.
 
-Pure Python: no Airflow, no boto3, so DAG files can validate at parse time for almost nothing. Rules are
-numbered as in ``shared/docs/sagemaker-preferences-spec.md`` §3 (R* for training, P* for processing) and
-every error names the rule and the preference it concerns.
+Pure Python: no Airflow, no boto3, so DAG files can validate at parse time for almost nothing. Every error
+names the rule (R* for training, P* for processing; the catalogue is docs/rules.md, which a test keeps
+complete) and the preference it concerns.
 """
 
 from __future__ import annotations
