@@ -59,6 +59,15 @@ def test_the_provider_is_built_in_and_checked_at_init():
     assert "airflow providers list | grep -q airflow-sm-prefs" in "\n".join(SERVICES["airflow-init"]["command"])
 
 
+def test_the_image_copies_everything_the_build_reads():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    copied = " ".join(line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("COPY"))
+    for needed in ["pyproject.toml", project["readme"], *project["license-files"], "airflow_sm_prefs"]:
+        assert needed in copied, f"the image build reads {needed}, which the Dockerfile does not copy"
+
+
 def test_the_emulator_is_an_optional_profile_reachable_only_inside_the_network():
     emulator = SERVICES["sagemaker-emulator"]
     assert emulator["profiles"] == ["emulator"]
