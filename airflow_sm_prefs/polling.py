@@ -13,6 +13,7 @@ from typing import Literal
 import pendulum
 
 from airflow_sm_prefs.job_view import JobView
+from airflow_sm_prefs.jobs import TERMINAL_STATUSES
 
 IMMINENT_STATES = frozenset({"Starting", "Downloading", "Uploading", "Stopping", "Restarting"})
 MAX_BACKOFF_SECONDS = 300.0
@@ -32,7 +33,7 @@ class Outcome(StrEnum):
 
 def interval_for(base: float, status: str | None, secondary: str | None, selected: bool) -> float:
     """Seconds until the next look at a job in this state, for a base ``check_interval``."""
-    if status in ("Completed", "Failed", "Stopped"):
+    if status in TERMINAL_STATUSES:
         return base * 4
     if status == "Stopping" or secondary in IMMINENT_STATES:
         return max(1.0, base / 4)

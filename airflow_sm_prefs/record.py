@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from airflow_sm_prefs.job_view import JobView, jsonable
+from airflow_sm_prefs.job_view import JobView, iso, jsonable
 
 
 class Selection(TypedDict):
@@ -82,12 +82,8 @@ def build(view: JobView, region: str | None) -> JobRecord:
         else None,
         failure_reason=view.failure_reason,
         region=region,
-        created_at=_iso(view.created),
-        started_at=_iso(view.started),
-        ended_at=_iso(view.ended),
-        last_modified_at=_iso(view.last_modified),
+        created_at=iso(view.created),
+        started_at=iso(view.started),
+        ended_at=iso(view.ended),
+        last_modified_at=iso(view.last_modified),
     )
-
-
-def _iso(moment: Any) -> str | None:
-    return moment.isoformat() if moment is not None else None
