@@ -2,13 +2,13 @@
 
 Both are the same operator over a different ``JobKind``: validate (at parse time when static, again after
 rendering), claim a job name, create or reattach, then wait deferred (or blocking), announcing the chosen
-configuration as soon as SageMaker selects it and returning one flat record at the end. The SageMaker calls
-are the hook's, the waiting rules ``polling``'s, the naming ``attempts``'s, the messages ``outcomes``'.
+configuration as soon as SageMaker selects it and returning one flat record at the end. The request is
+``job_request``'s, the claim and create ``submission``'s, the SageMaker calls the hook's, the waiting rules
+``polling``'s, what the task leaves behind ``task_outcome``'s.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
@@ -18,20 +18,16 @@ import pendulum
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_sm_prefs import attempts, progress, record, tagging
+from airflow_sm_prefs import attempts, job_request, record
 from airflow_sm_prefs import preferences as rules
 from airflow_sm_prefs.deadlines import wait_deadlines
 from airflow_sm_prefs.job_view import JobView, to_time
 from airflow_sm_prefs.jobs import PROCESSING, TRAINING, JobKind
 from airflow_sm_prefs.links import SageMakerConsoleLink, SageMakerLogsLink, escape_log_group
-from airflow_sm_prefs.outcomes import (
-    FINISH_SUMMARY_FIELDS,
-    NoCapacityError,
-    no_capacity_message,
-    outcome_error,
-    wait_timeout_message,
-)
+from airflow_sm_prefs.outcomes import NoCapacityError, no_capacity_message, wait_timeout_message
 from airflow_sm_prefs.polling import Outcome, WaitFor
+from airflow_sm_prefs.submission import Submission
+from airflow_sm_prefs.task_outcome import TaskOutcome, latest_description
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -41,11 +37,6 @@ if TYPE_CHECKING:
 DEFER_TIMEOUT_MARGIN = timedelta(minutes=15)
 
 __all__ = ["NoCapacityError", "SageMakerPreferenceProcessingOperator", "SageMakerPreferenceTrainingOperator"]
-
-
-def _fail(message: str) -> NoReturn:
-    """Bad input or a rejected request: retrying cannot help, so fail without retries."""
-    raise AirflowFailException(message)
 
 
 class SageMakerPreferenceBaseOperator(BaseOperator):
@@ -105,7 +96,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.config = config
-        self.preferences = self._friendly(preferences)
+        self.preferences = job_request.friendly_preferences(preferences)
         self.max_pending = rules.max_pending_seconds(max_pending)
         self.job_name = job_name
         self.aws_conn_id = aws_conn_id
@@ -130,12 +121,6 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             for warning in self._prepare():
                 self.log.warning(warning)
 
-    @staticmethod
-    def _friendly(value: Any) -> Any:
-        if value is None or isinstance(value, str):
-            return value
-        return rules.to_api_entries(value)
-
     @property
     def hook_kwargs(self) -> dict[str, Any]:
         """The connection settings, for this task's hook and its trigger's alike."""
@@ -154,21 +139,11 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     def _view(self, description: Mapping[str, Any]) -> JobView:
         return JobView.parse(self.job_kind, description)
 
-    # -- request ----------------------------------------------------------------------------------------
+    def _outcome(self, context: Context) -> TaskOutcome:
+        return TaskOutcome(context, self.job_kind, self._region, self.log)
 
     def _prepare(self) -> list[str]:
-        """Merge, cast and validate; raises PreferenceValidationError with every problem found."""
-        config = self.config
-        if isinstance(config, str):
-            config = _parse_json(config, "config")
-        friendly = self.preferences
-        if isinstance(friendly, str) and not rules.is_templated(friendly):
-            friendly = _parse_json(friendly, "preferences")
-        request = self.job_kind.prepare(config, friendly, self.max_pending)
-        if self.max_pending is not None and not self.job_kind.service_enforces_pending_limit and self.max_pending <= 0:
-            raise rules.PreferenceValidationError(["max_pending must be positive"])
-        warnings = self.job_kind.validate(request)
-        self._request = request
+        self._request, warnings = job_request.prepare(self.job_kind, self.config, self.preferences, self.max_pending)
         return warnings
 
     def _rendered_request(self) -> dict[str, Any]:
@@ -177,89 +152,63 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             assert self._request is not None
             self.hook.check_instance_types(self.job_kind, self._request)
         except rules.PreferenceValidationError as error:
-            _fail(f"{error} (no SageMaker job was created)")
+            raise AirflowFailException(f"{error} (no SageMaker job was created)") from error
         for warning in warnings:
             self.log.warning(warning)
         return self._request
 
-    # -- submission -------------------------------------------------------------------------------------
+    # -- Airflow's entry points -------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
         request = self._rendered_request()
-        kind = self.job_kind
+        submission = Submission(
+            hook=self.hook,
+            kind=self.job_kind,
+            connection={**self.hook_kwargs, "region_name": self._region},
+            stop_on_kill=self.stop_on_kill,
+            resubmit_after_failure=self.resubmit_after_failure,
+            retries=self.retries or 0,
+            log=self.log,
+        )
+        claim = submission.submit(context, request, self.job_name, self._outcome(context))
+        return self._follow(context, attempts.JobLedger.from_context(context), claim, request)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         ledger = attempts.JobLedger.from_context(context)
-        ti = context["ti"]
-        raw_map_index = getattr(ti, "map_index", None)
-        map_index = -1 if raw_map_index is None else int(raw_map_index)
-        base_name = (
-            self.job_name
-            or request.get(kind.name_field)
-            or attempts.default_base_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
-        )
         claim = ledger.load()
-        if claim is not None and claim.base_name != base_name:
-            claim = None  # the task now renders a different name: it is a different job
-        live = self.hook.describe_job_or_none(kind, claim.job_name) if claim else None
-        max_tries = getattr(ti, "max_tries", None)
-        first_try = attempts.first_try_since_clear(int(max_tries), self.retries or 0) if max_tries is not None else 1
-        decision = attempts.decide(
-            claim, base_name, live.get(kind.status_field) if live else None, first_try, self.resubmit_after_failure
-        )
-        self.log.info("SageMaker %s job %s: %s (%s)", kind.name, decision.job_name, decision.action, decision.reason)
-        if decision.action == "fail":
-            if live is None:
-                _fail(decision.reason)
-            # A retry starts with no XCom: record the job again, and say again why it ended.
-            result = record.build(self._view(live), self._region)
-            ti.xcom_push(key="record", value=result)
-            _fail(f"{outcome_error(self._view(live), result)} Not launched again: {decision.reason}.")
-        if decision.action == "supersede" and claim is not None:
-            self.hook.stop_job(kind, claim.job_name, self.log)
-        keeps_job = claim is not None and decision.action in ("reattach", "finished")
-        claim = ledger.save(
-            attempts.JobClaim(
-                job_name=decision.job_name,
-                base_name=base_name,
-                generation=decision.generation,
-                phase=attempts.SUBMITTING,
-                try_number=int(getattr(ti, "try_number", 1) or 1),
-                submitted_at=(claim.submitted_at if claim and keeps_job else None) or pendulum.now("UTC").isoformat(),
-                job_kind=kind.name,
-                aws_conn_id=self.aws_conn_id,
-                region_name=self._region,
-                stop_on_kill=self.stop_on_kill,
-                verify=self.verify,
-                botocore_config=self.botocore_config,
+        job_name = event["job_name"]
+        if claim is not None and claim.job_name != job_name:
+            # Airflow delivered another trigger's event (seen with SQLite, which reuses a deleted trigger's
+            # id): the job it reports is not the one this task instance follows now, so keep following ours.
+            self.log.warning(
+                "Ignoring an event about SageMaker job %s: this task instance follows job %s", job_name, claim.job_name
             )
+            return self._follow(context, ledger, claim, self._rendered_request())
+        if claim is not None:
+            ledger.save(claim.advanced(attempts.RESUMED))
+        self._active_job = job_name
+        deadline = event.get("deadline") or wait_deadlines(self.job_kind, {}, None, None, None)[0]
+        description = event.get("description") or {}
+        if not description:
+            # A trigger that saw no change since the deferral (a quiet queue) sends no description.
+            description = latest_description(self.hook, self.job_kind, {self.job_kind.name_field: job_name}, self.log)
+        status = event.get("status")
+        return self._handle(
+            context,
+            Outcome(status) if status in tuple(Outcome) else Outcome.ERROR,
+            description,
+            bool(event.get("announced")),
+            deadline,
+            event.get("pending_deadline"),
+            event.get("message"),
         )
-        self._active_job = decision.job_name
-        if decision.action in ("create", "supersede"):
-            ours = tagging.task_instance_tags(ti.dag_id, ti.task_id, ti.run_id, map_index)
-            tags = tagging.with_task_instance_tags(request.get("Tags"), ours)
-            self._create({**request, kind.name_field: decision.job_name, "Tags": tags})
-        claim = ledger.save(claim.advanced(attempts.SUBMITTED))
-        return self._follow(context, ledger, claim, request)
 
-    def _create(self, request: dict[str, Any]) -> None:
-        from botocore.exceptions import ClientError, ParamValidationError
+    def on_kill(self) -> None:
+        """The blocking wait was killed (SIGTERM): stop the job rather than leave it running unobserved."""
+        if self._active_job and self.stop_on_kill:
+            self.hook.stop_job(self.job_kind, self._active_job, self.log)
 
-        from airflow_sm_prefs.hooks import error_code
-
-        name = request[self.job_kind.name_field]
-        try:
-            self.hook.create_job(self.job_kind, request)
-        except ParamValidationError as error:
-            _fail(f"botocore rejected the request before sending it: {error} (no SageMaker job was created)")
-        except ClientError as error:
-            code = error_code(error)
-            if code == "ResourceInUse":
-                self.log.info("SageMaker job %s already exists (an earlier attempt created it); reattaching", name)
-                return
-            if code in ("ValidationException", "ResourceLimitExceeded", "ResourceNotFound"):
-                message = error.response["Error"].get("Message")
-                _fail(f"SageMaker rejected {self.job_kind.name} job {name}: {code}: {message}")
-            raise
-        self.log.info("Created SageMaker %s job %s", self.job_kind.name, name)
+    # -- waiting ----------------------------------------------------------------------------------------
 
     def _follow(
         self, context: Context, ledger: attempts.JobLedger, claim: attempts.JobClaim, request: Mapping[str, Any]
@@ -276,7 +225,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             return self._finish(context, description, announced=False)
         announced = view.selected is not None
         if announced:
-            self._announce(context, view)
+            self._outcome(context).announce(view)
         ledger.save(claim.advanced(attempts.DEFERRED if self.deferrable else attempts.BLOCKING))
         return self._wait(context, description, announced, deadline, pending_deadline)
 
@@ -284,8 +233,6 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         common = {"region_name": self._region, "aws_partition": self.hook.conn_partition, "job_name": job_name}
         SageMakerConsoleLink.persist(context, self, console_fragment=self.job_kind.console_fragment, **common)
         SageMakerLogsLink.persist(context, self, escaped_log_group=escape_log_group(self.job_kind.log_group), **common)
-
-    # -- waiting ----------------------------------------------------------------------------------------
 
     def _wait(
         self, context: Context, description: dict[str, Any], announced: bool, deadline: str, pending: str | None
@@ -323,36 +270,6 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         timeout = timedelta(seconds=remaining.total_seconds()) + DEFER_TIMEOUT_MARGIN
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        ledger = attempts.JobLedger.from_context(context)
-        claim = ledger.load()
-        job_name = event["job_name"]
-        if claim is not None and claim.job_name != job_name:
-            # Airflow delivered another trigger's event (seen with SQLite, which reuses a deleted trigger's
-            # id): the job it reports is not the one this task instance follows now, so keep following ours.
-            self.log.warning(
-                "Ignoring an event about SageMaker job %s: this task instance follows job %s", job_name, claim.job_name
-            )
-            return self._follow(context, ledger, claim, self._rendered_request())
-        if claim is not None:
-            ledger.save(claim.advanced(attempts.RESUMED))
-        self._active_job = job_name
-        deadline = event.get("deadline") or wait_deadlines(self.job_kind, {}, None, None, None)[0]
-        description = event.get("description") or {}
-        if not description:
-            # A trigger that saw no change since the deferral (a quiet queue) sends no description.
-            description = self._latest(job_name, {self.job_kind.name_field: job_name})
-        status = event.get("status")
-        return self._handle(
-            context,
-            Outcome(status) if status in tuple(Outcome) else Outcome.ERROR,
-            description,
-            bool(event.get("announced")),
-            deadline,
-            event.get("pending_deadline"),
-            event.get("message"),
-        )
-
     def _handle(
         self,
         context: Context,
@@ -366,7 +283,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         """What the task does once a wait ended, whichever way it waited."""
         view = self._view(description)
         if outcome is Outcome.SELECTED:
-            self._announce(context, view)
+            self._outcome(context).announce(view)
             ledger = attempts.JobLedger.from_context(context)
             claim = ledger.load()
             if claim is not None:
@@ -374,71 +291,18 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             return self._wait(context, description, True, deadline, pending)
         if outcome is Outcome.FINISHED:
             return self._finish(context, description, announced)
+        stop = self.stop_on_timeout
         if outcome is Outcome.PENDING_TIMEOUT:
-            self._abandon(context, view, NoCapacityError, no_capacity_message(view), "queued")
+            why = no_capacity_message(view)
+            self._outcome(context).abandon(self.hook, description, NoCapacityError, why, stop, "queued")
         if outcome is Outcome.TIMEOUT:
-            self._abandon(context, view, AirflowException, wait_timeout_message(view), "running")
+            why = wait_timeout_message(view)
+            self._outcome(context).abandon(self.hook, description, AirflowException, why, stop, "running")
         raise RuntimeError(f"lost track of SageMaker job {view.name}: {message}; a retry reattaches")
 
-    def _latest(self, job_name: str, fallback: dict[str, Any]) -> dict[str, Any]:
-        """A fresh description for the record; the last one seen if SageMaker cannot be asked right now."""
-        try:
-            return self.hook.describe_job(self.job_kind, job_name)
-        except Exception as error:
-            self.log.info("Could not describe %s for its record (%s); recording the last status seen", job_name, error)
-            return fallback
-
-    def on_kill(self) -> None:
-        """The blocking wait was killed (SIGTERM): stop the job rather than leave it running unobserved."""
-        if self._active_job and self.stop_on_kill:
-            self.hook.stop_job(self.job_kind, self._active_job, self.log)
-
-    # -- outcomes ---------------------------------------------------------------------------------------
-
-    def _announce(self, context: Context, view: JobView) -> None:
-        from airflow_sm_prefs.metrics import emit_selection
-
-        chosen = record.selection(view, self._region)
-        if chosen is None:
-            return
-        self.log.info(progress.selection_line(view))
-        context["ti"].xcom_push(key="selection", value=chosen)
-        emit_selection(chosen)
-
-    @staticmethod
-    def _mark_finished(context: Context) -> None:
-        """This try reached the job's outcome: a later try of this task instance is a user's new request."""
-        ledger = attempts.JobLedger.from_context(context)
-        claim = ledger.load()
-        if claim is not None:
-            ledger.save(claim.advanced(attempts.FINISHED))
-
     def _finish(self, context: Context, description: dict[str, Any], announced: bool) -> record.JobRecord:
-        self._mark_finished(context)
-        view = self._view(description)
-        if not announced:
-            self._announce(context, view)
-        result = record.build(view, self._region)
         self._lineage_description = dict(description)
-        summary = json.dumps({k: result[k] for k in FINISH_SUMMARY_FIELDS})  # type: ignore[literal-required]
-        self.log.info("SageMaker %s job %s ended %s: %s", view.kind.name, view.name, view.status, summary)
-        if result["status"] == "Completed":
-            return result
-        context["ti"].xcom_push(key="record", value=result)
-        raise outcome_error(view, result)
-
-    def _abandon(
-        self, context: Context, view: JobView, error: type[AirflowException], message: str, left: str
-    ) -> NoReturn:
-        """The operator stops waiting: stop the job unless told not to, record it, and fail saying which."""
-        assert view.name is not None
-        self._mark_finished(context)
-        if self.stop_on_timeout:
-            self.hook.stop_job(self.job_kind, view.name, self.log)
-            # The record shows the job after the stop.
-            view = self._view(self._latest(view.name, {self.job_kind.name_field: view.name}))
-        context["ti"].xcom_push(key="record", value=record.build(view, self._region))
-        raise error(message + ("; the job was stopped" if self.stop_on_timeout else f"; the job was left {left}"))
+        return self._outcome(context).finish(self._view(description), announced)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow.providers.common.compat.openlineage.facet import Dataset
@@ -469,10 +333,3 @@ class SageMakerPreferenceProcessingOperator(SageMakerPreferenceBaseOperator):
     """
 
     job_kind = PROCESSING
-
-
-def _parse_json(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise rules.PreferenceValidationError([f"{what} rendered to text that is not JSON: {error}"]) from error

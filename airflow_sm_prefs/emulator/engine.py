@@ -1,8 +1,10 @@
-"""The emulated SageMaker: jobs, a capacity pool, a queue, and a virtual clock.
+"""The emulated SageMaker as a state machine: jobs, a capacity pool, a queue, and a virtual clock.
 
 A discrete-event simulation: every API call first advances the simulation to the current virtual time,
 processing due events (phase changes, capacity events, pending timeouts) in time order, so a job's history
-is the same however often, or rarely, it is looked at.
+is the same however often, or rarely, it is looked at. What differs between training and processing is
+read from the kind table (``kinds.py``); request rules are in ``service_rules.py``, response shapes in
+``responses.py``.
 """
 
 from __future__ import annotations
@@ -12,67 +14,27 @@ import copy
 import dataclasses
 import heapq
 import json
-import math
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_sm_prefs.emulator import service_model, service_rules
+from airflow_sm_prefs.emulator import responses, service_model, service_rules
+from airflow_sm_prefs.emulator.errors import ResourceInUse, ResourceNotFound, ValidationException
+from airflow_sm_prefs.emulator.kinds import KINDS, EmulatedKind
+from airflow_sm_prefs.emulator.model import Job, job_key
 from airflow_sm_prefs.emulator.scenario import Scenario
-from airflow_sm_prefs.emulator.service_rules import Candidate, ServiceError, invalid
+from airflow_sm_prefs.emulator.service_rules import Candidate
 
-TRAINING = "training"
-PROCESSING = "processing"
 TERMINAL = ("Completed", "Failed", "Stopped")
+STATE_FORMAT = 1
 
 CAPACITY_ERROR = (
     "CapacityError: Unable to provision requested ML compute capacity for any of the requested instance "
     "types ({types}). Please retry using a different ML instance type."
 )
 WAITING_MESSAGE = "Waiting for capacity: none of the preferred instance types ({types}) is available yet."
-
-
-@dataclass
-class Job:
-    kind: str
-    name: str
-    arn: str
-    request: dict[str, Any]
-    candidates: list[dict[str, Any]]
-    uses_preferences: bool
-    created: float
-    seq: int
-    status: str = "InProgress"
-    secondary: str | None = None
-    last_modified: float = 0.0
-    transitions: list[dict[str, Any]] = field(default_factory=list)
-    selected: dict[str, Any] | None = None
-    start_time: float | None = None
-    end_time: float | None = None
-    failure_reason: str | None = None
-    exit_message: str | None = None
-    pending: bool = False
-    epoch: int = 0
-    tags: list[dict[str, str]] = field(default_factory=list)
-
-    @property
-    def key(self) -> str:
-        return job_key(self.kind, self.name)
-
-    def candidate_objects(self) -> list[Candidate]:
-        return [Candidate(**c) for c in self.candidates]
-
-    @property
-    def accelerated(self) -> bool:
-        return any(service_rules.is_accelerated(c["instance_type"]) for c in self.candidates)
-
-
-def job_key(kind: str, name: str) -> str:
-    # SageMaker job names are unique per account and Region regardless of case.
-    return f"{kind}:{name.lower()}"
 
 
 class Clock:
@@ -92,7 +54,7 @@ class Clock:
 
 
 class Engine:
-    def __init__(self, scenario: Scenario, clock: Clock | None = None) -> None:
+    def __init__(self, scenario: Scenario, clock: Clock | None = None, *, schedule_scenario: bool = True) -> None:
         self.scenario = scenario
         self.lock = threading.RLock()
         self.clock = clock or Clock(scenario.speed)
@@ -104,7 +66,8 @@ class Engine:
         self.plan_used: Counter[str] = Counter()
         self.calls: Counter[str] = Counter()
         self.version = 0
-        self._schedule_scenario()
+        if schedule_scenario:
+            self._schedule_scenario()
 
     # -- clock and events -------------------------------------------------------------------------------
 
@@ -119,6 +82,10 @@ class Engine:
     def _push(self, at: float, kind: str, args: list[Any]) -> None:
         self.seq += 1
         heapq.heappush(self.events, (at, self.seq, kind, args))
+
+    def _push_for(self, job: Job, at: float, kind: str, *args: Any) -> None:
+        # The job's epoch goes with the event, so ending or stopping a job voids what it had scheduled.
+        self._push(at, kind, [job.key, job.epoch, *args])
 
     def advance(self, now: float | None = None) -> float:
         """Process every event due by ``now`` (default: the clock's current time), in time order."""
@@ -169,10 +136,10 @@ class Engine:
             self._place_waiting(now)
             self.version += 1
 
-    def in_use(self, kind: str) -> dict[str, int]:
+    def in_use(self, kind: EmulatedKind) -> dict[str, int]:
         usage: Counter[str] = Counter()
         for job in self.jobs.values():
-            if job.kind == kind and job.selected and job.status not in TERMINAL:
+            if job.kind == kind.name and job.selected and job.status not in TERMINAL:
                 usage[job.selected["instance_type"]] += job.selected["count"]
         return dict(usage)
 
@@ -182,7 +149,7 @@ class Engine:
         if status is not None:
             job.status = status
         job.last_modified = at
-        if job.kind != TRAINING:
+        if not KINDS[job.kind].records_secondary_status:
             return
         job.secondary = secondary
         if job.transitions and "EndTime" not in job.transitions[-1]:
@@ -216,36 +183,24 @@ class Engine:
             self.plan_used[candidate.plan_arn] += candidate.count
         else:
             self.held[candidate.instance_type] += candidate.count
-        scenario = self.scenario
         self._transition(
             job,
             at,
             "Starting",
             f"Launching {candidate.count} x {candidate.instance_type} (preference #{candidate.rank + 1}).",
         )
-        started = at + scenario.startup_seconds
-        self._push(started, "started", [job.key, job.epoch])
-        if job.kind == TRAINING:
-            training = started + scenario.download_seconds
-            uploading = training + scenario.runtime_for(candidate.instance_type)
-            self._push(
-                training,
-                "phase",
-                [job.key, job.epoch, "Training", "Training image download completed. Training in progress."],
-            )
-            self._push(uploading, "phase", [job.key, job.epoch, "Uploading", "Uploading generated training model"])
-            self._push(uploading + scenario.upload_seconds, "finished", [job.key, job.epoch])
-            limit = (job.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
-            if limit is not None:
-                self._push(started + limit, "runtime_exceeded", [job.key, job.epoch])
-        else:
-            self._push(started + scenario.runtime_for(candidate.instance_type), "finished", [job.key, job.epoch])
-            limit = (job.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
-            if limit is not None:
-                self._push(started + limit, "runtime_exceeded", [job.key, job.epoch])
-        for failure in scenario.failures:
+        started = at + self.scenario.startup_seconds
+        self._push_for(job, started, "started")
+        milestones, finish = KINDS[job.kind].timeline(self.scenario, candidate.instance_type)
+        for offset, secondary, message in milestones:
+            self._push_for(job, started + offset, "phase", secondary, message)
+        self._push_for(job, started + finish, "finished")
+        limit = (job.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
+        if limit is not None:
+            self._push_for(job, started + limit, "runtime_exceeded")
+        for failure in self.scenario.failures:
             if failure.instance_type == candidate.instance_type:
-                self._push(started + failure.after_seconds, "failed", [job.key, job.epoch, failure.reason])
+                self._push_for(job, started + failure.after_seconds, "failed", failure.reason)
 
     def _release(self, job: Job) -> None:
         if job.selected is None:
@@ -274,75 +229,57 @@ class Engine:
         self._transition(job, at, secondary, message)
 
     def _on_finished(self, job: Job, at: float) -> None:
-        self._end(
-            job,
-            at,
-            "Completed",
-            "Completed",
-            "Training job completed" if job.kind == TRAINING else "Processing job completed",
-        )
+        self._end(job, at, "Completed", "Completed", f"{KINDS[job.kind].noun} job completed")
 
     def _on_failed(self, job: Job, at: float, reason: str) -> None:
-        self._end(job, at, "Failed", "Failed", f"Training job failed. Reason: {reason}", reason)
-        if job.kind == PROCESSING:
-            job.exit_message = reason[:1024]
+        self._end(job, at, "Failed", "Failed", f"{KINDS[job.kind].noun} job failed. Reason: {reason}", reason)
+        job.exit_message = reason
 
     def _on_runtime_exceeded(self, job: Job, at: float) -> None:
-        self._end(job, at, "Stopped", "MaxRuntimeExceeded", "Training job stopped: MaxRuntimeInSeconds was reached.")
+        noun = KINDS[job.kind].noun
+        self._end(job, at, "Stopped", "MaxRuntimeExceeded", f"{noun} job stopped: MaxRuntimeInSeconds was reached.")
 
     def _on_pending_timeout(self, job: Job, at: float) -> None:
         if not job.pending:
             return
         waited = int(at - job.created)
-        types = ", ".join(c["instance_type"] for c in job.candidates)
         reason = (
-            f"CapacityError: No capacity became available for any preferred instance type ({types}) within "
-            f"MaxPendingTimeInSeconds ({waited} seconds pending)."
+            f"CapacityError: No capacity became available for any preferred instance type ({job.candidate_types}) "
+            f"within MaxPendingTimeInSeconds ({waited} seconds pending)."
         )
         status = self.scenario.behaviour.pending_timeout_status
         self._end(job, at, status, status, reason, reason)
 
     def _on_stop_complete(self, job: Job, at: float) -> None:
-        self._end(
-            job,
-            at,
-            "Stopped",
-            "Stopped",
-            "Training job stopped" if job.kind == TRAINING else "Processing job stopped",
-        )
+        self._end(job, at, "Stopped", "Stopped", f"{KINDS[job.kind].noun} job stopped")
 
     # -- API operations -----------------------------------------------------------------------------------
 
-    def create(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:
-        operation = "CreateTrainingJob" if kind == TRAINING else "CreateProcessingJob"
-        problems = service_model.request_violations(operation, request)
+    def create(self, kind_name: str, request: dict[str, Any]) -> dict[str, Any]:
+        kind = KINDS[kind_name]
+        problems = service_model.request_violations(kind.operation("Create"), request)
         if problems:
             count = len(problems)
-            raise invalid(f"{count} validation error{'s' if count > 1 else ''} detected: " + "; ".join(problems))
+            raise ValidationException(
+                f"{count} validation error{'s' if count > 1 else ''} detected: " + "; ".join(problems)
+            )
         scenario = self.scenario
-        if kind == TRAINING:
-            candidates, uses_preferences = service_rules.training_candidates(request, scenario)
-            image = (request.get("AlgorithmSpecification") or {}).get("TrainingImage")
-            name = request["TrainingJobName"]
-        else:
-            candidates, uses_preferences = service_rules.processing_candidates(request, scenario)
-            image = request["AppSpecification"].get("ImageUri")
-            name = request["ProcessingJobName"]
-        service_rules.check_algorithm(image, candidates, scenario, kind)
+        candidates, uses_preferences = kind.candidates(request, scenario)
+        service_rules.check_algorithm(kind.image(request), candidates, scenario, kind.name)
+        name = request[kind.name_field]
         with self.lock:
             now = self.advance()
-            key = job_key(kind, name)
+            key = job_key(kind.name, name)
             if key in self.jobs:
-                raise ServiceError(
-                    "ResourceInUse",
-                    f"{kind.capitalize()} job names must be unique within an AWS account and region, and a "
-                    f"{kind} job with this name already exists ({self.jobs[key].arn})",
+                raise ResourceInUse(
+                    f"{kind.noun} job names must be unique within an AWS account and region, and a "
+                    f"{kind.name} job with this name already exists ({self.jobs[key].arn})"
                 )
-            service_rules.check_quotas(candidates, self.in_use(kind), scenario, kind)
+            service_rules.check_quotas(candidates, self.in_use(kind), scenario, kind.name)
             self.seq += 1
-            arn = f"arn:aws:sagemaker:{scenario.region}:{scenario.account_id}:{kind}-job/{name.lower()}"
+            arn = f"arn:aws:sagemaker:{scenario.region}:{scenario.account_id}:{kind.name}-job/{name.lower()}"
             job = Job(
-                kind=kind,
+                kind=kind.name,
                 name=name,
                 arn=arn,
                 request=copy.deepcopy(request),
@@ -355,65 +292,46 @@ class Engine:
             )
             self.jobs[key] = job
             if not self._try_place(job, now):
-                self._queue_or_fail(job, now)
+                self._queue_or_fail(kind, job, now)
             self.version += 1
-            return {"TrainingJobArn" if kind == TRAINING else "ProcessingJobArn": arn}
+            return {kind.arn_field: arn}
 
-    def _queue_or_fail(self, job: Job, now: float) -> None:
+    def _queue_or_fail(self, kind: EmulatedKind, job: Job, now: float) -> None:
         behaviour = self.scenario.behaviour
-        types = ", ".join(c["instance_type"] for c in job.candidates)
-        if job.kind == TRAINING:
-            waits = job.accelerated
-        else:
-            rule = behaviour.processing_without_capacity
-            waits = rule == "wait" or (rule == "accelerated-waits" and job.accelerated)
-        if not waits:
+        if not kind.waits_without_capacity(behaviour, job.accelerated):
             job.selected = None
-            self._end(
-                job,
-                now,
-                "Failed",
-                "Failed",
-                CAPACITY_ERROR.format(types=types),
-                CAPACITY_ERROR.format(types=types),
-            )
+            reason = CAPACITY_ERROR.format(types=job.candidate_types)
+            self._end(job, now, "Failed", "Failed", reason, reason)
             return
         job.pending = True
-        self._transition(job, now, "Pending", WAITING_MESSAGE.format(types=types))
-        if job.kind == TRAINING:
+        self._transition(job, now, "Pending", WAITING_MESSAGE.format(types=job.candidate_types))
+        if kind.times_out_pending:
             limit = (job.request.get("StoppingCondition") or {}).get("MaxPendingTimeInSeconds")
             if limit is None:
                 limit = behaviour.default_max_pending_seconds
             if limit is not None:
-                self._push(now + limit, "pending_timeout", [job.key, job.epoch])
+                self._push_for(job, now + limit, "pending_timeout")
 
-    def _get(self, kind: str, name: str) -> Job:
-        job = self.jobs.get(job_key(kind, name))
-        if job is None:
-            message = (
-                "Requested resource not found."
-                if kind == TRAINING
-                else f"Could not find requested job with name {name}"
-            )
-            raise invalid(message)
-        return job
-
-    def describe(self, kind: str, name: str) -> dict[str, Any]:
+    def describe(self, kind_name: str, name: str) -> dict[str, Any]:
+        kind = KINDS[kind_name]
         with self.lock:
             self.advance()
-            job = self._get(kind, name)
-            return (
-                describe_training(job, self.scenario) if kind == TRAINING else describe_processing(job, self.scenario)
-            )
+            job = self.jobs.get(job_key(kind.name, name))
+            if job is None:
+                raise ValidationException(kind.not_found(name))
+            return responses.describe(kind, job, self.scenario)
 
-    def stop(self, kind: str, name: str) -> None:
+    def stop(self, kind_name: str, name: str) -> None:
+        kind = KINDS[kind_name]
         with self.lock:
             now = self.advance()
-            job = self.jobs.get(job_key(kind, name))
+            job = self.jobs.get(job_key(kind.name, name))
             if job is None:
-                raise ServiceError("ResourceNotFound", f"Could not find {kind} job {name}.")
+                raise ResourceNotFound(f"Could not find {kind.name} job {name}.")
             if job.status in TERMINAL:
-                raise invalid(f"The request was rejected because the {kind} job is in status {job.status}.")
+                raise ValidationException(
+                    f"The request was rejected because the {kind.name} job is in status {job.status}."
+                )
             if job.status == "Stopping":
                 return
             job.epoch += 1
@@ -421,17 +339,17 @@ class Engine:
             job.pending = False
             self._transition(job, now, "Stopping", "Stopping the job", "Stopping")
             delay = min(self.scenario.stop_seconds, 5.0) if was_pending else self.scenario.stop_seconds
-            self._push(now + delay, "stop_complete", [job.key, job.epoch])
+            self._push_for(job, now + delay, "stop_complete")
             self.version += 1
 
-    def list_jobs(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:
-        operation = "ListTrainingJobs" if kind == TRAINING else "ListProcessingJobs"
-        problems = service_model.request_violations(operation, request)
+    def list_jobs(self, kind_name: str, request: dict[str, Any]) -> dict[str, Any]:
+        kind = KINDS[kind_name]
+        problems = service_model.request_violations(kind.operation("List"), request)
         if problems:
-            raise invalid("; ".join(problems))
+            raise ValidationException("; ".join(problems))
         with self.lock:
             self.advance()
-            jobs = [j for j in self.jobs.values() if j.kind == kind and _matches(j, request)]
+            jobs = [j for j in self.jobs.values() if j.kind == kind.name and _matches(j, request)]
             sort_by = request.get("SortBy", "CreationTime")
             sort_key: Callable[[Job], Any] = {
                 "Name": lambda j: j.name,
@@ -444,10 +362,8 @@ class Engine:
             page = jobs[offset : offset + limit]
             # Documented quirk: with StatusEquals the service takes MaxResults jobs first, then filters them.
             status = request.get("StatusEquals")
-            summaries = [summarize(j) for j in page if status is None or j.status == status]
-            response: dict[str, Any] = {
-                "TrainingJobSummaries" if kind == TRAINING else "ProcessingJobSummaries": summaries
-            }
+            summaries = [responses.summarize(kind, j) for j in page if status is None or j.status == status]
+            response: dict[str, Any] = {kind.summaries_field: summaries}
             if offset + limit < len(jobs):
                 response["NextToken"] = _encode_token(offset + limit)
             return response
@@ -457,7 +373,7 @@ class Engine:
     def to_state(self) -> dict[str, Any]:
         with self.lock:
             return {
-                "format": 1,
+                "format": STATE_FORMAT,
                 "origin": self.clock.origin,
                 "now": self.clock.now(),
                 "seq": self.seq,
@@ -470,22 +386,21 @@ class Engine:
 
     @classmethod
     def from_state(cls, scenario: Scenario, state: dict[str, Any]) -> Engine:
-        engine = cls.__new__(cls)
-        engine.scenario = scenario
-        engine.lock = threading.RLock()
-        engine.clock = Clock(scenario.speed, origin=state["origin"], now=state["now"])
-        engine.jobs = {}
+        # The saved event queue already holds the scenario's events, so they are not scheduled again.
+        engine = cls(
+            scenario,
+            Clock(scenario.speed, origin=state["origin"], now=state["now"]),
+            schedule_scenario=False,
+        )
         for raw in state["jobs"]:
             job = Job(**raw)
             engine.jobs[job.key] = job
-        engine.events = [tuple(e) for e in state["events"]]  # type: ignore[misc]
+        engine.events = [(at, seq, kind, list(args)) for at, seq, kind, args in state["events"]]
         heapq.heapify(engine.events)
         engine.seq = state["seq"]
         engine.capacity_override = dict(state["capacity_override"])
         engine.held = Counter(state["held"])
         engine.plan_used = Counter(state["plan_used"])
-        engine.calls = Counter()
-        engine.version = 0
         return engine
 
     def snapshot(self) -> list[dict[str, Any]]:
@@ -539,98 +454,4 @@ def _decode_token(token: str | None) -> int:
     try:
         return int(json.loads(base64.urlsafe_b64decode(token.encode()))["offset"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise invalid("Invalid pagination token given") from exc
-
-
-def _echo(job: Job, operation: str) -> dict[str, Any]:
-    members = service_model.operation(operation).output_shape.members  # type: ignore[union-attr]
-    return {k: copy.deepcopy(v) for k, v in job.request.items() if k in members}
-
-
-def _selected_fields(job: Job, resources: dict[str, Any], scenario: Scenario) -> None:
-    if job.uses_preferences and not scenario.behaviour.echo_instance_count:
-        resources.pop("InstanceCount", None)
-    if job.uses_preferences and job.selected is not None:
-        resources["SelectedInstanceType"] = job.selected["instance_type"]
-        resources["SelectedInstanceCount"] = job.selected["count"]
-
-
-def describe_training(job: Job, scenario: Scenario) -> dict[str, Any]:
-    body = _echo(job, "DescribeTrainingJob")
-    body.pop("Tags", None)
-    output = job.request["OutputDataConfig"]["S3OutputPath"].rstrip("/")
-    body.update(
-        {
-            "TrainingJobName": job.name,
-            "TrainingJobArn": job.arn,
-            "ModelArtifacts": {"S3ModelArtifacts": f"{output}/{job.name}/output/model.tar.gz"},
-            "TrainingJobStatus": job.status,
-            "SecondaryStatus": job.secondary or "Starting",
-            "StoppingCondition": body.get("StoppingCondition") or {"MaxRuntimeInSeconds": 86400},
-            "CreationTime": job.created,
-            "LastModifiedTime": job.last_modified,
-            "SecondaryStatusTransitions": copy.deepcopy(job.transitions),
-        }
-    )
-    _selected_fields(job, body["ResourceConfig"], scenario)
-    if job.start_time is not None:
-        body["TrainingStartTime"] = job.start_time
-    if job.end_time is not None:
-        body["TrainingEndTime"] = job.end_time
-        seconds = max(1, math.ceil(job.end_time - job.start_time)) if job.start_time is not None else None
-        if seconds is not None:
-            body["TrainingTimeInSeconds"] = seconds
-            body["BillableTimeInSeconds"] = seconds
-    if job.failure_reason:
-        body["FailureReason"] = job.failure_reason[:1024]
-    return body
-
-
-def describe_processing(job: Job, scenario: Scenario) -> dict[str, Any]:
-    body = _echo(job, "DescribeProcessingJob")
-    body.update(
-        {
-            "ProcessingJobName": job.name,
-            "ProcessingJobArn": job.arn,
-            "ProcessingJobStatus": job.status,
-            "CreationTime": job.created,
-            "LastModifiedTime": job.last_modified,
-        }
-    )
-    _selected_fields(job, body["ProcessingResources"]["ClusterConfig"], scenario)
-    if job.start_time is not None:
-        body["ProcessingStartTime"] = job.start_time
-    if job.end_time is not None:
-        body["ProcessingEndTime"] = job.end_time
-    if job.failure_reason:
-        body["FailureReason"] = job.failure_reason[:1024]
-    if job.exit_message:
-        body["ExitMessage"] = job.exit_message
-    return body
-
-
-def summarize(job: Job) -> dict[str, Any]:
-    if job.kind == TRAINING:
-        summary: dict[str, Any] = {
-            "TrainingJobName": job.name,
-            "TrainingJobArn": job.arn,
-            "CreationTime": job.created,
-            "LastModifiedTime": job.last_modified,
-            "TrainingJobStatus": job.status,
-            "SecondaryStatus": job.secondary or "Starting",
-        }
-        if job.end_time is not None:
-            summary["TrainingEndTime"] = job.end_time
-        return summary
-    summary = {
-        "ProcessingJobName": job.name,
-        "ProcessingJobArn": job.arn,
-        "CreationTime": job.created,
-        "LastModifiedTime": job.last_modified,
-        "ProcessingJobStatus": job.status,
-    }
-    if job.end_time is not None:
-        summary["ProcessingEndTime"] = job.end_time
-    if job.failure_reason:
-        summary["FailureReason"] = job.failure_reason[:1024]
-    return summary
+        raise ValidationException("Invalid pagination token given") from exc

@@ -9,24 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_sm_prefs.emulator.errors import ResourceLimitExceeded, ResourceNotFound, ValidationException
 from airflow_sm_prefs.emulator.scenario import Scenario
 
 ACCELERATED_PREFIXES = ("ml.p", "ml.g", "ml.trn")
 MAX_PREFERENCES = 5
-
-
-class ServiceError(Exception):
-    """An error the emulated service answers with, in the AWS JSON error shape."""
-
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status = status
-
-
-def invalid(message: str) -> ServiceError:
-    return ServiceError("ValidationException", message)
 
 
 def is_accelerated(instance_type: str) -> bool:
@@ -47,23 +34,29 @@ def training_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[li
     """Apply R1–R24 to a CreateTrainingJob request; return its candidates and whether it used preferences."""
     resources = request.get("ResourceConfig")
     if resources is None:
-        raise invalid("ResourceConfig is required for this emulator (InstanceType or InstancePreferences).")
+        raise ValidationException("ResourceConfig is required for this emulator (InstanceType or InstancePreferences).")
     stopping = request.get("StoppingCondition") or {}
     for selected in ("SelectedInstanceType", "SelectedInstanceCount"):
         if selected in resources:
-            raise invalid(f"ResourceConfig.{selected} is an output field and is not accepted on create (R20).")
+            raise ValidationException(
+                f"ResourceConfig.{selected} is an output field and is not accepted on create (R20)."
+            )
     if "MaxWaitTimeInSeconds" in stopping and not request.get("EnableManagedSpotTraining"):
-        raise invalid(
+        raise ValidationException(
             "Invalid MaxWaitTimeInSeconds. It is only supported when EnableManagedSpotTraining is set to true (R24)."
         )
     preferences = resources.get("InstancePreferences")
     if preferences is None:
         if resources.get("InstanceGroups"):
-            raise invalid("The emulator does not model heterogeneous clusters (ResourceConfig.InstanceGroups).")
+            raise ValidationException(
+                "The emulator does not model heterogeneous clusters (ResourceConfig.InstanceGroups)."
+            )
         instance_type = resources.get("InstanceType")
         count = resources.get("InstanceCount")
         if instance_type is None or count is None:
-            raise invalid("ResourceConfig must specify InstanceType and InstanceCount, or InstancePreferences.")
+            raise ValidationException(
+                "ResourceConfig must specify InstanceType and InstanceCount, or InstancePreferences."
+            )
         _check_count(count, "ResourceConfig.InstanceCount", scenario)
         plan = resources.get("TrainingPlanArn")
         return [Candidate(0, instance_type, count, plan)], False
@@ -74,23 +67,23 @@ def training_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[li
         ("InstancePlacementConfig", "R8"),
     ):
         if resources.get(exclusive) is not None:
-            raise invalid(
+            raise ValidationException(
                 f"ResourceConfig.{exclusive} and ResourceConfig.InstancePreferences are mutually exclusive ({rule})."
             )
     if request.get("EnableManagedSpotTraining"):
-        raise invalid("InstancePreferences cannot be used with EnableManagedSpotTraining=true (R9/R10).")
+        raise ValidationException("InstancePreferences cannot be used with EnableManagedSpotTraining=true (R9/R10).")
     _check_list_shape(preferences, "ResourceConfig.InstancePreferences", resources.get("InstanceCount"), scenario)
 
     job_plan = resources.get("TrainingPlanArn")
     if job_plan is not None and any(p.get("TrainingPlanArns") for p in preferences):
-        raise invalid(
+        raise ValidationException(
             "ResourceConfig.TrainingPlanArn and InstancePreferences[].TrainingPlanArns are mutually exclusive (R13)."
         )
     plans = {plan.arn: plan for plan in scenario.training_plans}
     for index, preference in enumerate(preferences):
         arns = preference.get("TrainingPlanArns") or []
         if len(arns) > 1:
-            raise invalid(
+            raise ValidationException(
                 f"ResourceConfig.InstancePreferences[{index}].TrainingPlanArns: at most one training plan per "
                 "preference (R11)."
             )
@@ -98,9 +91,9 @@ def training_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[li
             _check_plan(arn, preference["InstanceType"], f"ResourceConfig.InstancePreferences[{index}]", plans)
     if job_plan is not None:
         if job_plan not in plans:
-            raise ServiceError("ResourceNotFound", f"Training plan {job_plan} does not exist.")
+            raise ResourceNotFound(f"Training plan {job_plan} does not exist.")
         if plans[job_plan].instance_type not in {p["InstanceType"] for p in preferences}:
-            raise invalid(
+            raise ValidationException(
                 f"ResourceConfig.TrainingPlanArn is for {plans[job_plan].instance_type}, which matches no entry in "
                 "ResourceConfig.InstancePreferences (R14)."
             )
@@ -121,7 +114,7 @@ def processing_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[
     cluster = request["ProcessingResources"]["ClusterConfig"]
     for selected in ("SelectedInstanceType", "SelectedInstanceCount"):
         if selected in cluster:
-            raise invalid(
+            raise ValidationException(
                 f"ProcessingResources.ClusterConfig.{selected} is an output field and is not accepted on create."
             )
     preferences = cluster.get("InstancePreferences")
@@ -129,12 +122,12 @@ def processing_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[
         instance_type = cluster.get("InstanceType")
         count = cluster.get("InstanceCount")
         if instance_type is None or count is None:
-            raise invalid(
+            raise ValidationException(
                 "ProcessingResources.ClusterConfig must specify InstanceType and InstanceCount, or InstancePreferences."
             )
         return [Candidate(0, instance_type, count, None)], False
     if cluster.get("InstanceType") is not None:
-        raise invalid(
+        raise ValidationException(
             "ProcessingResources.ClusterConfig.InstanceType and InstancePreferences are mutually exclusive (P8)."
         )
     _check_list_shape(
@@ -151,7 +144,7 @@ def processing_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[
 
 def _check_list_shape(preferences: list[dict[str, Any]], path: str, uniform: int | None, scenario: Scenario) -> None:
     if len(preferences) > MAX_PREFERENCES:
-        raise invalid(
+        raise ValidationException(
             f"Value '{len(preferences)} items' at '{path}' failed to satisfy constraint: "
             f"Member must have length less than or equal to {MAX_PREFERENCES} (R2/P2)."
         )
@@ -159,23 +152,23 @@ def _check_list_shape(preferences: list[dict[str, Any]], path: str, uniform: int
     for index, preference in enumerate(preferences):
         instance_type = preference["InstanceType"]
         if instance_type in seen:
-            raise invalid(
+            raise ValidationException(
                 f"{path}[{index}].InstanceType {instance_type} is already listed at {path}[{seen[instance_type]}]; "
                 "each instance type may appear only once (R4a/P4)."
             )
         seen[instance_type] = index
     with_count = [i for i, p in enumerate(preferences) if "InstanceCount" in p]
     if with_count and uniform is not None:
-        raise invalid(
+        raise ValidationException(
             f"InstanceCount is set both on {path}[{with_count[0]}] and at the job level; set it in one place (R4c/P5)."
         )
     if with_count and len(with_count) != len(preferences):
         missing = next(i for i in range(len(preferences)) if i not in with_count)
-        raise invalid(
+        raise ValidationException(
             f"{path}[{missing}].InstanceCount is missing; set InstanceCount on every preference or on none (R4b/P5)."
         )
     if not with_count and uniform is None:
-        raise invalid(f"InstanceCount must be set at the job level or on every entry of {path} (R4d/P5).")
+        raise ValidationException(f"InstanceCount must be set at the job level or on every entry of {path} (R4d/P5).")
     if uniform is not None:
         _check_count(uniform, path.rsplit(".", 1)[0] + ".InstanceCount", scenario)
     for index in with_count:
@@ -184,15 +177,15 @@ def _check_list_shape(preferences: list[dict[str, Any]], path: str, uniform: int
 
 def _check_count(count: int, path: str, scenario: Scenario) -> None:
     if count == 0 and scenario.behaviour.reject_zero_count:
-        raise invalid(f"{path} must be at least 1 (R5).")
+        raise ValidationException(f"{path} must be at least 1 (R5).")
 
 
 def _check_plan(arn: str, instance_type: str, path: str, plans: dict[str, Any]) -> None:
     plan = plans.get(arn)
     if plan is None:
-        raise ServiceError("ResourceNotFound", f"Training plan {arn} does not exist ({path}.TrainingPlanArns).")
+        raise ResourceNotFound(f"Training plan {arn} does not exist ({path}.TrainingPlanArns).")
     if plan.instance_type != instance_type:
-        raise invalid(
+        raise ValidationException(
             f"{path}.TrainingPlanArns: plan {arn} reserves {plan.instance_type}, which must match the entry's "
             f"InstanceType {instance_type} (R12)."
         )
@@ -206,7 +199,7 @@ def check_algorithm(image: str | None, candidates: list[Candidate], scenario: Sc
         if marker in image:
             unsupported = [c.instance_type for c in candidates if c.instance_type not in supported]
             if unsupported:
-                raise invalid(
+                raise ValidationException(
                     f"The {kind} image {image} does not support instance type(s) {', '.join(unsupported)} "
                     "listed in InstancePreferences (R18/P13)."
                 )
@@ -220,8 +213,7 @@ def check_quotas(candidates: list[Candidate], in_use: dict[str, int], scenario: 
             continue
         current = in_use.get(candidate.instance_type, 0)
         if current + candidate.count > quota:
-            raise ServiceError(
-                "ResourceLimitExceeded",
+            raise ResourceLimitExceeded(
                 f"The account-level service limit '{candidate.instance_type} for {usage} job usage' is {quota} "
                 f"Instances, with current utilization of {current} Instances and a request delta of "
                 f"{candidate.count} Instances. Please use AWS Service Quotas to request an increase for this quota.",

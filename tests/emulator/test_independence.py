@@ -14,3 +14,31 @@ def test_emulator_does_not_import_the_projects_validation():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "['airflow_sm_prefs']", result.stdout
+
+
+def test_only_the_kind_table_knows_the_kinds():
+    """Engine, responses, service and protocol read ``kinds.py``; a branch on a kind's name elsewhere fails."""
+    import re
+    from pathlib import Path
+
+    import airflow_sm_prefs.emulator as package
+
+    folder = Path(package.__file__).parent
+    offenders = []
+    for module in ("engine.py", "responses.py", "service.py", "protocol.py", "control.py", "server.py"):
+        for number, line in enumerate((folder / module).read_text().splitlines(), start=1):
+            if re.search(r"""["'](training|processing)["']|\b(TRAINING|PROCESSING)\b""", line):
+                offenders.append(f"{module}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+def test_every_error_class_answers_its_own_code():
+    from airflow_sm_prefs.emulator import errors
+
+    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.ServiceError)]
+    for cls in classes:
+        if cls is errors.ServiceError:
+            continue
+        error = cls("why") if cls not in (errors.ThrottlingException, errors.InternalFailure) else cls()
+        assert error.body()["__type"] == cls.__name__, cls
+        assert error.status == (500 if cls is errors.InternalFailure else 400)

@@ -241,7 +241,7 @@ def test_unsupported_operation_is_a_clear_error(start_emulator):
     client = boto_client(start_emulator().endpoint_url)
     with pytest.raises(ClientError) as error:
         client.describe_endpoint(EndpointName="anything")
-    assert error.value.response["Error"]["Code"] == "UnsupportedOperation"
+    assert error.value.response["Error"]["Code"] == "UnknownOperationException"
     assert "not supported by the airflow-sm-prefs emulator" in error.value.response["Error"]["Message"]
 
 
@@ -327,10 +327,10 @@ def test_lost_reply_carries_out_the_create_and_the_clients_retry_meets_resource_
 
 
 def test_slow_operations_delay_only_the_named_operation(start_emulator, monkeypatch):
-    from airflow_sm_prefs.emulator import server as server_module
+    from airflow_sm_prefs.emulator import service as service_module
 
     slept: list[float] = []  # the emulator's own sleeps, recorded instead of timed
-    monkeypatch.setattr(server_module.time, "sleep", slept.append)
+    monkeypatch.setattr(service_module.time, "sleep", slept.append)
     server = start_emulator("ample")
     client = boto_client(server.endpoint_url)
     control(server.endpoint_url, "faults", {"slow_operations": {"DescribeTrainingJob": 600}})
@@ -368,3 +368,29 @@ def test_state_file_keeps_jobs_and_clock_across_restart(start_emulator, tmp_path
     control(second.endpoint_url, "advance", {"seconds": 301})  # the t=600 capacity event survived the restart
     resources = client.describe_training_job(TrainingJobName="survivor")["ResourceConfig"]
     assert resources["SelectedInstanceType"] == "ml.p5.48xlarge"
+
+
+def test_a_restored_engine_is_the_engine_that_was_saved(start_emulator):
+    from airflow_sm_prefs.emulator.engine import Engine
+
+    server = start_emulator("all-busy-then-free")
+    client = boto_client(server.endpoint_url)
+    client.create_training_job(**training_request("queued", GPU_PAIR))
+    client.create_processing_job(**processing_request("prep", [{"InstanceType": "ml.m5.xlarge"}], InstanceCount=1))
+    saved = server.engine.to_state()
+    restored = Engine.from_state(server.engine.scenario, saved)
+    again = restored.to_state()
+    assert {k: v for k, v in again.items() if k != "now"} == {k: v for k, v in saved.items() if k != "now"}
+    # The scenario's capacity event is in the saved queue once, not scheduled a second time on restore.
+    assert len(restored.events) == len(server.engine.events)
+    assert restored.describe("training", "queued") == server.engine.describe("training", "queued")
+
+
+def test_a_control_call_missing_a_field_is_a_bad_request(start_emulator):
+    import urllib.error
+
+    server = start_emulator("ample")
+    with pytest.raises(urllib.error.HTTPError) as error:
+        control(server.endpoint_url, "advance", {})
+    assert error.value.code == 400
+    assert control(server.endpoint_url, "health")["ok"] is True

@@ -1,0 +1,52 @@
+"""What the emulated service remembers about one job (persisted to the state file as is)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_sm_prefs.emulator.service_rules import Candidate, is_accelerated
+
+
+@dataclass
+class Job:
+    kind: str
+    name: str
+    arn: str
+    request: dict[str, Any]
+    candidates: list[dict[str, Any]]
+    uses_preferences: bool
+    created: float
+    seq: int
+    status: str = "InProgress"
+    secondary: str | None = None
+    last_modified: float = 0.0
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+    selected: dict[str, Any] | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    failure_reason: str | None = None
+    exit_message: str | None = None
+    pending: bool = False
+    epoch: int = 0
+    tags: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return job_key(self.kind, self.name)
+
+    def candidate_objects(self) -> list[Candidate]:
+        return [Candidate(**c) for c in self.candidates]
+
+    @property
+    def accelerated(self) -> bool:
+        return any(is_accelerated(c["instance_type"]) for c in self.candidates)
+
+    @property
+    def candidate_types(self) -> str:
+        return ", ".join(c["instance_type"] for c in self.candidates)
+
+
+def job_key(kind: str, name: str) -> str:
+    # SageMaker job names are unique per account and Region regardless of case.
+    return f"{kind}:{name.lower()}"

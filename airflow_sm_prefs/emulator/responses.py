@@ -1,0 +1,85 @@
+"""Response shaping: a remembered job as Describe and List answer it, fields named as botocore's model names them."""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import TYPE_CHECKING, Any
+
+from airflow_sm_prefs.emulator import service_model
+from airflow_sm_prefs.emulator.model import Job
+from airflow_sm_prefs.emulator.scenario import Scenario
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.emulator.kinds import EmulatedKind
+
+FAILURE_REASON_LIMIT = 1024  # the model's maximum length for FailureReason and ExitMessage
+
+
+def describe(kind: EmulatedKind, job: Job, scenario: Scenario) -> dict[str, Any]:
+    members = service_model.operation(kind.operation("Describe")).output_shape.members  # type: ignore[union-attr]
+    body = {key: copy.deepcopy(value) for key, value in job.request.items() if key in members}
+    body.update(
+        {
+            kind.name_field: job.name,
+            kind.arn_field: job.arn,
+            kind.status_field: job.status,
+            "CreationTime": job.created,
+            "LastModifiedTime": job.last_modified,
+        }
+    )
+    resources = kind.resources(body)
+    if job.uses_preferences and not scenario.behaviour.echo_instance_count:
+        resources.pop("InstanceCount", None)
+    if job.uses_preferences and job.selected is not None:
+        resources["SelectedInstanceType"] = job.selected["instance_type"]
+        resources["SelectedInstanceCount"] = job.selected["count"]
+    if job.start_time is not None:
+        body[kind.start_field] = job.start_time
+    if job.end_time is not None:
+        body[kind.end_field] = job.end_time
+    if job.failure_reason:
+        body["FailureReason"] = job.failure_reason[:FAILURE_REASON_LIMIT]
+    kind.describe_extras(job, body)
+    return body
+
+
+def summarize(kind: EmulatedKind, job: Job) -> dict[str, Any]:
+    summary: dict[str, Any] = {
+        kind.name_field: job.name,
+        kind.arn_field: job.arn,
+        "CreationTime": job.created,
+        "LastModifiedTime": job.last_modified,
+        kind.status_field: job.status,
+    }
+    if job.end_time is not None:
+        summary[kind.end_field] = job.end_time
+    kind.summary_extras(job, summary)
+    return summary
+
+
+def training_describe_extras(job: Job, body: dict[str, Any]) -> None:
+    body.pop("Tags", None)
+    output = job.request["OutputDataConfig"]["S3OutputPath"].rstrip("/")
+    body["ModelArtifacts"] = {"S3ModelArtifacts": f"{output}/{job.name}/output/model.tar.gz"}
+    body["SecondaryStatus"] = job.secondary or "Starting"
+    body["StoppingCondition"] = body.get("StoppingCondition") or {"MaxRuntimeInSeconds": 86400}
+    body["SecondaryStatusTransitions"] = copy.deepcopy(job.transitions)
+    if job.end_time is not None and job.start_time is not None:
+        seconds = max(1, math.ceil(job.end_time - job.start_time))
+        body["TrainingTimeInSeconds"] = seconds
+        body["BillableTimeInSeconds"] = seconds
+
+
+def processing_describe_extras(job: Job, body: dict[str, Any]) -> None:
+    if job.exit_message:
+        body["ExitMessage"] = job.exit_message[:FAILURE_REASON_LIMIT]
+
+
+def training_summary_extras(job: Job, summary: dict[str, Any]) -> None:
+    summary["SecondaryStatus"] = job.secondary or "Starting"
+
+
+def processing_summary_extras(job: Job, summary: dict[str, Any]) -> None:
+    if job.failure_reason:
+        summary["FailureReason"] = job.failure_reason[:FAILURE_REASON_LIMIT]

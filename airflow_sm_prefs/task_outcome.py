@@ -1,0 +1,100 @@
+"""What a task leaves behind about its job: the selection as soon as it is known, the record at the end,
+and the failure that says why; used by the operator whichever way it waited.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_sm_prefs import attempts, progress, record
+from airflow_sm_prefs.job_view import JobView
+from airflow_sm_prefs.jobs import JobKind
+from airflow_sm_prefs.outcomes import FINISH_SUMMARY_FIELDS, outcome_error
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    context: Context
+    kind: JobKind
+    region: str | None
+    log: logging.Logger | logging.LoggerAdapter[Any] | Any
+
+    def announce(self, view: JobView) -> None:
+        """The chosen configuration, as soon as SageMaker chose it: a log line, an XCom, a metric."""
+        from airflow_sm_prefs.metrics import emit_selection
+
+        chosen = record.selection(view, self.region)
+        if chosen is None:
+            return
+        self.log.info(progress.selection_line(view))
+        self.context["ti"].xcom_push(key="selection", value=chosen)
+        emit_selection(chosen)
+
+    def mark_finished(self) -> None:
+        """This try reached the job's outcome: a later try of this task instance is a user's new request."""
+        ledger = attempts.JobLedger.from_context(self.context)
+        claim = ledger.load()
+        if claim is not None:
+            ledger.save(claim.advanced(attempts.FINISHED))
+
+    def finish(self, view: JobView, announced: bool) -> record.JobRecord:
+        """The job ended: return its record if it completed, else push the record and raise why it did not."""
+        self.mark_finished()
+        if not announced:
+            self.announce(view)
+        result = record.build(view, self.region)
+        summary = json.dumps({k: result[k] for k in FINISH_SUMMARY_FIELDS})  # type: ignore[literal-required]
+        self.log.info("SageMaker %s job %s ended %s: %s", view.kind.name, view.name, view.status, summary)
+        if result["status"] == "Completed":
+            return result
+        self.context["ti"].xcom_push(key="record", value=result)
+        raise outcome_error(view, result)
+
+    def refuse_ended_job(self, view: JobView, reason: str) -> NoReturn:
+        """A retry finds the job ended and may not launch another: record it again (a retry starts with no
+        XCom) and say again why it ended."""
+        result = record.build(view, self.region)
+        self.context["ti"].xcom_push(key="record", value=result)
+        raise AirflowFailException(f"{outcome_error(view, result)} Not launched again: {reason}.")
+
+    def abandon(
+        self,
+        hook: SageMakerPreferenceHook,
+        description: dict[str, Any],
+        error: type[AirflowException],
+        message: str,
+        stop: bool,
+        left: str,
+    ) -> NoReturn:
+        """The task stops waiting: stop the job unless told not to, record it, and fail saying which."""
+        view = JobView.parse(self.kind, description)
+        assert view.name is not None
+        self.mark_finished()
+        if stop:
+            hook.stop_job(self.kind, view.name, self.log)
+            # The record shows the job after the stop.
+            view = JobView.parse(self.kind, latest_description(hook, self.kind, description, self.log))
+        self.context["ti"].xcom_push(key="record", value=record.build(view, self.region))
+        raise error(message + ("; the job was stopped" if stop else f"; the job was left {left}"))
+
+
+def latest_description(
+    hook: SageMakerPreferenceHook, kind: JobKind, last_seen: dict[str, Any], log: Any
+) -> dict[str, Any]:
+    """A fresh description for the record; the last one seen if SageMaker cannot be asked right now."""
+    name = last_seen[kind.name_field]
+    try:
+        return hook.describe_job(kind, name)
+    except Exception as error:
+        log.info("Could not describe %s for its record (%s); recording the last status seen", name, error)
+        return last_seen
