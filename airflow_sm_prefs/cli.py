@@ -11,18 +11,56 @@ import sys
 from pathlib import Path
 
 
+def _error(message: str) -> int:
+    print(f"airflow-sm-prefs: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text[:40]!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 0-65535")
+    return port
+
+
+def _host(text: str) -> str:
+    """An IP address to bind; ``localhost`` is taken as 127.0.0.1 (a name could resolve anywhere)."""
+    if text == "localhost":
+        return "127.0.0.1"
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--host takes an IP address (or localhost), not {text[:40]!r}") from None
+
+
 def _emulator(args: argparse.Namespace) -> int:
     from airflow_sm_prefs.emulator import EmulatorServer, ScenarioError, load
+    from airflow_sm_prefs.emulator.service import StateFileError
 
-    if not ipaddress.ip_address(args.host).is_loopback and not args.container_network:
-        print(f"error: the emulator binds to loopback only, not {args.host} (see --container-network)", file=sys.stderr)
-        return 2
+    if not ipaddress.ip_address(args.host).is_loopback:
+        if not args.container_network:
+            return _error(f"the emulator binds to loopback only, not {args.host} (see --container-network)")
+        print(
+            f"airflow-sm-prefs: warning: serving on {args.host}: the SageMaker API it serves has no "
+            "authentication; anyone who can reach this address can create and stop jobs",
+            file=sys.stderr,
+        )
+    if args.state_file is not None and not args.state_file.parent.is_dir():
+        return _error(f"--state-file: directory {args.state_file.parent} does not exist")
+    if args.state_file is not None and args.state_file.is_dir():
+        return _error(f"--state-file: {args.state_file} is a directory")
     try:
         scenario = load(args.scenario)
-    except ScenarioError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    server = EmulatorServer(scenario, host=args.host, port=args.port, state_file=args.state_file)
+        server = EmulatorServer(
+            scenario, host=args.host, port=args.port, state_file=args.state_file, scenario_source=args.scenario
+        )
+    except (ScenarioError, StateFileError) as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        return _error(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     print(
         f"SageMaker emulator ({scenario.name}, speed x{scenario.speed:g}) on {server.endpoint_url}",
@@ -49,14 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     emulator = commands.add_parser("emulator", help="serve the local SageMaker emulator")
     emulator.add_argument("--scenario", default="ample", help="bundled scenario name or a YAML file")
-    emulator.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    emulator.add_argument(
+        "--host", type=_host, default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)"
+    )
     emulator.add_argument(
         "--container-network",
         action="store_true",
         help="allow a non-loopback --host, for a container network that publishes no port to the host; the "
         "control surface still answers loopback clients only",
     )
-    emulator.add_argument("--port", type=int, default=8907, help="port (0 picks a free one)")
+    emulator.add_argument("--port", type=_port, default=8907, help="port (0 picks a free one)")
     emulator.add_argument("--state-file", type=Path, default=None, help="keep jobs and clock across restarts")
     emulator.add_argument("-v", "--verbose", action="store_true")
     emulator.set_defaults(handler=_emulator)

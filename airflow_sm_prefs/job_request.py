@@ -1,40 +1,81 @@
 """The request a task sends: ``config`` and the friendly arguments merged, cast and checked, before any call.
 
-Raises :class:`~airflow_sm_prefs.preferences.PreferenceValidationError` with every problem found; returns
-the request and the warnings (things SageMaker accepts but ignores) the task should log.
+Raises :class:`InvalidJobRequest` with every problem found; returns the request and the warnings (things
+SageMaker accepts but ignores) the task should log. Values still templated are left for the run-time check,
+everything else is judged at once, so a DAG with a templated role or S3 path still has its preference
+list checked when the file is parsed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_sm_prefs import preferences as rules
 from airflow_sm_prefs.jobs import JobKind
+
+
+class InvalidJobRequest(rules.PreferenceValidationError, AirflowFailException):
+    """A request SageMaker would refuse. Wherever it is raised (a DAG file's parse, a task's run, a mapped
+    task's expansion) retrying cannot help, so it fails the task without retries."""
+
+
+@contextmanager
+def refusing() -> Iterator[None]:
+    """Turn a rule's PreferenceValidationError into InvalidJobRequest."""
+    try:
+        yield
+    except InvalidJobRequest:
+        raise
+    except rules.PreferenceValidationError as error:
+        raise InvalidJobRequest(error.problems) from None
 
 
 def friendly_preferences(value: Any) -> Any:
     """``preferences=`` in API form now when it is static; a template string is kept for rendering."""
     if value is None or isinstance(value, str):
         return value
-    return rules.to_api_entries(value)
+    with refusing():
+        return rules.to_api_entries(value)
 
 
 def prepare(
-    kind: JobKind, config: Mapping[str, Any] | str, preferences: Any, max_pending: int | None
+    kind: JobKind,
+    config: Any,
+    preferences: Any,
+    max_pending: int | None,
+    markers: tuple[str, ...] = rules.TEMPLATE_MARKERS,
 ) -> tuple[dict[str, Any], list[str]]:
-    parsed: Mapping[str, Any] = _parse_json(config, "config") if isinstance(config, str) else config
-    if isinstance(preferences, str) and not rules.is_templated(preferences):
-        preferences = _parse_json(preferences, "preferences")
-    request = kind.prepare(parsed, preferences, max_pending)
-    if max_pending is not None and not kind.service_enforces_pending_limit and max_pending <= 0:
-        raise rules.PreferenceValidationError(["max_pending must be positive"])
-    return request, kind.validate(request)
+    """``markers`` are the Jinja delimiters still to be rendered; none once the task has rendered its fields."""
+    with refusing(), rules.template_markers(markers):
+        parsed = _parse_json(config, "config") if isinstance(config, str) else config
+        if not isinstance(parsed, Mapping):
+            raise rules.PreferenceValidationError(
+                [
+                    f"config must be the {kind.name_field.removesuffix('JobName')}Job request as a mapping (or JSON "
+                    f"text of one), got {type(parsed).__name__}"
+                ]
+            )
+        if isinstance(preferences, str) and not rules.is_templated(preferences):
+            preferences = rules.to_api_entries(_parse_json(preferences, "preferences"))
+        request = kind.prepare(parsed, preferences, max_pending)
+        return request, kind.validate(request)
 
 
 def _parse_json(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise rules.PreferenceValidationError([f"{what} rendered to text that is not JSON: {error}"]) from error
+        hint = (
+            " It looks like a Python list: set render_template_as_native_obj=True on the DAG, or render JSON "
+            "with the `tojson` filter."
+            if text.lstrip().startswith(("[(", "['", '["', "[{")) or "'" in text
+            else ""
+        )
+        raise rules.PreferenceValidationError(
+            [f"{what} rendered to text that is not JSON ({error.msg}, at character {error.pos}).{hint}"]
+        ) from None

@@ -75,8 +75,11 @@ class JobKind:
 
     def ensure_resources(self, body: dict[str, Any]) -> dict[str, Any]:
         node = body
-        for key in self.resources_path:
+        for depth, key in enumerate(self.resources_path):
             node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                path = ".".join(self.resources_path[: depth + 1])
+                raise preferences.PreferenceValidationError([f"{path} must be a mapping, got {type(node).__name__}"])
         return node
 
     def essentials(self, description: Mapping[str, Any]) -> dict[str, Any]:
@@ -108,7 +111,17 @@ class JobKind:
             else:
                 resources["InstancePreferences"] = preferences.to_api_entries(friendly_preferences)
         if max_pending is not None and self.service_enforces_pending_limit:
-            request.setdefault("StoppingCondition", {})["MaxPendingTimeInSeconds"] = max_pending
+            stopping = request.setdefault("StoppingCondition", {})
+            if isinstance(stopping, dict):  # anything else is reported by validate()
+                given = stopping.get("MaxPendingTimeInSeconds")
+                if given is not None and str(given).strip() != str(max_pending):
+                    raise preferences.PreferenceValidationError(
+                        [
+                            f"the pending limit is given twice and they disagree: max_pending={max_pending} and "
+                            f"StoppingCondition.MaxPendingTimeInSeconds={given!r} in config; keep one"
+                        ]
+                    )
+                stopping["MaxPendingTimeInSeconds"] = max_pending
         return preferences.cast_integers(request, self.integer_paths)
 
 

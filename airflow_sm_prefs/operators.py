@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import pendulum
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_sm_prefs import attempts, job_request, record
 from airflow_sm_prefs import preferences as rules
@@ -96,30 +96,44 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.config = config
-        self.preferences = job_request.friendly_preferences(preferences)
-        self.max_pending = rules.max_pending_seconds(max_pending)
         self.job_name = job_name
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.verify = verify
-        if botocore_config is not None and not isinstance(botocore_config, dict):
-            raise ValueError("botocore_config must be a dict of botocore.config.Config keyword arguments")
         self.botocore_config = botocore_config
         self.deferrable = deferrable
-        self.check_interval = float(check_interval)
-        if self.check_interval <= 0:
-            raise ValueError("check_interval must be positive")
-        self.wait_timeout = rules.max_pending_seconds(wait_timeout)
         self.stop_on_kill = stop_on_kill
         self.stop_on_timeout = stop_on_timeout
         self.resubmit_after_failure = resubmit_after_failure
         self._active_job: str | None = None
         self._request: dict[str, Any] | None = None
         self._lineage_description: dict[str, Any] | None = None
-        if not rules.is_templated(config):
-            # Static values are judged now, so a bad list fails the DAG import, not the 2 a.m. run.
-            for warning in self._prepare():
+        # Every argument is judged here, and every value of the request that is not templated: a bad list
+        # fails the DAG import, not the 2 a.m. run (a mapped task's arguments are judged when it expands).
+        with job_request.refusing(), rules.template_markers(self._template_markers()):
+            self.preferences = job_request.friendly_preferences(preferences)
+            self.max_pending = rules.duration_seconds(max_pending, "max_pending")
+            self.wait_timeout = rules.duration_seconds(wait_timeout, "wait_timeout")
+            self.check_interval = rules.interval_seconds(check_interval, "check_interval")
+            problems = rules.job_name_problems(job_name, "job_name")
+            if botocore_config is not None and not isinstance(botocore_config, dict):
+                problems.append("botocore_config must be a dict of botocore.config.Config keyword arguments")
+            if problems:
+                raise rules.PreferenceValidationError(problems)
+        if not isinstance(config, str):  # JSON text is judged once rendered
+            for warning in self._prepare(self._template_markers()):
                 self.log.warning(warning)
+
+    def _template_markers(self) -> tuple[str, ...]:
+        """The delimiters Airflow will render this task's fields with (the DAG may change Jinja's)."""
+        dag = self.get_dag()
+        options = (getattr(dag, "jinja_environment_kwargs", None) or {}) if dag is not None else {}
+        variable, block, comment = rules.TEMPLATE_MARKERS
+        return (
+            options.get("variable_start_string", variable),
+            options.get("block_start_string", block),
+            options.get("comment_start_string", comment),
+        )
 
     @property
     def hook_kwargs(self) -> dict[str, Any]:
@@ -142,17 +156,21 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     def _outcome(self, context: Context) -> TaskOutcome:
         return TaskOutcome(context, self.job_kind, self._region, self.log)
 
-    def _prepare(self) -> list[str]:
-        self._request, warnings = job_request.prepare(self.job_kind, self.config, self.preferences, self.max_pending)
+    def _prepare(self, markers: tuple[str, ...]) -> list[str]:
+        self._request, warnings = job_request.prepare(
+            self.job_kind, self.config, self.preferences, self.max_pending, markers
+        )
         return warnings
 
     def _rendered_request(self) -> dict[str, Any]:
+        """The request after rendering, judged whole: nothing in it is a template any more."""
         try:
-            warnings = self._prepare()
+            warnings = self._prepare(markers=())
             assert self._request is not None
-            self.hook.check_instance_types(self.job_kind, self._request)
+            with job_request.refusing():
+                self.hook.check_instance_types(self.job_kind, self._request)
         except rules.PreferenceValidationError as error:
-            raise AirflowFailException(f"{error} (no SageMaker job was created)") from error
+            raise job_request.InvalidJobRequest([*error.problems, "no SageMaker job was created"]) from None
         for warning in warnings:
             self.log.warning(warning)
         return self._request

@@ -7,21 +7,38 @@ complete) and the preference it concerns.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 MAX_PREFERENCES = 5
 MAX_PENDING_RANGE = (1800, 2419200)  # botocore's model: 30 minutes to 28 days
+MAX_DURATION_SECONDS = 366 * 86400
 PROCESSING_COUNT_RANGE = (1, 100)
 ACCELERATED_PREFIXES = ("ml.p", "ml.g", "ml.trn")
 INSTANCE_TYPE_SHAPE = re.compile(r"ml\.[a-z0-9-]+\.[a-z0-9]+")
 PLAN_ARN_SHAPE = re.compile(r"arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*")
 JOB_NAME_SHAPE = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
-TEMPLATE_MARKERS = ("{{", "{%")
+MAX_JOB_NAME = 63
+# Jinja's default variable, block and comment delimiters; a DAG's jinja_environment_kwargs may change them.
+TEMPLATE_MARKERS = ("{{", "{%", "{#")
+_markers: ContextVar[tuple[str, ...]] = ContextVar("template_markers", default=TEMPLATE_MARKERS)
+
+
+@contextlib.contextmanager
+def template_markers(markers: tuple[str, ...]) -> Iterator[None]:
+    """Judge "is this templated?" by ``markers``: a DAG's own delimiters, or none once everything is rendered."""
+    token = _markers.set(markers)
+    try:
+        yield
+    finally:
+        _markers.reset(token)
 
 
 class PreferenceValidationError(ValueError):
@@ -60,20 +77,38 @@ _FRIENDLY_KEYS = {
 }
 
 
-def to_api_entries(preferences: Iterable[PreferenceLike]) -> list[dict[str, Any]]:
-    """Turn the friendly forms (objects, snake_case dicts, ``"ml.x"`` or ``("ml.x", 2)``) into API entries."""
+def to_api_entries(preferences: Any) -> list[dict[str, Any]]:
+    """Turn the friendly forms (objects, snake_case dicts, ``"ml.x"`` or ``("ml.x", 2)``) into API entries.
+
+    Only ordered sequences are accepted: the order is the preference. A mapping (``{"ml.x": 2}``) or a set
+    could be read more than one way, so they are refused rather than guessed at.
+    """
+    if isinstance(preferences, Mapping):
+        raise PreferenceValidationError(
+            [
+                "preferences is a mapping; give an ordered list such as "
+                "[('ml.p5.48xlarge', 2), ('ml.p4d.24xlarge', 4)] (a mapping's keys and values could mean types "
+                "and counts, or one preference's fields)"
+            ]
+        )
+    if isinstance(preferences, set | frozenset):
+        raise PreferenceValidationError(["preferences is a set, which has no order; give a list, first choice first"])
+    if isinstance(preferences, str | bytes) or not isinstance(preferences, Sequence):
+        raise PreferenceValidationError(
+            [f"preferences must be a list of preferences, first choice first; got {type(preferences).__name__}"]
+        )
     entries = []
     for index, preference in enumerate(preferences):
         if isinstance(preference, InstancePreference):
             entries.append(preference.to_api())
         elif isinstance(preference, str):
             entries.append({"InstanceType": preference})
-        elif isinstance(preference, tuple) and len(preference) == 2:
+        elif isinstance(preference, tuple | list) and len(preference) == 2 and isinstance(preference[0], str):
             entries.append({"InstanceType": preference[0], "InstanceCount": preference[1]})
         elif isinstance(preference, Mapping):
             entry: dict[str, Any] = {}
             for key, value in preference.items():
-                api_key = _FRIENDLY_KEYS.get(key, key)
+                api_key = _FRIENDLY_KEYS.get(str(key), str(key))
                 if api_key == "TrainingPlanArns" and isinstance(value, str):
                     value = [value]
                 entry[api_key] = value
@@ -82,23 +117,48 @@ def to_api_entries(preferences: Iterable[PreferenceLike]) -> list[dict[str, Any]
             raise PreferenceValidationError(
                 [
                     f"preference #{index + 1}: expected InstancePreference, a mapping, a type name or (type, count); "
-                    f"got {type(preference).__name__}"
+                    f"got {type(preference).__name__} {_shown(preference)}"
                 ]
             )
     return entries
 
 
-def max_pending_seconds(value: timedelta | int | float | None) -> int | None:
+def duration_seconds(value: Any, name: str) -> int | None:
+    """A duration argument (``timedelta`` or seconds) as whole seconds; a clear error for anything else."""
     if value is None:
         return None
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        hint = " (durations such as '4h' are not parsed: use timedelta(hours=4))" if isinstance(value, str) else ""
+        raise PreferenceValidationError(
+            [f"{name} must be a timedelta or a number of seconds, got {type(value).__name__} {_shown(value)}{hint}"]
+        )
+    if not math.isfinite(seconds) or seconds < 1:
+        raise PreferenceValidationError([f"{name} must be at least one second, got {_shown(value)}"])
+    if seconds > MAX_DURATION_SECONDS:
+        raise PreferenceValidationError([f"{name} must be at most {MAX_DURATION_SECONDS} seconds (one year)"])
     return int(seconds)
+
+
+def interval_seconds(value: Any, name: str) -> float:
+    """A polling interval in seconds: a positive, finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise PreferenceValidationError([f"{name} must be a positive number of seconds, got {_shown(value)}"])
+    return float(value)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def is_templated(value: Any) -> bool:
     """True when ``value`` still holds Jinja that Airflow renders later (so it cannot be judged yet)."""
     if isinstance(value, str):
-        return any(marker in value for marker in TEMPLATE_MARKERS)
+        return any(marker in value for marker in _markers.get())
     if isinstance(value, Mapping):
         return any(is_templated(k) or is_templated(v) for k, v in value.items())
     if isinstance(value, list | tuple):
@@ -130,25 +190,30 @@ def cast_integers(request: dict[str, Any], paths: Iterable[tuple[str, ...]]) -> 
         if head == "*":
             if isinstance(node, list):
                 for index, item in enumerate(node):
-                    walk(item, rest, f"{trail}[{index}]")
+                    walk(item, rest, _label(index, item))
             return
         if not isinstance(node, dict) or head not in node:
             return
-        where = f"{trail}.{head}" if trail else head
+        # Entries of a preference list are named as everywhere else: "preference #2 (ml.g5.48xlarge)".
+        where = (f"{trail}: {head}" if trail.startswith("preference #") else f"{trail}.{head}") if trail else head
         if rest:
             walk(node[head], rest, where)
             return
         value = node[head]
         if is_templated(value):
             return
-        if isinstance(value, str):
+        if isinstance(value, bool):
+            problems.append(f"{where}: expected an integer, got {value!r}")
+        elif isinstance(value, str):
             text = value.strip()
             if re.fullmatch(r"[+-]?\d+", text):
                 node[head] = int(text)
             else:
-                problems.append(f"{where}: expected an integer, got {value!r}")
+                problems.append(f"{where}: expected an integer, got {_shown(value)}")
         elif isinstance(value, float) and value.is_integer():
             node[head] = int(value)
+        elif not isinstance(value, int):
+            problems.append(f"{where}: expected an integer, got {type(value).__name__} {_shown(value)}")
 
     for path in paths:
         walk(result, path, "")
@@ -190,8 +255,8 @@ def _check_count(value: Any, where: str, rules: _ListRules, rule: str) -> str | 
 
 def _check_list(entries: Any, uniform_count: Any, rules: _ListRules) -> list[str]:
     problems: list[str] = []
-    if is_templated(entries):
-        return problems
+    if isinstance(entries, str) and is_templated(entries):
+        return problems  # the whole list is one template; each templated value inside a list is skipped alone
     if not isinstance(entries, list):
         return [f"{rules.path} must be a list of preferences, got {type(entries).__name__}"]
     if not entries:
@@ -257,7 +322,7 @@ def _check_list(entries: Any, uniform_count: Any, rules: _ListRules) -> list[str
 
 
 def _check_plan_list(plans: Any, label: str) -> list[str]:
-    if is_templated(plans):
+    if isinstance(plans, str) and is_templated(plans):
         return []
     if not isinstance(plans, list) or len(plans) != 1:
         return [f"{label}: TrainingPlanArns must hold exactly one training plan ARN [R11]"]
@@ -274,18 +339,81 @@ def _check_plan_arn(arn: Any) -> list[str]:
     return []
 
 
-def _check_job_name(request: Mapping[str, Any], field: str) -> list[str]:
-    name = request.get(field)
+def job_name_problems(name: Any, field: str) -> list[str]:
+    """SageMaker's job-name rules, length first (a name too long is usually a template gone wrong)."""
     if name is None or is_templated(name):
         return []
-    if not isinstance(name, str) or not JOB_NAME_SHAPE.fullmatch(name):
-        return [f"{field} {name!r} must be 1-63 letters, digits and hyphens, starting with a letter or digit"]
+    if not isinstance(name, str):
+        return [f"{field} must be a string, got {type(name).__name__}"]
+    if len(name) > MAX_JOB_NAME:
+        return [f"{field} is {len(name)} characters long; SageMaker allows at most {MAX_JOB_NAME}: {_shown(name)}"]
+    if not JOB_NAME_SHAPE.fullmatch(name):
+        return [f"{field} {_shown(name)} must be letters, digits and hyphens, starting with a letter or digit"]
     return []
+
+
+def _check_job_name(request: Mapping[str, Any], field: str) -> list[str]:
+    return job_name_problems(request.get(field), field)
+
+
+@dataclass(frozen=True)
+class IntegerRange:
+    """An integer field of a request and the range botocore's model gives it."""
+
+    path: tuple[str, ...]
+    minimum: int
+    maximum: int | None
+    rule: str
+
+
+def _check_ranges(request: Mapping[str, Any], ranges: Iterable[IntegerRange]) -> list[str]:
+    problems = []
+    for field_range in ranges:
+        node: Any = request
+        for key in field_range.path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if node is None or is_templated(node) or isinstance(node, bool) or not isinstance(node, int):
+            continue  # absent, templated, or already reported by cast_integers
+        low, high = field_range.minimum, field_range.maximum
+        if node < low or (high is not None and node > high):
+            bounds = f"{low} to {high}" if high is not None else f"at least {low}"
+            problems.append(f"{'.'.join(field_range.path)} must be {bounds}, got {node} [{field_range.rule}]")
+    return problems
+
+
+def _structure_problems(request: Mapping[str, Any], paths: Iterable[tuple[str, ...]]) -> list[str]:
+    """Each of ``paths`` that is present must be a mapping (``ResourceConfig: None`` is not one)."""
+    problems = []
+    for path in paths:
+        node: Any = request
+        for depth, key in enumerate(path):
+            if not isinstance(node, Mapping) or key not in node:
+                break
+            node = node[key]
+            if not isinstance(node, Mapping) and not is_templated(node):
+                problems.append(f"{'.'.join(path[: depth + 1])} must be a mapping, got {type(node).__name__}")
+                break
+    return problems
+
+
+_TRAINING_RANGES = (
+    IntegerRange(("ResourceConfig", "VolumeSizeInGB"), 0, None, "R26"),
+    IntegerRange(("ResourceConfig", "KeepAlivePeriodInSeconds"), 0, 21600, "R26"),
+    IntegerRange(("StoppingCondition", "MaxRuntimeInSeconds"), 1, None, "R26"),
+)
+_PROCESSING_RANGES = (
+    IntegerRange(("ProcessingResources", "ClusterConfig", "VolumeSizeInGB"), 1, 16384, "P15"),
+    IntegerRange(("StoppingCondition", "MaxRuntimeInSeconds"), 1, 777600, "P15"),
+)
 
 
 def validate_training_request(request: Mapping[str, Any]) -> list[str]:
     """Check a CreateTrainingJob request; raise PreferenceValidationError, or return warnings."""
     problems = _check_job_name(request, "TrainingJobName")
+    malformed = _structure_problems(request, [("ResourceConfig",), ("StoppingCondition",)])
+    if malformed:
+        raise PreferenceValidationError(problems + malformed)
+    problems += _check_ranges(request, _TRAINING_RANGES)
     resources = request.get("ResourceConfig")
     stopping = request.get("StoppingCondition") or {}
     if not isinstance(resources, Mapping) or "InstancePreferences" not in resources:
@@ -342,6 +470,10 @@ def validate_training_request(request: Mapping[str, Any]) -> list[str]:
 def validate_processing_request(request: Mapping[str, Any]) -> list[str]:
     """Check a CreateProcessingJob request; raise PreferenceValidationError, or return warnings."""
     problems = _check_job_name(request, "ProcessingJobName")
+    malformed = _structure_problems(request, [("ProcessingResources", "ClusterConfig"), ("StoppingCondition",)])
+    if malformed:
+        raise PreferenceValidationError(problems + malformed)
+    problems += _check_ranges(request, _PROCESSING_RANGES)
     resources = request.get("ProcessingResources")
     cluster = resources.get("ClusterConfig") if isinstance(resources, Mapping) else None
     if not isinstance(cluster, Mapping) or "InstancePreferences" not in cluster:

@@ -33,17 +33,19 @@ def handle(emulator: Emulator, method: str, path: str, body: dict[str, Any]) -> 
             engine.advance()
             types = set(engine.scenario.capacity) | set(engine.capacity_override) | set(engine.held)
             return {t: {"capacity": engine.capacity(t), "free": engine.free(t)} for t in sorted(types)}
+    # Every value is checked before anything changes, so a bad call leaves the emulator as it was.
     if method == "POST" and route == "reset":
-        scenario = scenario_module.load(body["scenario"]) if body.get("scenario") else None
-        emulator.reset(scenario)
+        emulator.reset(_scenario(emulator, body.get("scenario")))
         return {"ok": True}
     if method == "POST" and route == "capacity":
-        engine.set_capacity({str(k): int(v) for k, v in body.items()})
+        capacity = scenario_module.validated(dict[scenario_module.Name, scenario_module.Count], body, route)
+        engine.set_capacity(capacity)
         emulator.save()
         return {"ok": True}
     if method == "POST" and route == "advance":
+        seconds = scenario_module.validated(scenario_module.Seconds, body["seconds"], f"{route}.seconds")
         with engine.lock:
-            engine.clock.advance(float(body["seconds"]))
+            engine.clock.advance(seconds)
             engine.advance()
         emulator.save()
         return {"ok": True, "virtual_time": engine.clock.now()}
@@ -51,3 +53,16 @@ def handle(emulator: Emulator, method: str, path: str, body: dict[str, Any]) -> 
         emulator.faults = scenario_module.parse_faults(body, "POST /_emulator/faults")
         return {"ok": True, "faults": asdict(emulator.faults)}
     raise UnknownRoute(f"{method} {path}")
+
+
+def _scenario(emulator: Emulator, requested: Any) -> scenario_module.Scenario | None:
+    """A bundled scenario, or the file the emulator was started with: never another path a caller names."""
+    if requested is None:
+        return None
+    allowed = set(scenario_module.BUNDLED) | ({emulator.scenario_source} if emulator.scenario_source else set())
+    if not isinstance(requested, str) or requested not in allowed:
+        raise ValueError(
+            f"reset.scenario must be a bundled scenario ({', '.join(scenario_module.BUNDLED)}) or the scenario "
+            "file this emulator was started with"
+        )
+    return scenario_module.load(requested)

@@ -20,6 +20,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import FiniteFloat, TypeAdapter
+from typing_extensions import TypedDict
+
 from airflow_sm_prefs.emulator import responses, service_model, service_rules
 from airflow_sm_prefs.emulator.errors import ResourceInUse, ResourceNotFound, ValidationException
 from airflow_sm_prefs.emulator.kinds import KINDS, EmulatedKind
@@ -35,6 +38,20 @@ CAPACITY_ERROR = (
     "types ({types}). Please retry using a different ML instance type."
 )
 WAITING_MESSAGE = "Waiting for capacity: none of the preferred instance types ({types}) is available yet."
+
+
+class SavedState(TypedDict):
+    """The state file's shape, checked on load so a damaged file fails the start, not a later call."""
+
+    format: int
+    origin: FiniteFloat
+    now: FiniteFloat
+    seq: int
+    events: list[tuple[FiniteFloat, int, str, list[Any]]]
+    capacity_override: dict[str, int]
+    held: dict[str, int]
+    plan_used: dict[str, int]
+    jobs: list[Job]
 
 
 class Clock:
@@ -312,6 +329,15 @@ class Engine:
             if limit is not None:
                 self._push_for(job, now + limit, "pending_timeout")
 
+    def forget(self, kind_name: str, name: str) -> None:
+        """Undo a create that could not be recorded: the job, and any capacity it was given, go away."""
+        with self.lock:
+            job = self.jobs.pop(job_key(kind_name, name), None)
+            if job is not None:
+                self._release(job)  # its scheduled events find no job and are dropped
+                self._place_waiting(self.clock.now())
+                self.version += 1
+
     def describe(self, kind_name: str, name: str) -> dict[str, Any]:
         kind = KINDS[kind_name]
         with self.lock:
@@ -386,21 +412,22 @@ class Engine:
 
     @classmethod
     def from_state(cls, scenario: Scenario, state: dict[str, Any]) -> Engine:
+        """The engine a state file describes; pydantic's ValidationError (a ValueError) if it is misshapen."""
+        saved = TypeAdapter(SavedState).validate_python(state)
         # The saved event queue already holds the scenario's events, so they are not scheduled again.
         engine = cls(
             scenario,
-            Clock(scenario.speed, origin=state["origin"], now=state["now"]),
+            Clock(scenario.speed, origin=saved["origin"], now=saved["now"]),
             schedule_scenario=False,
         )
-        for raw in state["jobs"]:
-            job = Job(**raw)
+        for job in saved["jobs"]:
             engine.jobs[job.key] = job
-        engine.events = [(at, seq, kind, list(args)) for at, seq, kind, args in state["events"]]
+        engine.events = [(at, seq, kind, list(args)) for at, seq, kind, args in saved["events"]]
         heapq.heapify(engine.events)
-        engine.seq = state["seq"]
-        engine.capacity_override = dict(state["capacity_override"])
-        engine.held = Counter(state["held"])
-        engine.plan_used = Counter(state["plan_used"])
+        engine.seq = saved["seq"]
+        engine.capacity_override = dict(saved["capacity_override"])
+        engine.held = Counter(saved["held"])
+        engine.plan_used = Counter(saved["plan_used"])
         return engine
 
     def snapshot(self) -> list[dict[str, Any]]:

@@ -9,6 +9,11 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 
+def shorten(text: str, limit: int = 80) -> str:
+    """A client's value in a reply or log: enough to recognise it, never all of an oversized one."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class ServiceError(Exception):
     """An error the service answers with; ``code`` is the ``__type`` a client's botocore reads."""
 

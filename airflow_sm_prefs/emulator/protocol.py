@@ -20,6 +20,7 @@ from airflow_sm_prefs.emulator.errors import (
     SerializationException,
     ServiceError,
     UnknownOperationException,
+    shorten,
 )
 from airflow_sm_prefs.emulator.scenario import ScenarioError
 from airflow_sm_prefs.emulator.service import Emulator
@@ -28,15 +29,49 @@ log = logging.getLogger(__name__)
 
 AWS_JSON = "application/x-amz-json-1.1"
 PLAIN_JSON = "application/json"
+# Limits that make the emulator safe to leave listening: SageMaker's largest requests (100 hyperparameters,
+# 100 environment variables) are far below these.
+MAX_BODY_BYTES = 1024 * 1024
+MAX_JSON_DEPTH = 32
+REQUEST_TIMEOUT_SECONDS = 30.0
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+class BodyRefused(Exception):
+    """A request body the emulator will not read or parse; answered without touching any state."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Iteratively, so a deeply nested body cannot exhaust the stack of the code that reads it later."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > limit:
+                return True
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 class HasEmulator(Protocol):
     emulator: Emulator
+    request_timeout: float
 
 
 class RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: HasEmulator  # type: ignore[assignment]
+
+    def setup(self) -> None:
+        # A socket timeout per connection: a client that sends half a request cannot hold a thread forever.
+        super().setup()
+        self.connection.settimeout(self.server.request_timeout)
 
     def date_time_string(self, timestamp: float | None = None) -> str:
         # The Date header is the service's clock, which is the virtual one (clients may rely on it).
@@ -55,28 +90,77 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _body(self) -> dict[str, Any]:
-        length = int(self.headers.get("Content-Length") or 0)
+        """The JSON object a POST carries; BodyRefused (and nothing read) when it breaks a limit."""
+        if self.command != "POST":
+            return {}
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            raise BodyRefused(
+                HTTPStatus.LENGTH_REQUIRED, "chunked request bodies are not supported; send Content-Length"
+            )
+        declared = self.headers.get("Content-Length")
+        if declared is None:
+            raise BodyRefused(HTTPStatus.LENGTH_REQUIRED, "a POST needs a Content-Length header")
+        if not declared.strip().isdigit():
+            raise BodyRefused(HTTPStatus.BAD_REQUEST, "Content-Length must be a non-negative integer")
+        length = int(declared)
+        if length > MAX_BODY_BYTES:
+            raise BodyRefused(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body of {length} bytes exceeds {MAX_BODY_BYTES}"
+            )
         raw = self.rfile.read(length) if length else b""
         if not raw:
             return {}
-        parsed = json.loads(raw)
+        try:
+            parsed = json.loads(raw)
+        except (ValueError, RecursionError) as error:
+            raise BodyRefused(HTTPStatus.BAD_REQUEST, "request body is not valid JSON") from error
         if not isinstance(parsed, dict):
-            raise ValueError("request body must be a JSON object")
+            raise BodyRefused(HTTPStatus.BAD_REQUEST, "request body must be a JSON object")
+        if _depth_exceeds(parsed, MAX_JSON_DEPTH):
+            raise BodyRefused(HTTPStatus.BAD_REQUEST, f"request body nests deeper than {MAX_JSON_DEPTH} levels")
         return parsed
+
+    def _refuse(self, refusal: BodyRefused, payload: dict[str, Any], content_type: str) -> None:
+        # What is left of the body was not read: close rather than read it as the next request.
+        self.close_connection = True
+        self.send_response(refusal.status)
+        data = json.dumps(payload).encode()
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
 
     def _is_loopback(self) -> bool:
         return ipaddress.ip_address(self.client_address[0]).is_loopback
 
     # -- control surface ----------------------------------------------------------------------------------
 
-    def _control(self, method: str) -> None:
+    def _control_refusal(self, method: str) -> tuple[HTTPStatus, str] | None:
+        """Why a control request is refused: not from this machine, or from a browser (a web page could
+        otherwise steer the emulator through the user's browser, also by DNS rebinding)."""
         if not self._is_loopback():
-            self._reply(
-                HTTPStatus.FORBIDDEN, {"error": "the control surface answers loopback clients only"}, PLAIN_JSON
-            )
+            return HTTPStatus.FORBIDDEN, "the control surface answers loopback clients only"
+        if "Origin" in self.headers:
+            return HTTPStatus.FORBIDDEN, "the control surface refuses requests from web pages (an Origin header)"
+        host = self.headers.get("Host", "")
+        hostname = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+        if hostname not in LOOPBACK_HOSTS:
+            return HTTPStatus.FORBIDDEN, "the control surface answers requests addressed to a loopback name only"
+        if method == "POST" and self.headers.get_content_type() != PLAIN_JSON:
+            return HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "control requests must be application/json"
+        return None
+
+    def _control(self, method: str) -> None:
+        refusal = self._control_refusal(method)
+        if refusal is not None:
+            self._refuse(BodyRefused(*refusal), {"error": refusal[1]}, PLAIN_JSON)
             return
         try:
             result = control.handle(self.server.emulator, method, self.path.split("?", 1)[0], self._body())
+        except BodyRefused as refused:
+            self._refuse(refused, {"error": refused.message}, PLAIN_JSON)
+            return
         except control.UnknownRoute as exc:
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no control route {exc}"}, PLAIN_JSON)
             return
@@ -93,12 +177,11 @@ class RequestHandler(BaseHTTPRequestHandler):
     def _call(self) -> dict[str, Any]:
         target = self.headers.get("X-Amz-Target", "")
         prefix, _, operation = target.partition(".")
-        try:
-            request = self._body()
-        except ValueError as exc:
-            raise SerializationException("Request body is not a valid JSON object") from exc
+        request = self._body()
         if prefix != "SageMaker" or not operation:
-            raise UnknownOperationException(f"Missing or foreign X-Amz-Target {target!r}; expected SageMaker.<Op>")
+            raise UnknownOperationException(
+                f"Missing or foreign X-Amz-Target {shorten(target)!r}; expected SageMaker.<Op>"
+            )
         return self.server.emulator.call(operation, request)
 
     def do_GET(self) -> None:
@@ -113,6 +196,17 @@ class RequestHandler(BaseHTTPRequestHandler):
             return
         try:
             result = self._call()
+        except TimeoutError:
+            self.close_connection = True  # a client that stopped sending gets no reply, only a closed connection
+            return
+        except BodyRefused as refused:
+            code = (
+                SerializationException.code
+                if refused.status == HTTPStatus.BAD_REQUEST
+                else refused.status.phrase.replace(" ", "")
+            )
+            self._refuse(refused, {"__type": code, "message": refused.message}, AWS_JSON)
+            return
         except ServiceError as error:
             self._reply(error.status, error.body())
             return

@@ -7,7 +7,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from airflow_sm_prefs.emulator.engine import Engine
-from airflow_sm_prefs.emulator.protocol import RequestHandler
+from airflow_sm_prefs.emulator.protocol import REQUEST_TIMEOUT_SECONDS, RequestHandler
 from airflow_sm_prefs.emulator.scenario import Scenario
 from airflow_sm_prefs.emulator.service import Emulator
 
@@ -17,8 +17,9 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 256
 
-    def __init__(self, address: tuple[str, int], emulator: Emulator) -> None:
+    def __init__(self, address: tuple[str, int], emulator: Emulator, request_timeout: float) -> None:
         self.emulator = emulator
+        self.request_timeout = request_timeout
         super().__init__(address, RequestHandler)
 
 
@@ -26,10 +27,16 @@ class EmulatorServer:
     """``start()`` serves from a background thread (tests); ``serve_forever()`` from the caller's (the CLI)."""
 
     def __init__(
-        self, scenario: Scenario, host: str = "127.0.0.1", port: int = 0, state_file: Path | None = None
+        self,
+        scenario: Scenario,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        state_file: Path | None = None,
+        scenario_source: str | None = None,
+        request_timeout: float = REQUEST_TIMEOUT_SECONDS,
     ) -> None:
-        self.emulator = Emulator(scenario, state_file)
-        self._server = _Server((host, port), self.emulator)
+        self.emulator = Emulator(scenario, state_file, scenario_source)
+        self._server = _Server((host, port), self.emulator, request_timeout)
         self._thread: threading.Thread | None = None
         self._serving = False
 

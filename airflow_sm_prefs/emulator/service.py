@@ -16,34 +16,55 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.emulator.engine import Engine
+from airflow_sm_prefs.emulator import service_model
+from airflow_sm_prefs.emulator.engine import STATE_FORMAT, Engine
 from airflow_sm_prefs.emulator.errors import (
     AccessDeniedException,
     InternalFailure,
     ThrottlingException,
     UnknownOperationException,
     ValidationException,
+    shorten,
 )
 from airflow_sm_prefs.emulator.kinds import OPERATIONS
 from airflow_sm_prefs.emulator.scenario import Scenario
 
 log = logging.getLogger(__name__)
 
+UNKNOWN_OPERATIONS = "(unknown operations)"
+
+
+class StateFileError(ValueError):
+    """A state file the emulator cannot resume from."""
+
 
 class Emulator:
-    def __init__(self, scenario: Scenario, state_file: Path | None = None) -> None:
+    def __init__(self, scenario: Scenario, state_file: Path | None = None, scenario_source: str | None = None) -> None:
         self.state_file = state_file
+        # What the scenario was loaded from (a bundled name or the path given on the command line): the
+        # only file a control-surface reset may read.
+        self.scenario_source = scenario_source
         self.random = random.Random(scenario.seed)
         self.faults = scenario.faults
         self.engine = self._load(scenario)
         self._saved_version = -1
 
     def _load(self, scenario: Scenario) -> Engine:
-        if self.state_file is not None and self.state_file.exists():
-            state = json.loads(self.state_file.read_text())
-            log.info("emulator: resumed %d job(s) from %s", len(state["jobs"]), self.state_file)
-            return Engine.from_state(scenario, state)
-        return Engine(scenario)
+        if self.state_file is None or not self.state_file.exists():
+            return Engine(scenario)
+        where = self.state_file
+        try:
+            state = json.loads(where.read_text(encoding="utf-8"))
+            if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+                raise ValueError(f"not format {STATE_FORMAT}")
+            engine = Engine.from_state(scenario, state)
+        except (OSError, ValueError, TypeError, KeyError) as error:
+            raise StateFileError(
+                f"state file {where} is not one this emulator wrote ({type(error).__name__}: {shorten(str(error))}); "
+                "move it away to start afresh"
+            ) from None
+        log.info("emulator: resumed %d job(s) from %s", len(engine.jobs), where)
+        return engine
 
     def reset(self, scenario: Scenario | None = None) -> None:
         scenario = scenario or self.engine.scenario
@@ -63,32 +84,48 @@ class Emulator:
             self._saved_version = self.engine.version
         # Write-then-rename so a crash never leaves a half-written state file behind.
         handle, temporary = tempfile.mkstemp(dir=self.state_file.parent, prefix=".emulator-state-")
-        with os.fdopen(handle, "w") as stream:
-            json.dump(state, stream)
-        os.replace(temporary, self.state_file)
+        try:
+            with os.fdopen(handle, "w") as stream:
+                # allow_nan=False: a state the next start could not read is never written.
+                json.dump(state, stream, allow_nan=False)
+            os.replace(temporary, self.state_file)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            self._saved_version = -1
+            raise
 
     def call(self, operation: str, request: dict[str, Any]) -> dict[str, Any]:
-        self.engine.calls[operation] += 1
         if operation not in OPERATIONS:
+            # Counted under one key: names a client makes up must not grow what the emulator remembers.
+            self.engine.calls[UNKNOWN_OPERATIONS] += 1
             raise UnknownOperationException(
-                f"SageMaker.{operation} is not supported by the airflow-sm-prefs emulator; it implements "
+                f"SageMaker.{shorten(operation)} is not supported by the airflow-sm-prefs emulator; it implements "
                 f"{', '.join(sorted(OPERATIONS))}."
             )
+        self.engine.calls[operation] += 1
         self._play_faults(operation)
         action, kind = OPERATIONS[operation]
         result: dict[str, Any] = {}
         if action == "Create":
             result = self.engine.create(kind.name, request)
+            try:
+                self.save()
+            except (OSError, ValueError) as error:
+                # The client is told the create failed, so the job must not exist: its retry would meet
+                # ResourceInUse for a job it never got.
+                self.engine.forget(kind.name, request[kind.name_field])
+                log.error("emulator: could not persist the new job, so it was not created: %s", error)
+                raise InternalFailure("The job could not be recorded; it was not created. Please try again.") from error
         elif action == "List":
             result = self.engine.list_jobs(kind.name, request)
         else:
-            name = request.get(kind.name_field)
-            if not isinstance(name, str):
-                raise ValidationException(f"'{kind.name_field}' is required but was not provided")
+            problems = service_model.request_violations(operation, request)
+            if problems:
+                raise ValidationException("; ".join(problems))
             if action == "Describe":
-                result = self.engine.describe(kind.name, name)
+                result = self.engine.describe(kind.name, request[kind.name_field])
             else:
-                self.engine.stop(kind.name, name)
+                self.engine.stop(kind.name, request[kind.name_field])
         self.save()
         if self.faults.lost_reply_rate and self.random.random() < self.faults.lost_reply_rate:
             raise InternalFailure()

@@ -14,6 +14,8 @@ from typing import Any
 
 from botocore.model import OperationModel, ServiceModel, Shape, StructureShape
 
+from airflow_sm_prefs.emulator.errors import shorten
+
 # Java regex classes used in the SageMaker model, spelled for Python's `re`.
 _JAVA_CLASSES = {
     r"\p{Alnum}": "a-zA-Z0-9",
@@ -47,8 +49,9 @@ def _compiled(pattern: str) -> re.Pattern[str] | None:
 
 
 def _describe(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    if isinstance(value, str):
+        return repr(shorten(value))
+    return shorten(repr(value)) if not isinstance(value, dict | list) else f"<{type(value).__name__}>"
 
 
 def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
@@ -65,7 +68,7 @@ def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
                 yield f"'{_join(path, required)}' is required but was not provided"
         for key, member_value in value.items():
             if key not in shape.members:
-                yield f"Unknown parameter '{_join(path, key)}'"
+                yield f"Unknown parameter '{_join(path, shorten(key))}'"
                 continue
             yield from violations(shape.members[key], member_value, _join(path, key))
         return
@@ -84,17 +87,17 @@ def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
         yield from _length(meta, len(value), path, f"{len(value)} entries")
         for key, item in value.items():
             yield from violations(shape.key, key, f"{path}.key")  # type: ignore[attr-defined]
-            yield from violations(shape.value, item, f"{path}[{key}]")  # type: ignore[attr-defined]
+            yield from violations(shape.value, item, f"{path}[{shorten(str(key))}]")  # type: ignore[attr-defined]
         return
     if kind == "string":
         if not isinstance(value, str):
             yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a string"
             return
-        yield from _length(meta, len(value), path, repr(value))
+        yield from _length(meta, len(value), path, _describe(value))
         enum: list[str] = getattr(shape, "enum", [])
         if enum and value not in enum:
             yield (
-                f"Value {value!r} at '{path}' failed to satisfy constraint: "
+                f"Value {_describe(value)} at '{path}' failed to satisfy constraint: "
                 f"Member must satisfy enum value set ({len(enum)} values)"
             )
         pattern = meta.get("pattern")

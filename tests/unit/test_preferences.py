@@ -105,7 +105,9 @@ def test_rendered_integer_strings_are_cast_including_per_preference_counts():
 
 
 def test_non_numeric_rendered_count_is_a_clear_error():
-    with pytest.raises(PreferenceValidationError, match=r"InstancePreferences\[1\].InstanceCount: expected an integer"):
+    with pytest.raises(
+        PreferenceValidationError, match=r"preference #2 \(ml.g5.48xlarge\): InstanceCount: expected an integer"
+    ):
         cast_integers(
             training_with(P5, {"InstanceType": "ml.g5.48xlarge", "InstanceCount": "two"}), TRAINING.integer_paths
         )
