@@ -35,6 +35,17 @@ def refusing() -> Iterator[None]:
         raise InvalidJobRequest(error.problems) from None
 
 
+def template_markers_of(dag: Any) -> tuple[str, ...]:
+    """The delimiters Airflow will render a task's fields with: Jinja's, or the DAG's own."""
+    options = (getattr(dag, "jinja_environment_kwargs", None) or {}) if dag is not None else {}
+    variable, block, comment = rules.TEMPLATE_MARKERS
+    return (
+        options.get("variable_start_string", variable),
+        options.get("block_start_string", block),
+        options.get("comment_start_string", comment),
+    )
+
+
 def friendly_preferences(value: Any) -> Any:
     """``preferences=`` in API form now when it is static; a template string is kept for rendering."""
     if value is None or isinstance(value, str):

@@ -125,15 +125,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
                 self.log.warning(warning)
 
     def _template_markers(self) -> tuple[str, ...]:
-        """The delimiters Airflow will render this task's fields with (the DAG may change Jinja's)."""
-        dag = self.get_dag()
-        options = (getattr(dag, "jinja_environment_kwargs", None) or {}) if dag is not None else {}
-        variable, block, comment = rules.TEMPLATE_MARKERS
-        return (
-            options.get("variable_start_string", variable),
-            options.get("block_start_string", block),
-            options.get("comment_start_string", comment),
-        )
+        return job_request.template_markers_of(self.get_dag())
 
     @property
     def hook_kwargs(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Where benchmarks keep their scenario files and artifacts (run them as `python -m benchmarks.NAME`)."""
+"""Where benchmarks keep their scenario files, artifacts and result tables (run them as `python -m benchmarks.NAME`)."""
 
 from __future__ import annotations
 
@@ -13,3 +13,11 @@ def write_scenario(name: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def publish(table: str, output: Path | None) -> None:
+    """Print a result table, and keep it at ``output`` when given (docs/performance.md quotes these)."""
+    print(table)
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(table)

@@ -29,7 +29,7 @@ from pathlib import Path
 import pendulum
 
 from airflow_sm_prefs.local_stack import LocalStack, wait_for
-from benchmarks.scenarios import ROOT, write_scenario
+from benchmarks.scenarios import ROOT, publish, write_scenario
 
 SCENARIO = """
 name: start-latency
@@ -150,10 +150,7 @@ def main() -> int:
             cells.append(f"{statistics.median(values):.1f} [{min(values):.1f}, {max(values):.1f}]")
         lines.append(f"| {case} | {cells[0]} | {cells[1]} |")
     table = "\n".join(lines) + "\n"
-    print(table)
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(table)
+    publish(table, args.output)
     return 0
 
 

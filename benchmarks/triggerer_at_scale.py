@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_sm_prefs.local_stack import LocalStack, wait_for
-from benchmarks.scenarios import ROOT, write_scenario
+from benchmarks.scenarios import ROOT, publish, write_scenario
 
 SCENARIO = """
 name: triggerer-at-scale
@@ -190,10 +190,7 @@ def main() -> int:
         f"| {lag.get('p50_ms', 0):.1f} / {lag.get('p99_ms', 0):.1f} / {lag.get('max_ms', 0):.1f} "
         f"| {result['blocked_warnings']} |\n\nCalls in the window: {result['calls']}\n"
     )
-    print(table)
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(table)
+    publish(table, args.output)
     return 0
 
 

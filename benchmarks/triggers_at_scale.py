@@ -25,6 +25,7 @@ import urllib.request
 from pathlib import Path
 
 from airflow_sm_prefs.local_stack import free_port
+from benchmarks.scenarios import publish
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = """
@@ -272,10 +273,7 @@ def main() -> None:
         f"{overhead['runs']}, interleaved): {overhead['overhead_ms']:.0f} ms ({overhead['airflow_sdk_s']:.2f} s -> "
         f"{overhead['with_operators_s']:.2f} s).",
     ]
-    table = "\n".join(lines)
-    print(table)
-    if args.output:
-        args.output.write_text(table + "\n")
+    publish("\n".join(lines) + "\n", args.output)
 
 
 if __name__ == "__main__":

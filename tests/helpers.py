@@ -11,12 +11,12 @@ ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
 
 
-def boto_client(endpoint_url: str, validate: bool = True) -> Any:
+def boto_client(endpoint_url: str, validate: bool = True, service: str = "sagemaker") -> Any:
     import boto3
     from botocore.config import Config
 
     config = Config(parameter_validation=validate, retries={"max_attempts": 1, "mode": "standard"})
-    return boto3.client("sagemaker", endpoint_url=endpoint_url, config=config, **CREDENTIALS)
+    return boto3.client(service, endpoint_url=endpoint_url, config=config, **CREDENTIALS)
 
 
 def training_request(name: str, preferences: list[dict[str, Any]] | None = None, **resource: Any) -> dict[str, Any]:

@@ -9,11 +9,9 @@ read from the kind table (``kinds.py``); request rules are in ``service_rules.py
 
 from __future__ import annotations
 
-import base64
 import copy
 import dataclasses
 import heapq
-import json
 import threading
 import time
 from collections import Counter
@@ -23,7 +21,7 @@ from typing import Any
 from pydantic import FiniteFloat, TypeAdapter
 from typing_extensions import TypedDict
 
-from airflow_sm_prefs.emulator import responses, service_model, service_rules
+from airflow_sm_prefs.emulator import listing, responses, service_rules
 from airflow_sm_prefs.emulator.errors import ResourceInUse, ResourceNotFound, ValidationException
 from airflow_sm_prefs.emulator.kinds import KINDS, EmulatedKind
 from airflow_sm_prefs.emulator.model import Job, job_key
@@ -273,13 +271,8 @@ class Engine:
     # -- API operations -----------------------------------------------------------------------------------
 
     def create(self, kind_name: str, request: dict[str, Any]) -> dict[str, Any]:
+        """A request already checked against the service model (``service.Emulator.call`` does)."""
         kind = KINDS[kind_name]
-        problems = service_model.request_violations(kind.operation("Create"), request)
-        if problems:
-            count = len(problems)
-            raise ValidationException(
-                f"{count} validation error{'s' if count > 1 else ''} detected: " + "; ".join(problems)
-            )
         scenario = self.scenario
         candidates, uses_preferences = kind.candidates(request, scenario)
         service_rules.check_algorithm(kind.image(request), candidates, scenario, kind.name)
@@ -369,30 +362,9 @@ class Engine:
             self.version += 1
 
     def list_jobs(self, kind_name: str, request: dict[str, Any]) -> dict[str, Any]:
-        kind = KINDS[kind_name]
-        problems = service_model.request_violations(kind.operation("List"), request)
-        if problems:
-            raise ValidationException("; ".join(problems))
         with self.lock:
             self.advance()
-            jobs = [j for j in self.jobs.values() if j.kind == kind.name and _matches(j, request)]
-            sort_by = request.get("SortBy", "CreationTime")
-            sort_key: Callable[[Job], Any] = {
-                "Name": lambda j: j.name,
-                "Status": lambda j: j.status,
-                "CreationTime": lambda j: (j.created, j.seq),
-            }[sort_by]
-            jobs.sort(key=sort_key, reverse=request.get("SortOrder", "Ascending") == "Descending")
-            offset = _decode_token(request.get("NextToken"))
-            limit = request.get("MaxResults", 10)
-            page = jobs[offset : offset + limit]
-            # Documented quirk: with StatusEquals the service takes MaxResults jobs first, then filters them.
-            status = request.get("StatusEquals")
-            summaries = [responses.summarize(kind, j) for j in page if status is None or j.status == status]
-            response: dict[str, Any] = {kind.summaries_field: summaries}
-            if offset + limit < len(jobs):
-                response["NextToken"] = _encode_token(offset + limit)
-            return response
+            return listing.page(KINDS[kind_name], list(self.jobs.values()), request)
 
     # -- persistence ------------------------------------------------------------------------------------
 
@@ -451,34 +423,3 @@ class Engine:
                 }
                 for j in sorted(self.jobs.values(), key=lambda j: (j.created, j.seq))
             ]
-
-
-def _matches(job: Job, request: dict[str, Any]) -> bool:
-    name_contains = request.get("NameContains")
-    if name_contains and name_contains.lower() not in job.name.lower():
-        return False
-    bounds = (
-        ("CreationTimeAfter", job.created, 1),
-        ("CreationTimeBefore", job.created, -1),
-        ("LastModifiedTimeAfter", job.last_modified, 1),
-        ("LastModifiedTimeBefore", job.last_modified, -1),
-    )
-    for key, value, direction in bounds:
-        if key in request:
-            limit = float(request[key])
-            if (direction == 1 and not value > limit) or (direction == -1 and not value < limit):
-                return False
-    return True
-
-
-def _encode_token(offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
-
-
-def _decode_token(token: str | None) -> int:
-    if not token:
-        return 0
-    try:
-        return int(json.loads(base64.urlsafe_b64decode(token.encode()))["offset"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValidationException("Invalid pagination token given") from exc

@@ -33,6 +33,8 @@ class EmulatedKind:
     capacity_rule: Callable[[Behaviour], str]
     records_secondary_status: bool
     times_out_pending: bool
+    # ListTrainingJobs documents a quirk: with MaxResults set, StatusEquals filters after taking the page.
+    status_filter_after_paging: bool
     # The milestones between start and finish, and when the job finishes (seconds after it started).
     timeline: Callable[[Scenario, str], tuple[list[Milestone], float]]
     # The message a Describe of a job that does not exist answers with (the two APIs word it differently).
@@ -108,6 +110,7 @@ TRAINING = EmulatedKind(
     capacity_rule=lambda behaviour: "accelerated-waits",
     records_secondary_status=True,
     times_out_pending=True,
+    status_filter_after_paging=True,
     timeline=_training_timeline,
     not_found=lambda name: "Requested resource not found.",
     describe_extras=responses.training_describe_extras,
@@ -123,6 +126,7 @@ PROCESSING = EmulatedKind(
     capacity_rule=lambda behaviour: behaviour.processing_without_capacity,
     records_secondary_status=False,
     times_out_pending=False,
+    status_filter_after_paging=False,
     timeline=_processing_timeline,
     not_found=lambda name: f"Could not find requested job with name {name}",
     describe_extras=responses.processing_describe_extras,

@@ -43,6 +43,14 @@ class Job:
         return any(is_accelerated(c["instance_type"]) for c in self.candidates)
 
     @property
+    def plan_arn(self) -> str | None:
+        """The training plan the job runs on (once placed) or asked for at the job level."""
+        if self.selected is not None:
+            return self.selected.get("plan_arn")
+        resources = self.request.get("ResourceConfig") or {}
+        return resources.get("TrainingPlanArn")
+
+    @property
     def candidate_types(self) -> str:
         return ", ".join(c["instance_type"] for c in self.candidates)
 

@@ -14,7 +14,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 
-from airflow_sm_prefs.emulator import control
+from airflow_sm_prefs.emulator import control, logs
 from airflow_sm_prefs.emulator.errors import (
     InternalFailure,
     SerializationException,
@@ -178,6 +178,8 @@ class RequestHandler(BaseHTTPRequestHandler):
         target = self.headers.get("X-Amz-Target", "")
         prefix, _, operation = target.partition(".")
         request = self._body()
+        if prefix == logs.TARGET_PREFIX and operation:
+            return self.server.emulator.call_logs(operation, request)
         if prefix != "SageMaker" or not operation:
             raise UnknownOperationException(
                 f"Missing or foreign X-Amz-Target {shorten(target)!r}; expected SageMaker.<Op>"

@@ -78,6 +78,8 @@ def processing_describe_extras(job: Job, body: dict[str, Any]) -> None:
 
 def training_summary_extras(job: Job, summary: dict[str, Any]) -> None:
     summary["SecondaryStatus"] = job.secondary or "Starting"
+    if job.plan_arn is not None:
+        summary["TrainingPlanArn"] = job.plan_arn
 
 
 def processing_summary_extras(job: Job, summary: dict[str, Any]) -> None:

@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.emulator import service_model
+from airflow_sm_prefs.emulator import logs, service_model
 from airflow_sm_prefs.emulator.engine import STATE_FORMAT, Engine
 from airflow_sm_prefs.emulator.errors import (
     AccessDeniedException,
     InternalFailure,
+    SerializationException,
     ThrottlingException,
     UnknownOperationException,
     ValidationException,
@@ -105,6 +106,7 @@ class Emulator:
         self.engine.calls[operation] += 1
         self._play_faults(operation)
         action, kind = OPERATIONS[operation]
+        _check_against_model(operation, request)
         result: dict[str, Any] = {}
         if action == "Create":
             result = self.engine.create(kind.name, request)
@@ -119,9 +121,6 @@ class Emulator:
         elif action == "List":
             result = self.engine.list_jobs(kind.name, request)
         else:
-            problems = service_model.request_violations(operation, request)
-            if problems:
-                raise ValidationException("; ".join(problems))
             if action == "Describe":
                 result = self.engine.describe(kind.name, request[kind.name_field])
             else:
@@ -130,6 +129,13 @@ class Emulator:
         if self.faults.lost_reply_rate and self.random.random() < self.faults.lost_reply_rate:
             raise InternalFailure()
         return result
+
+    def call_logs(self, operation: str, request: dict[str, Any]) -> dict[str, Any]:
+        """A CloudWatch Logs call on the same endpoint (counted and faulted like any other call)."""
+        counted = f"{logs.TARGET_PREFIX}.{operation}" if operation in logs.KNOWN else UNKNOWN_OPERATIONS
+        self.engine.calls[counted] += 1
+        self._play_faults(operation)
+        return logs.call(operation, request)
 
     def _play_faults(self, operation: str) -> None:
         faults = self.faults
@@ -147,3 +153,16 @@ class Emulator:
             raise ThrottlingException()
         if draw < faults.throttle_rate + faults.error_rate:
             raise InternalFailure()
+
+
+def _check_against_model(operation: str, request: dict[str, Any]) -> None:
+    """What the service refuses before it looks at anything: wrong JSON types, then broken constraints."""
+    problems = service_model.request_violations(operation, request)
+    wrong_types = [problem for problem in problems if service_model.is_type_mismatch(problem)]
+    if wrong_types:
+        raise SerializationException("; ".join(wrong_types))
+    if problems:
+        count = len(problems)
+        raise ValidationException(
+            f"{count} validation error{'s' if count > 1 else ''} detected: " + "; ".join(problems)
+        )

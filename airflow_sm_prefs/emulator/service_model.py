@@ -26,14 +26,14 @@ _JAVA_CLASSES = {
 
 
 @functools.cache
-def service_model() -> ServiceModel:
+def service_model(service: str = "sagemaker") -> ServiceModel:
     import botocore.session
 
-    return botocore.session.get_session().get_service_model("sagemaker")
+    return botocore.session.get_session().get_service_model(service)
 
 
-def operation(name: str) -> OperationModel:
-    return service_model().operation_model(name)
+def operation(name: str, service: str = "sagemaker") -> OperationModel:
+    return service_model(service).operation_model(name)
 
 
 @functools.cache
@@ -61,7 +61,7 @@ def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
     if kind == "structure":
         assert isinstance(shape, StructureShape)
         if not isinstance(value, dict):
-            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a structure"
+            yield _wrong_type(value, path, "a structure")
             return
         for required in shape.required_members:
             if value.get(required) is None:
@@ -74,7 +74,7 @@ def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
         return
     if kind == "list":
         if not isinstance(value, list):
-            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a list"
+            yield _wrong_type(value, path, "a list")
             return
         yield from _length(meta, len(value), path, f"{len(value)} items")
         for index, item in enumerate(value):
@@ -82,7 +82,7 @@ def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
         return
     if kind == "map":
         if not isinstance(value, dict):
-            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a map"
+            yield _wrong_type(value, path, "a map")
             return
         yield from _length(meta, len(value), path, f"{len(value)} entries")
         for key, item in value.items():
@@ -91,7 +91,7 @@ def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
         return
     if kind == "string":
         if not isinstance(value, str):
-            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a string"
+            yield _wrong_type(value, path, "a string")
             return
         yield from _length(meta, len(value), path, _describe(value))
         enum: list[str] = getattr(shape, "enum", [])
@@ -109,22 +109,53 @@ def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
         return
     if kind in ("integer", "long"):
         if isinstance(value, bool) or not isinstance(value, int):
-            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be an integer"
+            yield _wrong_type(value, path, "an integer")
             return
         yield from _bounds(meta, value, path, str(value), "value")
         return
     if kind in ("float", "double"):
         if isinstance(value, bool) or not isinstance(value, int | float):
-            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a number"
+            yield _wrong_type(value, path, "a number")
         return
     if kind == "boolean":
         if not isinstance(value, bool):
-            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a boolean"
+            yield _wrong_type(value, path, "a boolean")
         return
     if kind == "timestamp":
-        if isinstance(value, bool) or not isinstance(value, int | float | str | dt.datetime):
-            yield f"Value {_describe(value)} at '{path}' failed to satisfy constraint: Member must be a timestamp"
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float | str | dt.datetime)
+            or not _readable_time(value)
+        ):
+            yield _wrong_type(value, path, "a timestamp")
         return
+
+
+TYPE_MISMATCH = "failed to satisfy constraint: Member must be"
+
+
+def _wrong_type(value: Any, path: str, expected: str) -> str:
+    return f"Value {_describe(value)} at '{path}' {TYPE_MISMATCH} {expected}"
+
+
+def is_type_mismatch(message: str) -> bool:
+    """A value of the wrong JSON type: a JSON service answers it SerializationException, not a validation error."""
+    return TYPE_MISMATCH in message
+
+
+def _readable_time(value: Any) -> bool:
+    if not isinstance(value, str):
+        return True
+    try:
+        float(value)
+        return True
+    except ValueError:
+        pass
+    try:
+        dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return True
+    except ValueError:
+        return False
 
 
 def _length(meta: dict[str, Any], length: int, path: str, shown: str) -> Iterator[str]:
@@ -149,13 +180,13 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def request_violations(operation_name: str, request: dict[str, Any]) -> list[str]:
-    shape = operation(operation_name).input_shape
+def request_violations(operation_name: str, request: dict[str, Any], service: str = "sagemaker") -> list[str]:
+    shape = operation(operation_name, service).input_shape
     return list(violations(shape, request, "")) if shape is not None else []
 
 
-def response_violations(operation_name: str, response: dict[str, Any]) -> list[str]:
-    shape = operation(operation_name).output_shape
+def response_violations(operation_name: str, response: dict[str, Any], service: str = "sagemaker") -> list[str]:
+    shape = operation(operation_name, service).output_shape
     return list(violations(shape, response, "")) if shape is not None else []
 
 

@@ -8,8 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from botocore.exceptions import ClientError
 
-from tests.helpers import CREDENTIALS, GPU_PAIR, training_request
+from tests.helpers import CREDENTIALS, GPU_PAIR, boto_client, training_request
 
 pytestmark = pytest.mark.emulator
 
@@ -109,3 +110,32 @@ def test_amazon_provider_hook_creates_and_describes(start_emulator, monkeypatch)
     hook.create_training_job(training_request("hook-job", GPU_PAIR), wait_for_completion=False, print_log=False)
     description = hook.describe_training_job("hook-job")
     assert description["ResourceConfig"]["SelectedInstanceType"] == "ml.p4d.24xlarge"
+
+
+def test_amazon_provider_hook_follows_logs_of_a_job_that_has_none_yet(start_emulator, monkeypatch):
+    """`print_log=True` asks CloudWatch Logs for the job's streams; the emulator answers like AWS for a log
+    group that does not exist (it answered UnknownOperationException, which crashed the provider)."""
+    from airflow.providers.amazon.aws.hooks.sagemaker import LogState, SageMakerHook
+
+    server = start_emulator("gpu-shortage")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SM_EMULATOR",
+        json.dumps(
+            {
+                "conn_type": "aws",
+                "login": "testing",
+                "password": "testing",
+                "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
+            }
+        ),
+    )
+    hook = SageMakerHook(aws_conn_id="sm_emulator")
+    hook.create_training_job(training_request("logged-job", GPU_PAIR), wait_for_completion=False, print_log=False)
+    state, _, _ = hook.describe_training_job_with_log("logged-job", {}, [], 1, LogState.TAILING, {}, 0.0)
+    assert state == LogState.TAILING
+    logs = boto_client(server.endpoint_url, service="logs")
+    assert logs.describe_log_groups()["logGroups"] == []
+    with pytest.raises(ClientError) as error:
+        logs.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName="logged-job/algo-1")
+    assert error.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    assert server.engine.calls["Logs_20140328.DescribeLogStreams"] == 1

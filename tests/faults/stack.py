@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from airflow_sm_prefs.local_stack import LocalStack, StackError
-from tests.faults.invalid import CASES, static_dag_file, static_dag_id
+from tests.faults.invalid import CASES, STATIC_WAYS, static_dag_file, static_dag_id
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,9 @@ class CampaignStack(LocalStack):
         (self.dags_folder / source.name).write_text(source.read_text())
         for kind, cases in CASES.items():
             for case in cases:
-                (self.dags_folder / f"{static_dag_id(kind, case)}.py").write_text(static_dag_file(kind, case))
+                for way in STATIC_WAYS:
+                    dag_file = self.dags_folder / f"{static_dag_id(kind, case, way)}.py"
+                    dag_file.write_text(static_dag_file(kind, case, way))
 
     def prepare(self) -> None:
         if self.workdir.exists():

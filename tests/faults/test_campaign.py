@@ -15,7 +15,14 @@ import pytest
 
 from airflow_sm_prefs.local_stack import wait_for
 from tests.faults.audit import Expect, Row, airflow_races, audit, jobs_of, task_key, write_report
-from tests.faults.invalid import CASES, TEMPLATED_DAG_ID, static_dag_id, templated_task_id
+from tests.faults.invalid import (
+    CASES,
+    STATIC_WAYS,
+    TEMPLATED_DAG_ID,
+    mapped_task_id,
+    static_dag_id,
+    templated_task_id,
+)
 from tests.faults.stack import PROJECT_DIR, CampaignStack
 from tests.helpers import listening_addresses
 
@@ -262,8 +269,16 @@ def test_pending_bound_and_incompatible_fallback(stack: CampaignStack, rows: lis
 def test_invalid_configurations_create_nothing(stack: CampaignStack, rows: list[Row]) -> None:
     creates_before = _creates(stack)
     cases = sum(len(c) for c in CASES.values())
-    row = Row("8. invalid configurations, static and templated, both kinds", f"{cases} invalid requests x 2 ways")
-    static = {static_dag_id(kind, case): (kind, case) for kind, cases in CASES.items() for case in cases}
+    row = Row(
+        "8. invalid configurations: static, static with a templated role, templated, mapped; both kinds",
+        f"{cases} invalid requests x 4 ways",
+    )
+    static = {
+        static_dag_id(kind, case, way): (kind, case)
+        for kind, cases in CASES.items()
+        for case in cases
+        for way in STATIC_WAYS
+    }
     errors = wait_for(
         lambda: (found := stack.import_errors()).keys() >= static.keys() and found,
         180,
@@ -279,11 +294,21 @@ def test_invalid_configurations_create_nothing(stack: CampaignStack, rows: list[
             row.problems.append(f"static {kind} {case}: import error lacks {expected!r}: {errors[dag_file][-300:]}")
     run_id = stack.trigger(TEMPLATED_DAG_ID)
     stack.wait_run_done(TEMPLATED_DAG_ID, run_id, timeout=400)
-    instances = {ti["task_id"]: ti for ti in stack.task_instances(TEMPLATED_DAG_ID, run_id)}
+    instances = {(ti["task_id"], ti["map_index"]): ti for ti in stack.task_instances(TEMPLATED_DAG_ID, run_id)}
     for kind, cases in CASES.items():
+        for map_index, (case, (_, expected)) in enumerate(cases.items()):
+            # Expanded at run time: judged when Airflow builds the operator, and never retried.
+            row.tasks += 1
+            mapped = instances[(mapped_task_id(kind), map_index)]
+            log = stack.task_log(TEMPLATED_DAG_ID, run_id, mapped["task_id"], 1, map_index=map_index)
+            if mapped["state"] == "failed" and mapped["try_number"] == 1 and expected in log:
+                row.tasks_ok += 1
+            else:
+                state = f"state {mapped['state']}, try {mapped['try_number']}"
+                row.problems.append(f"mapped {kind} {case}: {state}, expected {expected!r} in the log")
         for case, (_, expected) in cases.items():
             row.tasks += 1
-            ti = instances[templated_task_id(kind, case)]
+            ti = instances[(templated_task_id(kind, case), -1)]
             log = stack.task_log(TEMPLATED_DAG_ID, run_id, ti["task_id"], 1)
             if (
                 ti["state"] == "failed"

@@ -38,6 +38,13 @@ def training_operator(conn_id: str, **kwargs: Any) -> SageMakerPreferenceTrainin
     return SageMakerPreferenceTrainingOperator(task_id="train", aws_conn_id=conn_id, check_interval=0.2, **kwargs)
 
 
+def processing_operator(conn_id: str, **kwargs: Any) -> SageMakerPreferenceProcessingOperator:
+    kwargs.setdefault("config", processing_request("prep-job", None))
+    kwargs.setdefault("preferences", [("ml.g5.12xlarge", 1)])
+    kwargs.setdefault("check_interval", 0.2)
+    return SageMakerPreferenceProcessingOperator(task_id="prep", aws_conn_id=conn_id, **kwargs)
+
+
 def _creates(server) -> int:
     return server.engine.calls["CreateTrainingJob"] + server.engine.calls["CreateProcessingJob"]
 
@@ -336,15 +343,7 @@ def test_no_capacity_error_names_every_preference_and_the_wait(start_emulator, a
 
 def test_processing_patience_is_enforced_by_the_operator(start_emulator, aws_connection):
     server = start_emulator("all-busy-then-free")
-    operator = SageMakerPreferenceProcessingOperator(
-        task_id="prep",
-        aws_conn_id=aws_connection(server),
-        config=processing_request("prep-job", None),
-        preferences=[("ml.g5.12xlarge", 1)],
-        max_pending=dt.timedelta(seconds=1),
-        deferrable=False,
-        check_interval=0.2,
-    )
+    operator = processing_operator(aws_connection(server), max_pending=dt.timedelta(seconds=1), deferrable=False)
     ti = FakeTI(task_id="prep")
     with pytest.raises(NoCapacityError, match=r"#1 ml.g5.12xlarge x1; the job was stopped"):
         operator.execute(context(ti))
@@ -355,13 +354,7 @@ def test_processing_patience_is_enforced_by_the_operator(start_emulator, aws_con
 
 def test_a_deferred_processing_job_past_its_patience_is_stopped_and_recorded(start_emulator, aws_connection):
     server = start_emulator("all-busy-then-free")
-    operator = SageMakerPreferenceProcessingOperator(
-        task_id="prep",
-        aws_conn_id=aws_connection(server),
-        config=processing_request("prep-job", None),
-        preferences=[("ml.g5.12xlarge", 1)],
-        max_pending=60,
-    )
+    operator = processing_operator(aws_connection(server), max_pending=60)
     ti = FakeTI(task_id="prep")
     with pytest.raises(TaskDeferred):
         operator.execute(context(ti))
@@ -374,13 +367,8 @@ def test_a_deferred_processing_job_past_its_patience_is_stopped_and_recorded(sta
 
 def test_processing_operator_selects_and_completes(start_emulator, aws_connection):
     server = start_emulator("gpu-shortage")
-    operator = SageMakerPreferenceProcessingOperator(
-        task_id="prep",
-        aws_conn_id=aws_connection(server),
-        config=processing_request("prep-job", None),
-        preferences=[("ml.g6.12xlarge", 1), ("ml.g5.12xlarge", 2)],
-        deferrable=False,
-        check_interval=0.2,
+    operator = processing_operator(
+        aws_connection(server), preferences=[("ml.g6.12xlarge", 1), ("ml.g5.12xlarge", 2)], deferrable=False
     )
     ti = FakeTI(task_id="prep")
     result = operator.execute(context(ti))
