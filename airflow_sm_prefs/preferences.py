@@ -202,9 +202,7 @@ def cast_integers(request: dict[str, Any], paths: Iterable[tuple[str, ...]]) -> 
         value = node[head]
         if is_templated(value):
             return
-        if isinstance(value, bool):
-            problems.append(f"{where}: expected an integer, got {value!r}")
-        elif isinstance(value, str):
+        if isinstance(value, str):
             text = value.strip()
             if re.fullmatch(r"[+-]?\d+", text):
                 node[head] = int(text)
@@ -212,8 +210,6 @@ def cast_integers(request: dict[str, Any], paths: Iterable[tuple[str, ...]]) -> 
                 problems.append(f"{where}: expected an integer, got {_shown(value)}")
         elif isinstance(value, float) and value.is_integer():
             node[head] = int(value)
-        elif not isinstance(value, int):
-            problems.append(f"{where}: expected an integer, got {type(value).__name__} {_shown(value)}")
 
     for path in paths:
         walk(result, path, "")
@@ -372,12 +368,16 @@ def _check_ranges(request: Mapping[str, Any], ranges: Iterable[IntegerRange]) ->
         node: Any = request
         for key in field_range.path:
             node = node.get(key) if isinstance(node, Mapping) else None
-        if node is None or is_templated(node) or isinstance(node, bool) or not isinstance(node, int):
-            continue  # absent, templated, or already reported by cast_integers
+        if node is None or is_templated(node):
+            continue
+        where = ".".join(field_range.path)
+        if isinstance(node, bool) or not isinstance(node, int):
+            problems.append(f"{where} must be an integer, got {_shown(node)} [{field_range.rule}]")
+            continue
         low, high = field_range.minimum, field_range.maximum
         if node < low or (high is not None and node > high):
             bounds = f"{low} to {high}" if high is not None else f"at least {low}"
-            problems.append(f"{'.'.join(field_range.path)} must be {bounds}, got {node} [{field_range.rule}]")
+            problems.append(f"{where} must be {bounds}, got {node} [{field_range.rule}]")
     return problems
 
 

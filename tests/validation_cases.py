@@ -60,7 +60,7 @@ TRAINING_CASES = {
     "R4d": (training_with({"InstanceType": "ml.p5.48xlarge"}), "no InstanceCount given"),
     "R5": (training_with({"InstanceType": "ml.p5.48xlarge", "InstanceCount": -1}), "at least 1"),
     "R5-zero": (training_with({"InstanceType": "ml.p5.48xlarge", "InstanceCount": 0}), "at least 1"),
-    "R5-type": (training_with({"InstanceType": "ml.p5.48xlarge", "InstanceCount": True}), "an integer, got True"),
+    "R5-type": (training_with({"InstanceType": "ml.p5.48xlarge", "InstanceCount": True}), "must be an integer"),
     "R6": (
         training_with(P5, InstanceType="ml.g5.48xlarge"),
         "ResourceConfig.InstanceType cannot be combined with InstancePreferences [R6]",

@@ -66,11 +66,21 @@ def _botocore_accepts(operation: str, request: dict[str, Any]) -> bool:
     return not ParamValidator().validate(request, shape).has_errors()
 
 
+def ample_server_jobs_named(client: Any, request: dict[str, Any]) -> bool:
+    name = request.get("TrainingJobName") or request.get("ProcessingJobName")
+    method = "list_training_jobs" if "TrainingJobName" in request else "list_processing_jobs"
+    summaries = next(v for k, v in getattr(client, method)(NameContains=name).items() if k.endswith("Summaries"))
+    return any(s.get("TrainingJobName", s.get("ProcessingJobName")) == name for s in summaries)
+
+
 def _emulator_accepts(client: Any, method: str, request: dict[str, Any]) -> bool:
     try:
         getattr(client, method)(**request)
     except ClientError as error:
-        assert error.response["Error"]["Code"] == "ValidationException", error.response["Error"]
+        # A value of the wrong JSON type is the protocol's SerializationException, a broken constraint the
+        # service's ValidationException: both are a refusal, nothing else is.
+        assert error.response["Error"]["Code"] in ("ValidationException", "SerializationException"), error.response
+        assert not ample_server_jobs_named(client, request)
         return False
     return True
 

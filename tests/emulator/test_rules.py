@@ -144,7 +144,7 @@ TRAINING_RULES: dict[str, tuple[dict[str, Any], str, str]] = {
     ),
     "R23": (
         _with(_t(P5), _stopping(MaxPendingTimeInSeconds="3600")),
-        "ValidationException",
+        "SerializationException",  # a string where the model has an integer: the JSON protocol refuses it
         "MaxPendingTimeInSeconds",
     ),
     "R24": (

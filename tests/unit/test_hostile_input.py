@@ -212,7 +212,7 @@ MALFORMED = {
     "processing StoppingCondition text": ("processing", ("StoppingCondition",), "1h", "StoppingCondition must be"),
     "a job name one character too long": ("training", ("TrainingJobName",), "j" * 64, "at most 63"),
     "a job name that is a number": ("processing", ("ProcessingJobName",), 42, "must be a string"),
-    "training volume as a boolean": ("training", ("ResourceConfig", "VolumeSizeInGB"), True, "expected an integer"),
+    "training volume as a boolean": ("training", ("ResourceConfig", "VolumeSizeInGB"), True, "must be an integer"),
     "training runtime of zero": ("training", ("StoppingCondition", "MaxRuntimeInSeconds"), 0, "[R26]"),
     "training keep-alive too long": ("training", ("ResourceConfig", "KeepAlivePeriodInSeconds"), 21601, "[R26]"),
     "training runtime as a float": ("training", ("StoppingCondition", "MaxRuntimeInSeconds"), 1.5, "an integer"),
@@ -233,7 +233,7 @@ MALFORMED = {
         "processing",
         ("ProcessingResources", "ClusterConfig", "InstancePreferences"),
         [{"InstanceType": "ml.m5.xlarge", "InstanceCount": True}],
-        "expected an integer",
+        "must be an integer",
     ),
 }
 
