@@ -75,6 +75,20 @@ def _emulator(args: argparse.Namespace) -> int:
     return 0
 
 
+def _aws(arguments: list[str]) -> int:
+    """The AWS CLI with this environment's SageMaker model: awscli 1.x from PyPI carries its own older
+    botocore, whose model predates InstancePreferences; AWS_DATA_PATH makes it load the newer one."""
+    import importlib.util
+    import subprocess
+
+    botocore = importlib.util.find_spec("botocore")
+    if importlib.util.find_spec("awscli") is None or botocore is None or not botocore.submodule_search_locations:
+        return _error("the AWS CLI is not installed in this environment (pip install awscli)")
+    models = Path(next(iter(botocore.submodule_search_locations))) / "data"
+    env = {**os.environ, "AWS_DATA_PATH": os.pathsep.join(filter(None, [str(models), os.environ.get("AWS_DATA_PATH")]))}
+    return subprocess.run([sys.executable, "-m", "awscli", *arguments], env=env, check=False).returncode
+
+
 def _demo(args: argparse.Namespace) -> int:
     from airflow_sm_prefs.demo import main
 
@@ -100,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     emulator.add_argument("--state-file", type=Path, default=None, help="keep jobs and clock across restarts")
     emulator.add_argument("-v", "--verbose", action="store_true")
     emulator.set_defaults(handler=_emulator)
+    aws = commands.add_parser(
+        "aws",
+        help="the AWS CLI with this environment's SageMaker model (knows InstancePreferences), e.g. "
+        "`airflow-sm-prefs aws sagemaker list-training-jobs --endpoint-url http://127.0.0.1:8907`",
+    )
+    aws.add_argument("arguments", nargs=argparse.REMAINDER, help="arguments for `aws`")
     demo = commands.add_parser("demo", help="emulator + airflow standalone + the nightly pipeline")
     demo.add_argument("--project-dir", default=".", help="checkout holding dags/ (default: current directory)")
     demo.add_argument("--exit", action="store_true", help="exit when the pipeline ends (same as DEMO_EXIT=1)")
@@ -108,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["aws"]:  # everything after `aws` is the AWS CLI's, options included
+        return _aws(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO)
     return int(args.handler(args))

@@ -151,10 +151,11 @@ class Engine:
             self._place_waiting(now)
             self.version += 1
 
-    def in_use(self, kind: EmulatedKind) -> dict[str, int]:
+    def in_use(self, kind: EmulatedKind, region: str) -> dict[str, int]:
+        """Instances the account's running jobs of this kind hold in a Region: what its quotas count."""
         usage: Counter[str] = Counter()
         for job in self.jobs.values():
-            if job.kind == kind.name and job.selected and job.status not in TERMINAL:
+            if job.kind == kind.name and job.region == region and job.selected and job.status not in TERMINAL:
                 usage[job.selected["instance_type"]] += job.selected["count"]
         return dict(usage)
 
@@ -270,24 +271,29 @@ class Engine:
 
     # -- API operations -----------------------------------------------------------------------------------
 
-    def create(self, kind_name: str, request: dict[str, Any]) -> dict[str, Any]:
+    def job(self, kind_name: str, name: str, region: str | None = None) -> Job | None:
+        """The job of that name in a Region (default: the scenario's), as a test or the control surface asks."""
+        return self.jobs.get(job_key(kind_name, name, region or self.scenario.region))
+
+    def create(self, kind_name: str, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
         """A request already checked against the service model (``service.Emulator.call`` does)."""
         kind = KINDS[kind_name]
         scenario = self.scenario
         candidates, uses_preferences = kind.candidates(request, scenario)
         service_rules.check_algorithm(kind.image(request), candidates, scenario, kind.name)
         name = request[kind.name_field]
+        region = region or scenario.region
         with self.lock:
             now = self.advance()
-            key = job_key(kind.name, name)
+            key = job_key(kind.name, name, region)
             if key in self.jobs:
                 raise ResourceInUse(
                     f"{kind.noun} job names must be unique within an AWS account and region, and a "
                     f"{kind.name} job with this name already exists ({self.jobs[key].arn})"
                 )
-            service_rules.check_quotas(candidates, self.in_use(kind), scenario, kind.name)
+            service_rules.check_quotas(candidates, self.in_use(kind, region), scenario, kind.name)
             self.seq += 1
-            arn = f"arn:aws:sagemaker:{scenario.region}:{scenario.account_id}:{kind.name}-job/{name.lower()}"
+            arn = f"arn:aws:sagemaker:{region}:{scenario.account_id}:{kind.name}-job/{name.lower()}"
             job = Job(
                 kind=kind.name,
                 name=name,
@@ -299,6 +305,7 @@ class Engine:
                 seq=self.seq,
                 last_modified=now,
                 tags=list(request.get("Tags") or []),
+                region=region,
             )
             self.jobs[key] = job
             if not self._try_place(job, now):
@@ -322,29 +329,29 @@ class Engine:
             if limit is not None:
                 self._push_for(job, now + limit, "pending_timeout")
 
-    def forget(self, kind_name: str, name: str) -> None:
+    def forget(self, kind_name: str, name: str, region: str | None = None) -> None:
         """Undo a create that could not be recorded: the job, and any capacity it was given, go away."""
         with self.lock:
-            job = self.jobs.pop(job_key(kind_name, name), None)
+            job = self.jobs.pop(job_key(kind_name, name, region or self.scenario.region), None)
             if job is not None:
                 self._release(job)  # its scheduled events find no job and are dropped
                 self._place_waiting(self.clock.now())
                 self.version += 1
 
-    def describe(self, kind_name: str, name: str) -> dict[str, Any]:
+    def describe(self, kind_name: str, name: str, region: str | None = None) -> dict[str, Any]:
         kind = KINDS[kind_name]
         with self.lock:
             self.advance()
-            job = self.jobs.get(job_key(kind.name, name))
+            job = self.job(kind.name, name, region)
             if job is None:
                 raise ValidationException(kind.not_found(name))
             return responses.describe(kind, job, self.scenario)
 
-    def stop(self, kind_name: str, name: str) -> None:
+    def stop(self, kind_name: str, name: str, region: str | None = None) -> None:
         kind = KINDS[kind_name]
         with self.lock:
             now = self.advance()
-            job = self.jobs.get(job_key(kind.name, name))
+            job = self.job(kind.name, name, region)
             if job is None:
                 raise ResourceNotFound(f"Could not find {kind.name} job {name}.")
             if job.status in TERMINAL:
@@ -361,10 +368,12 @@ class Engine:
             self._push_for(job, now + delay, "stop_complete")
             self.version += 1
 
-    def list_jobs(self, kind_name: str, request: dict[str, Any]) -> dict[str, Any]:
+    def list_jobs(self, kind_name: str, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
+        region = region or self.scenario.region
         with self.lock:
             self.advance()
-            return listing.page(KINDS[kind_name], list(self.jobs.values()), request)
+            in_region = [job for job in self.jobs.values() if job.region == region]
+            return listing.page(KINDS[kind_name], in_region, request)
 
     # -- persistence ------------------------------------------------------------------------------------
 
@@ -393,6 +402,7 @@ class Engine:
             schedule_scenario=False,
         )
         for job in saved["jobs"]:
+            job.region = job.region or scenario.region  # state files before 0.2.0 had one Region
             engine.jobs[job.key] = job
         engine.events = [(at, seq, kind, list(args)) for at, seq, kind, args in saved["events"]]
         heapq.heapify(engine.events)
@@ -410,6 +420,7 @@ class Engine:
                 {
                     "kind": j.kind,
                     "name": j.name,
+                    "region": j.region,
                     "arn": j.arn,
                     "status": j.status,
                     "secondary_status": j.secondary,

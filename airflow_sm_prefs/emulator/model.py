@@ -30,10 +30,11 @@ class Job:
     pending: bool = False
     epoch: int = 0
     tags: list[dict[str, str]] = field(default_factory=list)
+    region: str = ""  # the Region whose endpoint the create was signed for (jobs are per account and Region)
 
     @property
     def key(self) -> str:
-        return job_key(self.kind, self.name)
+        return job_key(self.kind, self.name, self.region)
 
     def candidate_objects(self) -> list[Candidate]:
         return [Candidate(**c) for c in self.candidates]
@@ -55,6 +56,6 @@ class Job:
         return ", ".join(c["instance_type"] for c in self.candidates)
 
 
-def job_key(kind: str, name: str) -> str:
+def job_key(kind: str, name: str, region: str) -> str:
     # SageMaker job names are unique per account and Region regardless of case.
-    return f"{kind}:{name.lower()}"
+    return f"{region}/{kind}:{name.lower()}"

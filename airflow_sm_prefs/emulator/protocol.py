@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import re
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -35,6 +36,7 @@ MAX_BODY_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 32
 REQUEST_TIMEOUT_SECONDS = 30.0
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+CREDENTIAL_SCOPE = re.compile(r"Credential=[^/,\s]+/\d{8}/([a-z]{2}(?:-[a-z]+)+-\d)/")
 
 
 class BodyRefused(Exception):
@@ -184,7 +186,12 @@ class RequestHandler(BaseHTTPRequestHandler):
             raise UnknownOperationException(
                 f"Missing or foreign X-Amz-Target {shorten(target)!r}; expected SageMaker.<Op>"
             )
-        return self.server.emulator.call(operation, request)
+        return self.server.emulator.call(operation, request, self._signed_region())
+
+    def _signed_region(self) -> str | None:
+        """The Region in the request's SigV4 credential scope, as the real endpoint of that Region implies."""
+        match = CREDENTIAL_SCOPE.search(self.headers.get("Authorization", ""))
+        return match.group(1) if match else None
 
     def do_GET(self) -> None:
         if self.path.startswith(control.CONTROL_PREFIX):

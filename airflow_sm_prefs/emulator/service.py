@@ -95,7 +95,8 @@ class Emulator:
             self._saved_version = -1
             raise
 
-    def call(self, operation: str, request: dict[str, Any]) -> dict[str, Any]:
+    def call(self, operation: str, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
+        """One AWS API call; ``region`` is the one the request was signed for (default: the scenario's)."""
         if operation not in OPERATIONS:
             # Counted under one key: names a client makes up must not grow what the emulator remembers.
             self.engine.calls[UNKNOWN_OPERATIONS] += 1
@@ -109,22 +110,22 @@ class Emulator:
         _check_against_model(operation, request)
         result: dict[str, Any] = {}
         if action == "Create":
-            result = self.engine.create(kind.name, request)
+            result = self.engine.create(kind.name, request, region)
             try:
                 self.save()
             except (OSError, ValueError) as error:
                 # The client is told the create failed, so the job must not exist: its retry would meet
                 # ResourceInUse for a job it never got.
-                self.engine.forget(kind.name, request[kind.name_field])
+                self.engine.forget(kind.name, request[kind.name_field], region)
                 log.error("emulator: could not persist the new job, so it was not created: %s", error)
                 raise InternalFailure("The job could not be recorded; it was not created. Please try again.") from error
         elif action == "List":
-            result = self.engine.list_jobs(kind.name, request)
+            result = self.engine.list_jobs(kind.name, request, region)
         else:
             if action == "Describe":
-                result = self.engine.describe(kind.name, request[kind.name_field])
+                result = self.engine.describe(kind.name, request[kind.name_field], region)
             else:
-                self.engine.stop(kind.name, request[kind.name_field])
+                self.engine.stop(kind.name, request[kind.name_field], region)
         self.save()
         if self.faults.lost_reply_rate and self.random.random() < self.faults.lost_reply_rate:
             raise InternalFailure()

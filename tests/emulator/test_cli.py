@@ -90,38 +90,27 @@ def test_a_port_in_use_is_one_error_line(capsys):
     assert status == 2 and "cannot listen" in err
 
 
+EMPTY_STATE = {
+    "format": 1,
+    "origin": 0,
+    "now": 0,
+    "seq": 0,
+    "events": [],
+    "capacity_override": {},
+    "held": {},
+    "plan_used": {},
+    "jobs": [],
+}
+
+
 @pytest.mark.parametrize(
     "content",
     [
         "{not json",
         json.dumps([1, 2, 3]),
         json.dumps({"format": 99}),
-        json.dumps(
-            {
-                "format": 1,
-                "origin": 0,
-                "now": 0,
-                "seq": 0,
-                "events": [],
-                "capacity_override": {},
-                "held": {},
-                "plan_used": {},
-                "jobs": [{"kind": 5}],
-            }
-        ),
-        json.dumps(
-            {
-                "format": 1,
-                "origin": "yesterday",
-                "now": 0,
-                "seq": 0,
-                "events": [],
-                "capacity_override": {},
-                "held": {},
-                "plan_used": {},
-                "jobs": [],
-            }
-        ),
+        json.dumps({**EMPTY_STATE, "jobs": [{"kind": 5}]}),
+        json.dumps({**EMPTY_STATE, "origin": "yesterday"}),
     ],
     ids=["not JSON", "a list", "another format", "a job missing its fields", "a time that is text"],
 )

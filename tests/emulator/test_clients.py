@@ -139,3 +139,41 @@ def test_amazon_provider_hook_follows_logs_of_a_job_that_has_none_yet(start_emul
         logs.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName="logged-job/algo-1")
     assert error.value.response["Error"]["Code"] == "ResourceNotFoundException"
     assert server.engine.calls["Logs_20140328.DescribeLogStreams"] == 1
+
+
+def test_the_aws_wrapper_needs_no_data_path_from_the_user(start_emulator, tmp_path):
+    """`airflow-sm-prefs aws ...` is the unmodified AWS CLI, told where this environment's newer model is."""
+    server = start_emulator("gpu-shortage")
+    request = tmp_path / "job.json"
+    request.write_text(json.dumps(training_request("wrapped-job", GPU_PAIR)))
+    env = {k: v for k, v in _cli_env().items() if k != "AWS_DATA_PATH"}
+    command = [sys.executable, "-m", "airflow_sm_prefs.cli", "aws", "sagemaker"]
+    endpoint = ["--endpoint-url", server.endpoint_url, "--output", "json"]
+    created = subprocess.run(
+        [*command, "create-training-job", "--cli-input-json", f"file://{request}", *endpoint],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["TrainingJobArn"].endswith("training-job/wrapped-job")
+    plain = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "awscli",
+            "sagemaker",
+            "create-training-job",
+            "--cli-input-json",
+            f"file://{request}",
+            *endpoint,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert plain.returncode != 0 and "InstancePreferences" in plain.stderr, "the vendored model lacks the field"

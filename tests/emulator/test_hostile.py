@@ -88,23 +88,14 @@ def test_a_half_sent_request_does_not_hold_a_thread(start_emulator):
 
 def test_unknown_operations_are_remembered_as_one_count_and_never_echoed_whole(start_emulator):
     server = start_emulator()
-    for index in range(200):
-        status, _ = _raw(
-            server.port,
-            "POST",
-            "/",
-            {**AWS_HEADERS, "X-Amz-Target": f"SageMaker.Made{index}Up", "Content-Length": "2"},
-            b"{}",
-        )
-        assert status == 400
-    long_name = "X" * 10_000
-    status, payload = _raw(
-        server.port,
-        "POST",
-        "/",
-        {**AWS_HEADERS, "X-Amz-Target": f"SageMaker.{long_name}", "Content-Length": "2"},
-        b"{}",
-    )
+
+    def call(operation: str) -> tuple[int, dict[str, Any]]:
+        headers = {**AWS_HEADERS, "X-Amz-Target": f"SageMaker.{operation}", "Content-Length": "2"}
+        return _raw(server.port, "POST", "/", headers, b"{}")
+
+    assert all(call(f"Made{index}Up")[0] == 400 for index in range(200))
+    status, payload = call("X" * 10_000)
+    assert status == 400
     assert payload["__type"] == "UnknownOperationException" and len(payload["message"]) < 500
     calls = control(server.endpoint_url, "calls")["calls"]
     assert len(calls) == 1 and sum(calls.values()) == 201

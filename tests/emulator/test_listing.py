@@ -129,3 +129,31 @@ def test_a_timestamp_filter_accepts_epoch_seconds_and_iso_text(start_emulator):
     for after in (0, "1970-01-02T00:00:00Z", "86400"):
         status, payload = _raw_call(server, "ListTrainingJobs", {"CreationTimeAfter": after})
         assert status == 200 and [s["TrainingJobName"] for s in payload["TrainingJobSummaries"]] == ["dated"]
+
+
+def test_jobs_belong_to_the_region_the_request_was_signed_for(start_emulator):
+    import boto3
+    from botocore.config import Config
+
+    from tests.helpers import CREDENTIALS
+
+    server = start_emulator("ample")
+
+    def client(region: str):
+        config = Config(retries={"max_attempts": 1, "mode": "standard"})
+        credentials = {**CREDENTIALS, "region_name": region}
+        return boto3.client("sagemaker", endpoint_url=server.endpoint_url, config=config, **credentials)
+
+    europe, virginia = client("eu-west-1"), client("us-east-1")
+    arn = europe.create_training_job(**training_request("regional", GPU_PAIR))["TrainingJobArn"]
+    assert arn.startswith("arn:aws:sagemaker:eu-west-1:")
+    assert [s["TrainingJobName"] for s in europe.list_training_jobs()["TrainingJobSummaries"]] == ["regional"]
+    assert virginia.list_training_jobs()["TrainingJobSummaries"] == []
+    with pytest.raises(ClientError):
+        virginia.describe_training_job(TrainingJobName="regional")
+    # Names are unique per account and Region: the same name is free in another Region.
+    assert virginia.create_training_job(**training_request("regional", GPU_PAIR))["TrainingJobArn"].startswith(
+        "arn:aws:sagemaker:us-east-1:"
+    )
+    regions = sorted(job["region"] for job in control(server.endpoint_url, "jobs")["jobs"])
+    assert regions == ["eu-west-1", "us-east-1"]

@@ -44,7 +44,7 @@ def queued_job(start_emulator, aws_connection, monkeypatch):
 
 
 def _status(server) -> str:
-    return server.engine.jobs["training:marked"].status
+    return server.engine.job("training", "marked").status
 
 
 def test_a_task_marked_failed_by_hand_has_its_job_stopped(queued_job):

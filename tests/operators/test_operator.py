@@ -107,7 +107,7 @@ def test_templated_counts_are_cast_and_the_job_defers_until_selection(start_emul
         operator.execute(ctx)
     trigger = deferred.value.trigger
     assert (trigger.wait_for, trigger.job_name) == ("selection", "eval-job")
-    assert server.engine.jobs["training:eval-job"].candidates[0]["count"] == 2
+    assert server.engine.job("training", "eval-job").candidates[0]["count"] == 2
     assert ctx["task_state_store"][STATE_KEY]["phase"] == "deferred"
     links = {k for k in ctx["ti"].xcoms if k.endswith("_link")}
     assert links == {"sm_prefs_console_link", "sm_prefs_logs_link"}, "links exist before the job leaves the queue"
