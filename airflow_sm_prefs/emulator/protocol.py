@@ -48,6 +48,11 @@ class BodyRefused(Exception):
         self.message = message
 
 
+def _refuse_non_finite(constant: str) -> Any:
+    # NaN and Infinity are not JSON; Python's parser accepts them unless told otherwise.
+    raise ValueError(f"{constant} is not a JSON number")
+
+
 def _depth_exceeds(value: Any, limit: int) -> bool:
     """Iteratively, so a deeply nested body cannot exhaust the stack of the code that reads it later."""
     stack = [(value, 1)]
@@ -113,7 +118,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         if not raw:
             return {}
         try:
-            parsed = json.loads(raw)
+            parsed = json.loads(raw, parse_constant=_refuse_non_finite)
         except (ValueError, RecursionError) as error:
             raise BodyRefused(HTTPStatus.BAD_REQUEST, "request body is not valid JSON") from error
         if not isinstance(parsed, dict):

@@ -56,6 +56,8 @@ BODIES = {
     "arrays nested 100,000 deep": (None, b"[" * 100_000 + b"]" * 100_000, 400),
     "objects nested past the limit": (None, _nested(MAX_JSON_DEPTH + 1), 400),
     "not JSON": (None, b"{not json", 400),
+    "NaN, which is not JSON": (None, b'{"VolumeSizeInGB": NaN}', 400),
+    "Infinity, which is not JSON": (None, b'{"seconds": -Infinity}', 400),
     "JSON that is not an object": (None, b"[1, 2]", 400),
     "bytes that are not UTF-8": (None, b'{"a": "\xff\xfe"}', 400),
 }
