@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from airflow_sm_prefs.job_request import InvalidJobRequest
     from airflow_sm_prefs.operators import (
         SageMakerPreferenceProcessingOperator,
         SageMakerPreferenceTrainingOperator,
@@ -20,10 +21,12 @@ _LAZY = {
     "SageMakerPreferenceTrainingOperator": "airflow_sm_prefs.operators",
     "SageMakerPreferenceProcessingOperator": "airflow_sm_prefs.operators",
     "InstancePreference": "airflow_sm_prefs.preferences",
+    "InvalidJobRequest": "airflow_sm_prefs.job_request",
 }
 
 __all__ = [
     "InstancePreference",
+    "InvalidJobRequest",
     "SageMakerPreferenceProcessingOperator",
     "SageMakerPreferenceTrainingOperator",
 ]
