@@ -60,9 +60,14 @@ def prepare(
     preferences: Any,
     max_pending: int | None,
     markers: tuple[str, ...] = rules.TEMPLATE_MARKERS,
+    job_name: Any = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """``markers`` are the Jinja delimiters still to be rendered; none once the task has rendered its fields."""
+    """``markers`` are the Jinja delimiters still to be rendered; none once the task has rendered its fields.
+    ``job_name`` is the operator's argument, judged like the request's own name field."""
     with refusing(), rules.template_markers(markers):
+        named = rules.job_name_problems(job_name, "job_name")
+        if named:
+            raise rules.PreferenceValidationError(named)
         parsed = _parse_json(config, "config") if isinstance(config, str) else config
         if not isinstance(parsed, Mapping):
             raise rules.PreferenceValidationError(

@@ -150,7 +150,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
 
     def _prepare(self, markers: tuple[str, ...]) -> list[str]:
         self._request, warnings = job_request.prepare(
-            self.job_kind, self.config, self.preferences, self.max_pending, markers
+            self.job_kind, self.config, self.preferences, self.max_pending, markers, self.job_name
         )
         return warnings
 

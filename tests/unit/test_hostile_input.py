@@ -260,6 +260,13 @@ def test_the_job_name_argument_is_checked_like_the_config_field(job_name):
     _refused("training", training_request("job", GPU_PAIR), "job_name", job_name=job_name)
 
 
+def test_a_templated_job_name_argument_is_checked_once_rendered():
+    operator = _build("training", training_request("job", GPU_PAIR), job_name="eval-{{ ds_nodash }}")
+    operator.job_name = "eval_2026-11-30"  # what it rendered to: an underscore SageMaker refuses
+    with pytest.raises(InvalidJobRequest, match="job_name"):
+        operator._prepare(markers=())
+
+
 def test_every_entry_is_counted_from_one_in_every_message():
     entries = [
         {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
