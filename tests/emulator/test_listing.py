@@ -157,3 +157,25 @@ def test_jobs_belong_to_the_region_the_request_was_signed_for(start_emulator):
     )
     regions = sorted(job["region"] for job in control(server.endpoint_url, "jobs")["jobs"])
     assert regions == ["eu-west-1", "us-east-1"]
+
+
+def test_the_readmes_time_filter_example_works_on_a_fast_clock(start_emulator):
+    """The README's example, run as written (only the endpoint changed) against a bundled 60x scenario."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    example = re.search(r"<!-- readme-example: time-filter -->\n```python\n(.*?)```", readme, re.DOTALL)
+    assert example, "the README keeps its time-filter example"
+    server = start_emulator("gpu-shortage")  # speed 60
+    client = boto_client(server.endpoint_url)
+    client.create_training_job(**training_request("an-hour-of-virtual-time", GPU_PAIR))
+    control(server.endpoint_url, "advance", {"seconds": 1800})
+    namespace: dict = {}
+    exec(example.group(1).replace("http://127.0.0.1:8907", server.endpoint_url), namespace)
+    assert [s["TrainingJobName"] for s in namespace["recent"]] == ["an-hour-of-virtual-time"]
+    # Why the example reads the emulator's clock: by the client's own, the job was modified in the future.
+    import datetime
+
+    own_now = datetime.datetime.now(datetime.UTC)
+    assert client.list_training_jobs(LastModifiedTimeAfter=own_now)["TrainingJobSummaries"] != []
