@@ -34,6 +34,8 @@ def describe(kind: EmulatedKind, job: Job, scenario: Scenario) -> dict[str, Any]
     if job.uses_preferences and job.selected is not None:
         resources["SelectedInstanceType"] = job.selected["instance_type"]
         resources["SelectedInstanceCount"] = job.selected["count"]
+        if "InstanceCount" not in resources and scenario.behaviour.instance_count_with_per_entry_counts == "selected":
+            resources["InstanceCount"] = job.selected["count"]
     if job.start_time is not None:
         body[kind.start_field] = job.start_time
     if job.end_time is not None:

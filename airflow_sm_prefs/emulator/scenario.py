@@ -90,6 +90,10 @@ class Behaviour:
     processing_without_capacity: Literal["accelerated-waits", "wait", "fail"] = "accelerated-waits"
     echo_instance_count: StrictBool = True
     reject_zero_count: StrictBool = True
+    # With per-entry counts the request has no ResourceConfig.InstanceCount; whether Describe then reports
+    # one (the selected entry's) is unknown. "absent" breaks clients that read it (the amazon provider's
+    # print_log path); "selected" fills it in once a configuration is selected.
+    instance_count_with_per_entry_counts: Literal["absent", "selected"] = "absent"
 
 
 @dataclass(frozen=True, config=_SETTINGS)

@@ -177,3 +177,37 @@ def test_the_aws_wrapper_needs_no_data_path_from_the_user(start_emulator, tmp_pa
         check=False,
     )
     assert plain.returncode != 0 and "InstancePreferences" in plain.stderr, "the vendored model lacks the field"
+
+
+@pytest.mark.parametrize("reported", ["absent", "selected"])
+def test_what_the_amazon_provider_meets_with_per_entry_counts(start_emulator, monkeypatch, tmp_path, reported):
+    """An open question made visible: with per-entry counts, whether Describe reports
+    ResourceConfig.InstanceCount decides whether the provider's log-following wait works at all."""
+    from airflow.providers.amazon.aws.hooks.sagemaker import SageMakerHook
+
+    scenario = tmp_path / "counts.yaml"
+    scenario.write_text(f"default_capacity: 8\nbehaviour: {{instance_count_with_per_entry_counts: {reported}}}\n")
+    server = start_emulator(str(scenario))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SM_EMULATOR",
+        json.dumps(
+            {
+                "conn_type": "aws",
+                "login": "testing",
+                "password": "testing",
+                "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
+            }
+        ),
+    )
+    hook = SageMakerHook(aws_conn_id="sm_emulator")
+    hook.create_training_job(training_request("counted", GPU_PAIR), wait_for_completion=False, print_log=False)
+
+    def follow() -> None:
+        hook.check_training_status_with_log("counted", {"InProgress"}, {"Failed"}, False, 0)
+
+    if reported == "absent":
+        with pytest.raises(KeyError, match="InstanceCount"):
+            follow()
+    else:
+        follow()
+        assert hook.describe_training_job("counted")["ResourceConfig"]["InstanceCount"] == 1
