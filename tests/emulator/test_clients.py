@@ -211,3 +211,47 @@ def test_what_the_amazon_provider_meets_with_per_entry_counts(start_emulator, mo
     else:
         follow()
         assert hook.describe_training_job("counted")["ResourceConfig"]["InstanceCount"] == 1
+
+
+@pytest.mark.parametrize("ends", ["Stopped", "Failed"])
+def test_what_the_amazon_provider_meets_when_the_pending_limit_expires(start_emulator, monkeypatch, tmp_path, ends):
+    """The other open question made visible: a job whose pending limit expired never started. Ended
+    `Stopped` (the emulator's default), the provider's wait reads its start time and raises KeyError;
+    ended `Failed`, the provider reports the capacity error."""
+    from airflow.providers.amazon.aws.hooks.sagemaker import SageMakerHook
+    from airflow.sdk.exceptions import AirflowException
+
+    from airflow_sm_prefs.local_stack import control
+
+    scenario = tmp_path / "busy.yaml"
+    scenario.write_text(f"default_capacity: 0\nbehaviour: {{pending_timeout_status: {ends}}}\n")
+    server = start_emulator(str(scenario))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SM_EMULATOR",
+        json.dumps(
+            {
+                "conn_type": "aws",
+                "login": "testing",
+                "password": "testing",
+                "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
+            }
+        ),
+    )
+    hook = SageMakerHook(aws_conn_id="sm_emulator")
+    request = training_request(
+        "never-started", [{"InstanceType": t["InstanceType"]} for t in GPU_PAIR], InstanceCount=1
+    )
+    request["StoppingCondition"]["MaxPendingTimeInSeconds"] = 1800
+    hook.create_training_job(request, wait_for_completion=False, print_log=False)
+    control(server.endpoint_url, "advance", {"seconds": 1801})
+    assert hook.describe_training_job("never-started")["TrainingJobStatus"] == ends
+
+    def wait() -> None:
+        hook.check_training_status_with_log("never-started", {"InProgress", "Stopping"}, {"Failed"}, True, 0)
+
+    if ends == "Stopped":
+        with pytest.raises(KeyError, match="TrainingStartTime"):
+            wait()
+    else:
+        with pytest.raises(AirflowException, match="CapacityError"):
+            wait()
