@@ -97,39 +97,23 @@ def test_aws_cli_shows_service_errors(start_emulator):
     assert "ValidationException" in result.stderr
 
 
-def test_amazon_provider_hook_creates_and_describes(start_emulator, monkeypatch):
+def test_amazon_provider_hook_creates_and_describes(start_emulator, aws_connection):
     from airflow.providers.amazon.aws.hooks.sagemaker import SageMakerHook
 
     server = start_emulator("gpu-shortage")
-    extra = json.dumps({"endpoint_url": server.endpoint_url, "region_name": "us-east-1"})
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SM_EMULATOR",
-        json.dumps({"conn_type": "aws", "login": "testing", "password": "testing", "extra": json.loads(extra)}),
-    )
-    hook = SageMakerHook(aws_conn_id="sm_emulator")
+    hook = SageMakerHook(aws_conn_id=aws_connection(server))
     hook.create_training_job(training_request("hook-job", GPU_PAIR), wait_for_completion=False, print_log=False)
     description = hook.describe_training_job("hook-job")
     assert description["ResourceConfig"]["SelectedInstanceType"] == "ml.p4d.24xlarge"
 
 
-def test_amazon_provider_hook_follows_logs_of_a_job_that_has_none_yet(start_emulator, monkeypatch):
+def test_amazon_provider_hook_follows_logs_of_a_job_that_has_none_yet(start_emulator, aws_connection):
     """`print_log=True` asks CloudWatch Logs for the job's streams; the emulator answers like AWS for a log
     group that does not exist (it answered UnknownOperationException, which crashed the provider)."""
     from airflow.providers.amazon.aws.hooks.sagemaker import LogState, SageMakerHook
 
     server = start_emulator("gpu-shortage")
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SM_EMULATOR",
-        json.dumps(
-            {
-                "conn_type": "aws",
-                "login": "testing",
-                "password": "testing",
-                "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
-            }
-        ),
-    )
-    hook = SageMakerHook(aws_conn_id="sm_emulator")
+    hook = SageMakerHook(aws_conn_id=aws_connection(server))
     hook.create_training_job(training_request("logged-job", GPU_PAIR), wait_for_completion=False, print_log=False)
     state, _, _ = hook.describe_training_job_with_log("logged-job", {}, [], 1, LogState.TAILING, {}, 0.0)
     assert state == LogState.TAILING
@@ -180,7 +164,7 @@ def test_the_aws_wrapper_needs_no_data_path_from_the_user(start_emulator, tmp_pa
 
 
 @pytest.mark.parametrize("reported", ["absent", "selected"])
-def test_what_the_amazon_provider_meets_with_per_entry_counts(start_emulator, monkeypatch, tmp_path, reported):
+def test_what_the_amazon_provider_meets_with_per_entry_counts(start_emulator, aws_connection, tmp_path, reported):
     """An open question made visible: with per-entry counts, whether Describe reports
     ResourceConfig.InstanceCount decides whether the provider's log-following wait works at all."""
     from airflow.providers.amazon.aws.hooks.sagemaker import SageMakerHook
@@ -188,18 +172,7 @@ def test_what_the_amazon_provider_meets_with_per_entry_counts(start_emulator, mo
     scenario = tmp_path / "counts.yaml"
     scenario.write_text(f"default_capacity: 8\nbehaviour: {{instance_count_with_per_entry_counts: {reported}}}\n")
     server = start_emulator(str(scenario))
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SM_EMULATOR",
-        json.dumps(
-            {
-                "conn_type": "aws",
-                "login": "testing",
-                "password": "testing",
-                "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
-            }
-        ),
-    )
-    hook = SageMakerHook(aws_conn_id="sm_emulator")
+    hook = SageMakerHook(aws_conn_id=aws_connection(server))
     hook.create_training_job(training_request("counted", GPU_PAIR), wait_for_completion=False, print_log=False)
 
     def follow() -> None:
@@ -214,7 +187,7 @@ def test_what_the_amazon_provider_meets_with_per_entry_counts(start_emulator, mo
 
 
 @pytest.mark.parametrize("ends", ["Stopped", "Failed"])
-def test_what_the_amazon_provider_meets_when_the_pending_limit_expires(start_emulator, monkeypatch, tmp_path, ends):
+def test_what_the_amazon_provider_meets_when_the_pending_limit_expires(start_emulator, aws_connection, tmp_path, ends):
     """The other open question made visible: a job whose pending limit expired never started. Ended
     `Stopped` (the emulator's default), the provider's wait reads its start time and raises KeyError;
     ended `Failed`, the provider reports the capacity error."""
@@ -226,18 +199,7 @@ def test_what_the_amazon_provider_meets_when_the_pending_limit_expires(start_emu
     scenario = tmp_path / "busy.yaml"
     scenario.write_text(f"default_capacity: 0\nbehaviour: {{pending_timeout_status: {ends}}}\n")
     server = start_emulator(str(scenario))
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SM_EMULATOR",
-        json.dumps(
-            {
-                "conn_type": "aws",
-                "login": "testing",
-                "password": "testing",
-                "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
-            }
-        ),
-    )
-    hook = SageMakerHook(aws_conn_id="sm_emulator")
+    hook = SageMakerHook(aws_conn_id=aws_connection(server))
     request = training_request(
         "never-started", [{"InstanceType": t["InstanceType"]} for t in GPU_PAIR], InstanceCount=1
     )
