@@ -110,7 +110,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self._lineage_description: dict[str, Any] | None = None
         # Every argument is judged here, and every value of the request that is not templated: a bad list
         # fails the DAG import, not the 2 a.m. run (a mapped task's arguments are judged when it expands).
-        with job_request.refusing(), rules.template_markers(self._template_markers()):
+        markers = job_request.template_markers_of(self.get_dag())  # the DAG may change Jinja's delimiters
+        with job_request.refusing(), rules.template_markers(markers):
             self.preferences = job_request.friendly_preferences(preferences)
             self.max_pending = rules.duration_seconds(max_pending, "max_pending")
             self.wait_timeout = rules.duration_seconds(wait_timeout, "wait_timeout")
@@ -121,11 +122,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             if problems:
                 raise rules.PreferenceValidationError(problems)
         if not isinstance(config, str):  # JSON text is judged once rendered
-            for warning in self._prepare(self._template_markers()):
+            for warning in self._prepare(markers):
                 self.log.warning(warning)
-
-    def _template_markers(self) -> tuple[str, ...]:
-        return job_request.template_markers_of(self.get_dag())
 
     @property
     def hook_kwargs(self) -> dict[str, Any]:

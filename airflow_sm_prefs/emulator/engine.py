@@ -332,8 +332,9 @@ class Engine:
     def forget(self, kind_name: str, name: str, region: str | None = None) -> None:
         """Undo a create that could not be recorded: the job, and any capacity it was given, go away."""
         with self.lock:
-            job = self.jobs.pop(job_key(kind_name, name, region or self.scenario.region), None)
+            job = self.job(kind_name, name, region)
             if job is not None:
+                del self.jobs[job.key]
                 self._release(job)  # its scheduled events find no job and are dropped
                 self._place_waiting(self.clock.now())
                 self.version += 1

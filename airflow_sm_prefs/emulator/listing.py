@@ -8,13 +8,12 @@ query is refused by another.
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
 
-from airflow_sm_prefs.emulator import responses
+from airflow_sm_prefs.emulator import responses, service_model
 from airflow_sm_prefs.emulator.errors import ValidationException
 from airflow_sm_prefs.emulator.kinds import EmulatedKind
 from airflow_sm_prefs.emulator.model import Job
@@ -29,23 +28,6 @@ SORT_KEYS: dict[str, Callable[[Job], SortKey]] = {
     "Name": lambda job: (job.name, job.seq),
     "Status": lambda job: (job.status, job.created, job.seq),
 }
-
-
-def to_epoch(value: Any) -> float:
-    """A timestamp as clients send it (epoch seconds, or ISO 8601 text); ValueError for anything else."""
-    if isinstance(value, bool):
-        raise ValueError("a boolean is not a timestamp")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, dt.datetime):
-        return value.timestamp()
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-            return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).timestamp()
-    raise ValueError(f"{type(value).__name__} is not a timestamp")
 
 
 def page(kind: EmulatedKind, jobs: list[Job], request: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +78,7 @@ def _matches(job: Job, request: dict[str, Any]) -> bool:
     )
     for key, value, direction in bounds:
         if key in request:
-            limit = to_epoch(request[key])  # the request was checked against the model before
+            limit = service_model.to_epoch(request[key])  # the request was checked against the model before
             if (direction == 1 and not value > limit) or (direction == -1 and not value < limit):
                 return False
     return True

@@ -87,12 +87,15 @@ class RequestHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("emulator: " + format, *args)
 
-    def _reply(self, status: int, payload: Any, content_type: str = AWS_JSON) -> None:
+    def _reply(self, status: int, payload: Any, content_type: str = AWS_JSON, close: bool = False) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("x-amzn-RequestId", f"emulator-{time.monotonic_ns()}")
+        if close:
+            self.close_connection = True
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
@@ -129,14 +132,7 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def _refuse(self, refusal: BodyRefused, payload: dict[str, Any], content_type: str) -> None:
         # What is left of the body was not read: close rather than read it as the next request.
-        self.close_connection = True
-        self.send_response(refusal.status)
-        data = json.dumps(payload).encode()
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
+        self._reply(refusal.status, payload, content_type, close=True)
 
     def _is_loopback(self) -> bool:
         return ipaddress.ip_address(self.client_address[0]).is_loopback

@@ -122,11 +122,9 @@ def violations(shape: Shape, value: Any, path: str) -> Iterator[str]:
             yield _wrong_type(value, path, "a boolean")
         return
     if kind == "timestamp":
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float | str | dt.datetime)
-            or not _readable_time(value)
-        ):
+        try:
+            to_epoch(value)
+        except ValueError:
             yield _wrong_type(value, path, "a timestamp")
         return
 
@@ -143,19 +141,21 @@ def is_type_mismatch(message: str) -> bool:
     return TYPE_MISMATCH in message
 
 
-def _readable_time(value: Any) -> bool:
-    if not isinstance(value, str):
-        return True
-    try:
-        float(value)
-        return True
-    except ValueError:
-        pass
-    try:
-        dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        return True
-    except ValueError:
-        return False
+def to_epoch(value: Any) -> float:
+    """A timestamp as clients send it (epoch seconds, or ISO 8601 text); ValueError for anything else."""
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a timestamp")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, dt.datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).timestamp()
+    raise ValueError(f"{type(value).__name__} is not a timestamp")
 
 
 def _length(meta: dict[str, Any], length: int, path: str, shown: str) -> Iterator[str]:
