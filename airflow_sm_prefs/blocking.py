@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pendulum
@@ -28,8 +29,12 @@ def wait(
     check_interval: float,
     log: logging.Logger | Any,
     sleep: Any = time.sleep,
+    observed: Callable[[JobView], None] | None = None,
 ) -> tuple[Outcome, dict[str, Any]]:
-    """Poll the job until an observation ends the wait or a limit passes; the outcome and last description."""
+    """Poll the job until an observation ends the wait or a limit passes; the outcome and last description.
+
+    ``observed`` is called with every fresh view (the operator shows the job's new log lines there).
+    """
     assert view.name is not None
     failures = 0
     delay = view_interval(check_interval, view)
@@ -52,6 +57,8 @@ def wait(
         if fresh_view.signature != view.signature:
             log.info(progress.status_line(fresh_view))
         view, description = fresh_view, fresh
+        if observed is not None:
+            observed(view)
         delay = view_interval(check_interval, view)
         outcome = observe(view, wait_for)
         if outcome is not None:

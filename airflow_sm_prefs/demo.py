@@ -14,11 +14,31 @@ from typing import Any
 from airflow_sm_prefs.local_stack import LocalStack, StackError
 
 SAGEMAKER_TASKS = ("prepare_data", "fine_tune")
+DEMO_BUCKET = "sm-prefs-demo"
+# Days of raw data that land before the run: the nightly run reads its interval's day (``raw/{{ ds }}``),
+# which is yesterday or today depending on the hour, and a triggered run reads today's.
+LANDED_DAYS = 3
+
+
+def land_raw_data(stack: LocalStack) -> list[str]:
+    """Upload the raw data the nightly pipeline reads to the emulator's S3, as an upstream producer would."""
+    import pendulum
+
+    s3 = stack.aws_client("s3")
+    s3.create_bucket(Bucket=DEMO_BUCKET)
+    today = pendulum.today("UTC")
+    uris = []
+    for days_ago in range(LANDED_DAYS):
+        key = f"raw/{today.subtract(days=days_ago).to_date_string()}/events.jsonl"
+        s3.put_object(Bucket=DEMO_BUCKET, Key=key, Body=b'{"prompt": "2 + 2 =", "expected": "4"}\n')
+        uris.append(f"s3://{DEMO_BUCKET}/{key}")
+    return uris
 
 
 def run_pipeline(stack: LocalStack, timeout: float = 420) -> str:
-    """Unpause the DAG (its latest nightly interval is then scheduled) and wait for that run to end."""
+    """Land the raw data, unpause the DAG (its latest nightly interval is then scheduled), wait for the run."""
     dag_id = stack.dag_id
+    land_raw_data(stack)
     deadline = time.monotonic() + timeout
     while not stack.dag_known(dag_id):
         if time.monotonic() > deadline:
@@ -65,9 +85,12 @@ def main(project_dir: Path, exit_when_done: bool) -> int:
         print(f"Airflow is up at {stack.api_url}; running the nightly_evaluation pipeline ...", flush=True)
         run_id = run_pipeline(stack)
         records = {task_id: stack.xcom(stack.dag_id, run_id, task_id) for task_id in SAGEMAKER_TASKS}
+        model = stack.xcom(stack.dag_id, run_id, "inspect_model")
         print()
         print(results_table(records))
         print()
+        files = ", ".join(model["files"])
+        print(f"Model written by fine_tune: {model['model_artifact']} ({model['bytes']} bytes: {files})")
         print("Times are the emulator's virtual seconds (the gpu-shortage scenario runs 60x faster than real time).")
         print(f"UI: {stack.api_url}/dags/{stack.dag_id}/runs/{run_id}")
         print(f"Log in as admin with the password generated for this run: {stack.admin_password()}")

@@ -108,6 +108,11 @@ class SageMakerPreferenceHook(AwsBaseHook):
         response = getattr(self.conn, kind.describe_method)(**{kind.name_field: job_name})
         return dict(jsonable(response))
 
+    def describe_job_at(self, kind: JobKind, job_name: str) -> tuple[dict[str, Any], float | None]:
+        """The job's description and the service's clock when it answered (its Date header), if given."""
+        response = getattr(self.conn, kind.describe_method)(**{kind.name_field: job_name})
+        return dict(jsonable(response)), service_time(response)
+
     def describe_job_or_none(self, kind: JobKind, job_name: str) -> dict[str, Any] | None:
         """The job's description, or None when SageMaker has no such job."""
         from botocore.exceptions import ClientError
@@ -166,6 +171,17 @@ class SageMakerPreferenceHook(AwsBaseHook):
             _log_stop(kind, job_name, error, log)
         else:
             _log_stop(kind, job_name, None, log)
+
+
+def service_time(response: Mapping[str, Any]) -> float | None:
+    """The service's clock when it answered (the HTTP Date header), if present and parseable."""
+    import email.utils
+
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    try:
+        return email.utils.parsedate_to_datetime(date).timestamp() if date else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _log_stop(kind: JobKind, job_name: str, error: BaseException | None, log: logging.Logger | Any) -> None:

@@ -322,6 +322,24 @@ class LocalStack:
         path = folder / f"attempt={try_number}.log"
         return path.read_text() if path.exists() else ""
 
+    def try_messages(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> list[str]:
+        """Every message of one try, from the worker's log and every triggerer's (``.trigger.<id>.log``),
+        each file in order, the files by when they were last written."""
+        folder = self.airflow_home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+        if map_index >= 0:
+            folder = folder / f"map_index={map_index}"
+        paths = sorted(folder.glob(f"attempt={try_number}.log*"), key=lambda path: path.stat().st_mtime)
+        messages = []
+        for path in paths:
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    messages.append(line)
+                    continue
+                messages.append(str(entry.get("event", "")) if isinstance(entry, dict) else line)
+        return messages
+
     def task_logs(self, dag_id: str, run_id: str, task_id: str) -> list[str]:
         """The log of every try of an unmapped task instance, first try first."""
         (ti,) = [t for t in self.task_instances(dag_id, run_id) if t["task_id"] == task_id]
@@ -331,6 +349,27 @@ class LocalStack:
 
     def jobs(self) -> list[dict[str, Any]]:
         return list(control(self.emulator_url, "jobs")["jobs"])
+
+    def aws_client(self, service: str) -> Any:
+        """A boto3 client of the emulator, signed with the stack's connection credentials."""
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.emulator_url,
+            region_name="us-east-1",
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+        )
+
+    def job_log_lines(self, job_name: str, log_group: str = "/aws/sagemaker/TrainingJobs") -> list[str]:
+        """What the job wrote to CloudWatch Logs, as the task log shows it (``[<stream>] <message>``)."""
+        pages = (
+            self.aws_client("logs")
+            .get_paginator("filter_log_events")
+            .paginate(logGroupName=log_group, logStreamNamePrefix=f"{job_name}/")
+        )
+        return [f"[{event['logStreamName']}] {event['message']}" for page in pages for event in page["events"]]
 
     def calls(self) -> dict[str, int]:
         return dict(control(self.emulator_url, "calls")["calls"])

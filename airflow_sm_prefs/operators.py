@@ -9,7 +9,7 @@ configuration as soon as SageMaker selects it and returning one flat record at t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
@@ -67,6 +67,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     :param stop_on_timeout: stop the job when ``wait_timeout`` or the processing ``max_pending`` expires.
     :param resubmit_after_failure: on a retry after the job ended ``Failed``/``Stopped``, launch the next
         generation (default) instead of failing at once.
+    :param stream_logs: show the job's CloudWatch log lines in the task log while it runs, each as
+        ``[<stream>] <message>``, none twice; a failed job's error message ends with its last lines. Needs
+        ``logs:FilterLogEvents``, ``logs:DescribeLogStreams`` and ``logs:GetLogEvents``; without them the task
+        says so once and carries on.
     """
 
     job_kind: ClassVar[JobKind]
@@ -92,6 +96,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         stop_on_kill: bool = True,
         stop_on_timeout: bool = True,
         resubmit_after_failure: bool = True,
+        stream_logs: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -105,6 +110,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self.stop_on_kill = stop_on_kill
         self.stop_on_timeout = stop_on_timeout
         self.resubmit_after_failure = resubmit_after_failure
+        self.stream_logs = stream_logs
         self._active_job: str | None = None
         self._request: dict[str, Any] | None = None
         self._lineage_description: dict[str, Any] | None = None
@@ -117,6 +123,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self.wait_timeout = rules.duration_seconds(wait_timeout, "wait_timeout")
             self.check_interval = rules.interval_seconds(check_interval, "check_interval")
             problems = rules.job_name_problems(job_name, "job_name")
+            if not isinstance(stream_logs, bool):
+                problems.append(f"stream_logs must be True or False, got {type(stream_logs).__name__}")
             if botocore_config is not None and not isinstance(botocore_config, dict):
                 problems.append("botocore_config must be a dict of botocore.config.Config keyword arguments")
             if problems:
@@ -178,8 +186,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             retries=self.retries or 0,
             log=self.log,
         )
-        claim = submission.submit(context, request, self.job_name, self._outcome(context))
-        return self._follow(context, attempts.JobLedger.from_context(context), claim, request)
+        claim, reattached = submission.submit(context, request, self.job_name, self._outcome(context))
+        ledger = attempts.JobLedger.from_context(context)
+        return self._follow(context, ledger, claim, request, reattached=reattached)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         ledger = attempts.JobLedger.from_context(context)
@@ -219,13 +228,20 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     # -- waiting ----------------------------------------------------------------------------------------
 
     def _follow(
-        self, context: Context, ledger: attempts.JobLedger, claim: attempts.JobClaim, request: Mapping[str, Any]
+        self,
+        context: Context,
+        ledger: attempts.JobLedger,
+        claim: attempts.JobClaim,
+        request: Mapping[str, Any],
+        reattached: bool = False,
     ) -> Any:
         """Wait for the claimed job: finish at once if it ended, announce a selection, then defer or block."""
         self._active_job = claim.job_name
         self._persist_links(context, claim.job_name)
-        description = self.hook.describe_job(self.job_kind, claim.job_name)
+        description, service_now = self.hook.describe_job_at(self.job_kind, claim.job_name)
         view = self._view(description)
+        if self.stream_logs and reattached and view.started is not None and not view.terminal:
+            self._skip_earlier_log_lines(context, claim.job_name, service_now)
         deadline, pending_deadline = wait_deadlines(
             self.job_kind, request, claim.submitted_at, self.max_pending, self.wait_timeout
         )
@@ -237,6 +253,29 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         ledger.save(claim.advanced(attempts.DEFERRED if self.deferrable else attempts.BLOCKING))
         return self._wait(context, description, announced, deadline, pending_deadline)
 
+    def _skip_earlier_log_lines(self, context: Context, job_name: str, service_now: float | None) -> None:
+        """A retry reattached to a running job: the lines an earlier try showed are in that try's log, so this
+        try shows the lines written from now on (in the service's clock), none of them twice."""
+        from airflow_sm_prefs.log_follower import LogCursor
+        from airflow_sm_prefs.log_stream import CURSOR_XCOM_KEY
+
+        now = service_now if service_now is not None else pendulum.now("UTC").timestamp()
+        cursor = LogCursor(after=int(now) * 1000)
+        context["ti"].xcom_push(key=CURSOR_XCOM_KEY, value=cursor.to_json())
+        self.log.info(
+            "SageMaker job %s was already running: its log lines up to %s are in the earlier tries' logs and in "
+            "CloudWatch; showing the lines written from then on",
+            job_name,
+            pendulum.from_timestamp(int(now)).to_iso8601_string(),
+        )
+
+    def _saved_log_cursor(self, context: Context) -> dict[str, Any] | None:
+        from airflow_sm_prefs.log_stream import CURSOR_XCOM_KEY
+
+        ti = context["ti"]
+        saved = ti.xcom_pull(key=CURSOR_XCOM_KEY, task_ids=ti.task_id, map_indexes=ti.map_index)
+        return saved if isinstance(saved, dict) else None
+
     def _persist_links(self, context: Context, job_name: str) -> None:
         common = {"region_name": self._region, "aws_partition": self.hook.conn_partition, "job_name": job_name}
         SageMakerConsoleLink.persist(context, self, console_fragment=self.job_kind.console_fragment, **common)
@@ -247,16 +286,53 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     ) -> Any:
         """Wait for the selection (unless announced), then for the end: in the triggerer or in this slot."""
         wait_for: WaitFor = "completion" if announced else "selection"
+        log_cursor = self._saved_log_cursor(context) if self.stream_logs else None
         if self.deferrable:
-            self._defer(description, wait_for, deadline, pending)
+            self._defer(description, wait_for, deadline, pending, log_cursor)
         from airflow_sm_prefs import blocking
 
         outcome, description = blocking.wait(
-            self.hook, self._view(description), description, wait_for, deadline, pending, self.check_interval, self.log
+            self.hook,
+            self._view(description),
+            description,
+            wait_for,
+            deadline,
+            pending,
+            self.check_interval,
+            self.log,
+            observed=self._blocking_log_reader(description, log_cursor),
         )
         return self._handle(context, outcome, description, announced, deadline, pending)
 
-    def _defer(self, description: dict[str, Any], wait_for: WaitFor, deadline: str, pending: str | None) -> NoReturn:
+    def _blocking_log_reader(
+        self, description: dict[str, Any], log_cursor: dict[str, Any] | None
+    ) -> Callable[[JobView], None] | None:
+        """What a blocking wait calls with each view: show the job's new lines once it runs."""
+        if not self.stream_logs:
+            return None
+        from airflow_sm_prefs.log_follower import LogCursor
+        from airflow_sm_prefs.worker_logs import BlockingLogReader, logs_client
+
+        name = self._view(description).name
+        assert name is not None
+        reader = BlockingLogReader(
+            logs_client(self.hook_kwargs), self.job_kind, name, self.log, LogCursor.from_json(log_cursor) or LogCursor()
+        )
+
+        def observed(view: JobView) -> None:
+            if view.started is not None:
+                reader.read()
+
+        return observed
+
+    def _defer(
+        self,
+        description: dict[str, Any],
+        wait_for: WaitFor,
+        deadline: str,
+        pending: str | None,
+        log_cursor: dict[str, Any] | None,
+    ) -> NoReturn:
         from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
         from airflow_sm_prefs.watcher import KnownState
 
@@ -272,6 +348,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             poll_interval=self.check_interval,
             stop_on_kill=self.stop_on_kill,
             known_state=KnownState.of(view).to_json(),
+            stream_logs=self.stream_logs,
+            log_cursor=log_cursor,
         )
         remaining = (to_time(deadline) or pendulum.now("UTC")) - pendulum.now("UTC")
         # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.
@@ -310,7 +388,13 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
 
     def _finish(self, context: Context, description: dict[str, Any], announced: bool) -> record.JobRecord:
         self._lineage_description = dict(description)
-        return self._outcome(context).finish(self._view(description), announced)
+        view = self._view(description)
+        tail: list[str] = []
+        if self.stream_logs and view.status == "Failed" and view.started is not None and view.name is not None:
+            from airflow_sm_prefs.worker_logs import last_lines, logs_client
+
+            tail = last_lines(logs_client(self.hook_kwargs), self.job_kind, view.name, self.log)
+        return self._outcome(context).finish(view, announced, tail)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow.providers.common.compat.openlineage.facet import Dataset

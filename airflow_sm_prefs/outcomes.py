@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_sm_prefs.job_view import JobView
@@ -20,6 +22,13 @@ FINISH_SUMMARY_FIELDS = (
 
 class NoCapacityError(AirflowException):
     """SageMaker never found capacity for any preference within the allowed wait."""
+
+
+def with_log_tail(error: AirflowException, lines: Sequence[str]) -> AirflowException:
+    """The same error, its message ending with the job's last log lines."""
+    if not lines:
+        return error
+    return type(error)(f"{error}\nLast {len(lines)} lines of the job's log:\n" + "\n".join(lines))
 
 
 def outcome_error(view: JobView, record: JobRecord) -> AirflowException:

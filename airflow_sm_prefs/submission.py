@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pendulum
 from airflow.sdk.exceptions import AirflowFailException
@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 REFUSALS = ("ValidationException", "ResourceLimitExceeded", "ResourceNotFound")
 
 
+class Submitted(NamedTuple):
+    claim: attempts.JobClaim
+    # The job an earlier try created, found still running: what it logged so far that try has shown.
+    reattached: bool
+
+
 @dataclass(frozen=True)
 class Submission:
     hook: SageMakerPreferenceHook
@@ -40,7 +46,7 @@ class Submission:
 
     def submit(
         self, context: Context, request: dict[str, Any], job_name: str | None, outcome: TaskOutcome
-    ) -> attempts.JobClaim:
+    ) -> Submitted:
         """Decide what this execution does about the task instance's job, do it, and return the claim."""
         kind = self.kind
         ledger = attempts.JobLedger.from_context(context)
@@ -89,7 +95,8 @@ class Submission:
             ours = tagging.task_instance_tags(ti.dag_id, ti.task_id, ti.run_id, map_index)
             tags = tagging.with_task_instance_tags(request.get("Tags"), ours)
             self.create_or_reattach({**request, kind.name_field: decision.job_name, "Tags": tags})
-        return ledger.save(claim.advanced(attempts.SUBMITTED))
+        reattached = keeps_job and decision.action == "reattach"
+        return Submitted(ledger.save(claim.advanced(attempts.SUBMITTED)), reattached)
 
     def create_or_reattach(self, request: dict[str, Any]) -> None:
         """Create the job; a job of that name already there is one an earlier attempt created."""

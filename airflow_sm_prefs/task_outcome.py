@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -14,7 +15,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_sm_prefs import attempts, progress, record
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import JobKind
-from airflow_sm_prefs.outcomes import FINISH_SUMMARY_FIELDS, outcome_error
+from airflow_sm_prefs.outcomes import FINISH_SUMMARY_FIELDS, outcome_error, with_log_tail
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -47,8 +48,9 @@ class TaskOutcome:
         if claim is not None:
             ledger.save(claim.advanced(attempts.FINISHED))
 
-    def finish(self, view: JobView, announced: bool) -> record.JobRecord:
-        """The job ended: return its record if it completed, else push the record and raise why it did not."""
+    def finish(self, view: JobView, announced: bool, log_tail: Sequence[str] = ()) -> record.JobRecord:
+        """The job ended: return its record if it completed, else push the record and raise why it did not
+        (ending with ``log_tail``, the job's last log lines, so the reason is in the alert)."""
         self.mark_finished()
         if not announced:
             self.announce(view)
@@ -58,7 +60,7 @@ class TaskOutcome:
         if result["status"] == "Completed":
             return result
         self.context["ti"].xcom_push(key="record", value=result)
-        raise outcome_error(view, result)
+        raise with_log_tail(outcome_error(view, result), log_tail)
 
     def refuse_ended_job(self, view: JobView, reason: str) -> NoReturn:
         """A retry finds the job ended and may not launch another: record it again (a retry starts with no

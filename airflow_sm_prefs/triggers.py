@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,6 +26,11 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
     :param hook_kwargs: the operator's connection settings (``aws_conn_id``, ``region_name``, ``verify``,
         ``config``), so the trigger's clients are built exactly like the task's. ``aws_conn_id`` and
         ``region_name`` alone are accepted for triggers serialized by 0.1.0.
+    :param stream_logs: show the job's CloudWatch log lines in the task log while it runs.
+    :param log_cursor: where this try's log reading starts (a :class:`~airflow_sm_prefs.log_follower.LogCursor`
+        as JSON; default: the job's first line). The reading's progress is kept in the XCom
+        ``sm_prefs_log_cursor`` and read back by a trigger that starts again in the same try (a triggerer
+        restart, a move to another triggerer), so no line is shown twice.
     """
 
     def __init__(
@@ -40,6 +46,8 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         known_state: dict[str, Any] | None = None,
         aws_conn_id: str | None = None,
         region_name: str | None = None,
+        stream_logs: bool = False,
+        log_cursor: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if job_kind not in KINDS:
@@ -57,6 +65,8 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         self.poll_interval = poll_interval
         self.stop_on_kill = stop_on_kill
         self.known_state = known_state
+        self.stream_logs = stream_logs
+        self.log_cursor = log_cursor
 
     @property
     def kind(self) -> JobKind:
@@ -75,6 +85,8 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "stop_on_kill": self.stop_on_kill,
                 "known_state": self.known_state,
+                "stream_logs": self.stream_logs,
+                "log_cursor": self.log_cursor,
             },
         )
 
@@ -103,30 +115,70 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         last_signature = known.signature if known else None
         description: dict[str, Any] | None = None
         selected = False
-        async with watcher.watch(self.job_name, self.poll_interval, known) as updates:
-            while True:
-                timeout, limit = next_limit(pendulum.now("UTC"), self.deadline, self.pending_deadline, selected)
-                try:
-                    update = await asyncio.wait_for(updates.get(), timeout=timeout)
-                except TimeoutError:
-                    yield self._event(limit, description)
-                    return
-                if update.error is not None:
-                    yield self._event(Outcome.ERROR, description, update.error)
-                    return
-                description = update.description
-                assert description is not None
-                view = JobView.parse(kind, description)
-                selected = view.selected is not None
-                if view.signature != last_signature:
-                    self.log.info(progress.status_line(view))
-                    last_signature = view.signature
-                outcome = observe(view, self.wait_for)
-                if outcome is Outcome.SELECTED:
-                    self.log.info(progress.selection_line(view))
-                if outcome is not None:
-                    yield self._event(outcome, description)
-                    return
+        async with watcher.watch(self.job_name, self.poll_interval, known) as updates, self._log_lines() as lines:
+            waiting_for_update = asyncio.ensure_future(updates.get())
+            waiting_for_lines = asyncio.ensure_future(lines.next_batch()) if lines else None
+            try:
+                while True:
+                    timeout, limit = next_limit(pendulum.now("UTC"), self.deadline, self.pending_deadline, selected)
+                    pending = {waiting_for_update, *([waiting_for_lines] if waiting_for_lines else [])}
+                    done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                    if not done:
+                        yield self._event(limit, description)
+                        return
+                    if lines is not None and waiting_for_lines is not None and waiting_for_lines in done:
+                        await lines.show(waiting_for_lines.result())
+                        waiting_for_lines = asyncio.ensure_future(lines.next_batch())
+                    if waiting_for_update not in done:
+                        continue
+                    update = waiting_for_update.result()
+                    waiting_for_update = asyncio.ensure_future(updates.get())
+                    if update.error is not None:
+                        yield self._event(Outcome.ERROR, description, update.error)
+                        return
+                    description = update.description
+                    assert description is not None
+                    view = JobView.parse(kind, description)
+                    selected = view.selected is not None
+                    if lines is not None:
+                        lines.running(view.started is not None)
+                    if view.signature != last_signature:
+                        self.log.info(progress.status_line(view))
+                        last_signature = view.signature
+                    outcome = observe(view, self.wait_for)
+                    if outcome is Outcome.SELECTED:
+                        self.log.info(progress.selection_line(view))
+                    if outcome is not None:
+                        if lines is not None and waiting_for_lines is not None and view.terminal:
+                            # A batch already taken from the queue is shown first; a pending get is cancelled,
+                            # which leaves its batch in the queue for finish() to show.
+                            if waiting_for_lines.done():
+                                await lines.show(waiting_for_lines.result())
+                            waiting_for_lines.cancel()
+                            waiting_for_lines = None
+                            await lines.finish()
+                        yield self._event(outcome, description)
+                        return
+            finally:
+                for waiting in (waiting_for_update, waiting_for_lines):
+                    if waiting is not None:
+                        waiting.cancel()
+
+    @contextlib.asynccontextmanager
+    async def _log_lines(self) -> AsyncIterator[Any]:
+        """The job's log lines for this trigger, or None when ``stream_logs`` is off."""
+        if not self.stream_logs:
+            yield None
+            return
+        from airflow_sm_prefs.log_follower import LogCursor, LogFollower
+        from airflow_sm_prefs.log_stream import TriggerLogStream
+
+        follower = LogFollower.shared(self.kind.log_group, self.hook_kwargs)
+        stream = TriggerLogStream(self.job_name, follower, self.log, self.task_instance)
+        cursor = await stream.saved_cursor() or LogCursor.from_json(self.log_cursor) or LogCursor()
+        async with follower.follow(self.job_name, cursor, self.poll_interval) as queue:
+            stream.queue = queue
+            yield stream
 
     async def on_kill(self) -> None:
         """The user marked the deferred task failed/success or cleared it: stop the job (best effort)."""

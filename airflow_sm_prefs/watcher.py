@@ -17,14 +17,14 @@ import datetime as dt
 import json
 import logging
 import random
-import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
-from airflow_sm_prefs.hooks import ErrorClass, SageMakerPreferenceHook, classify, is_transient
+from airflow_sm_prefs.hooks import ErrorClass, SageMakerPreferenceHook, classify, is_transient, service_time
 from airflow_sm_prefs.job_view import JobView, jsonable
 from airflow_sm_prefs.jobs import JobKind
+from airflow_sm_prefs.loop_shared import ClientFactory, LoopShared
 from airflow_sm_prefs.polling import backoff_seconds, interval_for
 from airflow_sm_prefs.ratelimit import AdaptiveRateLimiter
 
@@ -34,7 +34,6 @@ IDLE_LINGER_SECONDS = 30.0
 SAFETY_NET_SECONDS = 1800.0  # a Describe per job at least this often, whatever listing says
 LIST_OVERLAP_SECONDS = 10.0  # re-list this much service time: timestamps travel in whole seconds
 LIST_PAGE_SIZE = 100
-ClientFactory = Callable[[], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -95,22 +94,15 @@ class _Watched:
     failures: int = 0
 
 
-class JobWatcher:
-    # Per event loop, so a watcher (and its client) never outlives the loop it was made in.
-    _instances: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], JobWatcher]]] = (
-        weakref.WeakKeyDictionary()
-    )
+class JobWatcher(LoopShared):
+    task_name = "sm-prefs-watcher"
 
     def __init__(
         self, key: tuple[Any, ...], kind: JobKind, client_factory: ClientFactory, limiter: AdaptiveRateLimiter
     ) -> None:
-        self.key = key
+        super().__init__(key, client_factory, limiter)
         self.kind = kind
-        self._client_factory = client_factory
-        self._limiter = limiter
         self._jobs: dict[str, _Watched] = {}
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._listing = True
         self._cursor: float | None = None  # service time after which changes are not yet seen
         self._next_list = 0.0
@@ -127,24 +119,13 @@ class JobWatcher:
         client_factory: ClientFactory | None = None,
     ) -> JobWatcher:
         """The event loop's watcher for these connection settings and job kind (``hook_kwargs``: the hook's)."""
-        watchers = cls._instances.setdefault(asyncio.get_running_loop(), {})
-        connection = json.dumps(hook_kwargs, sort_keys=True, default=str)
-        key = (connection, kind.name)
-        watcher = watchers.get(key)
-        if watcher is None:
-            limiter = AdaptiveRateLimiter.shared((hook_kwargs.get("aws_conn_id"), hook_kwargs.get("region_name")))
-            factory = client_factory or _hook_client_factory(hook_kwargs)
-            watcher = watchers[key] = cls(key, kind, factory, limiter)
-        return watcher
+        key = (json.dumps(hook_kwargs, sort_keys=True, default=str), kind.name)
 
-    @classmethod
-    async def close_all(cls) -> None:
-        """Stop this event loop's watchers (tests; a triggerer simply exits)."""
-        for watcher in list(cls._instances.pop(asyncio.get_running_loop(), {}).values()):
-            if watcher._task is not None:
-                watcher._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watcher._task
+        def make() -> JobWatcher:
+            limiter = AdaptiveRateLimiter.shared((hook_kwargs.get("aws_conn_id"), hook_kwargs.get("region_name")))
+            return cls(key, kind, client_factory or _hook_client_factory(hook_kwargs), limiter)
+
+        return cls._shared_instance(key, make)
 
     @contextlib.asynccontextmanager
     async def watch(
@@ -190,10 +171,6 @@ class JobWatcher:
         job.next_due = asyncio.get_running_loop().time() + delay
         self._next_list = min(self._next_list or float("inf"), asyncio.get_running_loop().time() + job.interval)
 
-    def _ensure_running(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"sm-prefs-watcher-{self.key[1]}")
-
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         try:
@@ -230,9 +207,8 @@ class JobWatcher:
             for job in list(self._jobs.values()):
                 self._publish(job, JobUpdate(error=f"could not reach SageMaker: {exc}"))
         finally:
-            watchers = JobWatcher._instances.get(loop, {})
-            if watchers.get(self.key) is self and not self._jobs:
-                watchers.pop(self.key, None)
+            if not self._jobs:
+                self._unregister()
 
     @property
     def _listing_active(self) -> bool:
@@ -317,7 +293,7 @@ class JobWatcher:
                 if token is None:
                     # Everything modified before the service answered the first page is in this listing, so
                     # the next one can start from the service's clock: a quiet account then lists nothing.
-                    served_at = _service_time(page)
+                    served_at = service_time(page)
                     if served_at is not None:
                         newest = max(newest, served_at)
                 for summary in page.get(self.kind.summaries_field, []):
@@ -357,17 +333,6 @@ class JobWatcher:
         job.last = update
         for queue in job.queues:
             queue.put_nowait(update)
-
-
-def _service_time(response: dict[str, Any]) -> float | None:
-    """The service's clock when it answered (HTTP Date header), if present and parseable."""
-    import email.utils
-
-    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-    try:
-        return email.utils.parsedate_to_datetime(date).timestamp() if date else None
-    except (TypeError, ValueError):
-        return None
 
 
 def _timestamp(value: Any) -> float | None:

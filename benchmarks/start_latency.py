@@ -38,6 +38,7 @@ speed: 60
 default_capacity: 32
 capacity: {ml.p5.48xlarge: 0, ml.p4d.24xlarge: 0, ml.g5.48xlarge: 0}
 runtime_seconds: {default: 300}
+buckets: {sm-prefs-demo: []}
 """
 BUSY = {"ml.p5.48xlarge": 0, "ml.p4d.24xlarge": 0, "ml.g5.48xlarge": 0}
 CASES = {"A: first choice frees": {"ml.p5.48xlarge": 1}, "B: second choice frees": {"ml.p4d.24xlarge": 2}}

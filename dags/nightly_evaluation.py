@@ -118,7 +118,24 @@ with DAG(
         }
 
     @task
-    def write_summary(preparation: dict, training: dict, plan: dict, **context) -> str:
+    def inspect_model(training: dict) -> dict:
+        """Open the model the training job wrote: where registration or a deeper evaluation would start."""
+        import io
+        import tarfile
+
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+        from airflow.providers.amazon.aws.hooks.sagemaker import SageMakerHook
+
+        description = SageMakerHook(aws_conn_id="aws_default").describe_training_job(training["job_name"])
+        uri = description["ModelArtifacts"]["S3ModelArtifacts"]
+        bucket, key = S3Hook.parse_s3_url(uri)
+        data = S3Hook(aws_conn_id="aws_default").get_key(key, bucket).get()["Body"].read()
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            files = archive.getnames()
+        return {"model_artifact": uri, "bytes": len(data), "files": files}
+
+    @task
+    def write_summary(preparation: dict, training: dict, plan: dict, model: dict, **context) -> str:
         import json
         import os
 
@@ -138,15 +155,18 @@ with DAG(
                 "",
                 f"Evaluation: {plan['shards']} shards, "
                 f"batch size {plan['batch_size_per_accelerator']} per accelerator.",
+                f"Model: {model['model_artifact']} ({model['bytes']} bytes).",
             ]
         )
         print(summary)
         folder = os.environ.get("SM_PREFS_SUMMARY_DIR")
         if folder:
             with open(os.path.join(folder, f"nightly_evaluation_{context['ds']}.json"), "w") as stream:
-                json.dump({"preparation": preparation, "training": training, "plan": plan}, stream, indent=2)
+                json.dump(
+                    {"preparation": preparation, "training": training, "plan": plan, "model": model}, stream, indent=2
+                )
         return summary
 
     plan = plan_evaluation(fine_tune.output)
     prepare_data >> fine_tune
-    write_summary(prepare_data.output, fine_tune.output, plan)
+    write_summary(prepare_data.output, fine_tune.output, plan, inspect_model(fine_tune.output))

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pytest
 
 from airflow_sm_prefs.emulator import EmulatorServer, load
+
+# The bucket the test requests write to (tests.helpers: s3://bucket/output), as a user's account has it.
+TEST_BUCKETS: Mapping[str, Sequence[str]] = {"bucket": ()}
 
 
 @pytest.fixture
@@ -12,8 +16,12 @@ def start_emulator() -> Iterator[Callable[..., EmulatorServer]]:
     """Start an emulator on an ephemeral loopback port; every server is stopped after the test."""
     servers: list[EmulatorServer] = []
 
-    def start(scenario: str = "ample", **kwargs: object) -> EmulatorServer:
-        server = EmulatorServer(load(scenario), **kwargs).start()  # type: ignore[arg-type]
+    def start(
+        scenario: str = "ample", buckets: Mapping[str, Sequence[str]] | None = None, **kwargs: object
+    ) -> EmulatorServer:
+        loaded = load(scenario)
+        loaded = dataclasses.replace(loaded, buckets={**loaded.buckets, **TEST_BUCKETS, **(buckets or {})})
+        server = EmulatorServer(loaded, **kwargs).start()  # type: ignore[arg-type]
         servers.append(server)
         return server
 

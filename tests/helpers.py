@@ -93,3 +93,25 @@ class FakeTI:
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcoms[key] = value
+
+    def xcom_pull(self, task_ids: Any = None, key: str = "return_value", **_: Any) -> Any:
+        return self.xcoms.get(key)
+
+
+class TaskLog:
+    """Stands in for a trigger's or an operator's logger: what the task log would show."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def _record(self, message: str, *args: object, **_: object) -> None:
+        self.messages.append(message % args if args else message)
+
+    info = warning = debug = error = exception = _record
+
+    @property
+    def lines(self) -> list[str]:
+        """The jobs' log lines shown (``[<job>/algo-<n>-<epoch>] <message>``)."""
+        import re
+
+        return [m for m in self.messages if re.match(r"^\[[^\]/]+/algo-\d+-\d+\] ", m)]

@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import FiniteFloat, TypeAdapter
 from typing_extensions import TypedDict
 
-from airflow_sm_prefs.emulator import listing, responses, service_rules
-from airflow_sm_prefs.emulator.errors import ResourceInUse, ResourceNotFound, ValidationException
+from airflow_sm_prefs.emulator import job_data, job_logs, listing, responses, service_rules
+from airflow_sm_prefs.emulator.errors import ResourceInUse, ResourceNotFound, ServiceError, ValidationException
 from airflow_sm_prefs.emulator.kinds import KINDS, EmulatedKind
 from airflow_sm_prefs.emulator.model import Job, job_key
 from airflow_sm_prefs.emulator.scenario import Scenario
@@ -69,8 +69,17 @@ class Clock:
 
 
 class Engine:
-    def __init__(self, scenario: Scenario, clock: Clock | None = None, *, schedule_scenario: bool = True) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        clock: Clock | None = None,
+        *,
+        schedule_scenario: bool = True,
+        storage: job_data.Storage | None = None,
+    ) -> None:
         self.scenario = scenario
+        # Where jobs read their inputs and write their outputs; None: jobs touch no data (no S3 served).
+        self.storage = storage
         self.lock = threading.RLock()
         self.clock = clock or Clock(scenario.speed)
         self.jobs: dict[str, Job] = {}
@@ -207,7 +216,12 @@ class Engine:
         )
         started = at + self.scenario.startup_seconds
         self._push_for(job, started, "started")
-        milestones, finish = KINDS[job.kind].timeline(self.scenario, candidate.instance_type)
+        kind = KINDS[job.kind]
+        # Progress first: at equal times the queue keeps push order, so the last epoch precedes the upload.
+        begin, end = kind.run_window(self.scenario, candidate.instance_type)
+        for step in range(1, job_logs.PROGRESS_STEPS + 1):
+            self._push_for(job, started + begin + (end - begin) * step / job_logs.PROGRESS_STEPS, "progress", step)
+        milestones, finish = kind.timeline(self.scenario, candidate.instance_type)
         for offset, secondary, message in milestones:
             self._push_for(job, started + offset, "phase", secondary, message)
         self._push_for(job, started + finish, "finished")
@@ -216,7 +230,7 @@ class Engine:
             self._push_for(job, started + limit, "runtime_exceeded")
         for failure in self.scenario.failures:
             if failure.instance_type == candidate.instance_type:
-                self._push_for(job, started + failure.after_seconds, "failed", failure.reason)
+                self._push_for(job, started + failure.after_seconds, "failed", failure.reason, list(failure.log_lines))
 
     def _release(self, job: Job) -> None:
         if job.selected is None:
@@ -233,6 +247,7 @@ class Engine:
             job.end_time = at
         if reason is not None:
             job.failure_reason = reason
+        job_logs.write(job, at, message)
         self._transition(job, at, secondary, message, status)
         self._release(job)
         self._place_waiting(at)
@@ -240,14 +255,35 @@ class Engine:
     def _on_started(self, job: Job, at: float) -> None:
         job.start_time = at
         self._transition(job, at, "Downloading", "Downloading input data")
+        job_logs.open_streams(job, at)
+        selected = job.selected or {}
+        job_logs.write(job, at, f"Started on {selected.get('count')} x {selected.get('instance_type')}")
+        inputs = KINDS[job.kind].inputs(job.request)
+        for item in inputs:
+            job_logs.write(job, at, f"Downloading input '{item.name}' from {item.uri}")
+        if self.storage is not None:
+            reason = job_data.missing_input(self.storage, inputs)
+            if reason is not None:
+                self._on_failed(job, at, reason)
 
     def _on_phase(self, job: Job, at: float, secondary: str, message: str) -> None:
+        job_logs.write(job, at, message)
         self._transition(job, at, secondary, message)
 
+    def _on_progress(self, job: Job, at: float, step: int) -> None:
+        job_logs.write(job, at, job_logs.progress_line(KINDS[job.kind].noun, step), every_instance=False)
+
     def _on_finished(self, job: Job, at: float) -> None:
+        if self.storage is not None:
+            reason = job_data.write_outputs(self.storage, KINDS[job.kind].outputs(job))
+            if reason is not None:
+                self._on_failed(job, at, reason)
+                return
         self._end(job, at, "Completed", "Completed", f"{KINDS[job.kind].noun} job completed")
 
-    def _on_failed(self, job: Job, at: float, reason: str) -> None:
+    def _on_failed(self, job: Job, at: float, reason: str, lines: list[str] | None = None) -> None:
+        for line in lines or ():
+            job_logs.write(job, at, line, every_instance=False)
         self._end(job, at, "Failed", "Failed", f"{KINDS[job.kind].noun} job failed. Reason: {reason}", reason)
         job.exit_message = reason
 
@@ -345,7 +381,7 @@ class Engine:
             self.advance()
             job = self.job(kind.name, name, region)
             if job is None:
-                raise ValidationException(kind.not_found(name))
+                raise _unknown_job(self.scenario.behaviour.describe_unknown_job, kind.not_found(name))
             return responses.describe(kind, job, self.scenario)
 
     def stop(self, kind_name: str, name: str, region: str | None = None) -> None:
@@ -354,7 +390,7 @@ class Engine:
             now = self.advance()
             job = self.job(kind.name, name, region)
             if job is None:
-                raise ResourceNotFound(f"Could not find {kind.name} job {name}.")
+                raise _unknown_job(self.scenario.behaviour.stop_unknown_job, f"Could not find {kind.name} job {name}.")
             if job.status in TERMINAL:
                 raise ValidationException(
                     f"The request was rejected because the {kind.name} job is in status {job.status}."
@@ -393,7 +429,7 @@ class Engine:
             }
 
     @classmethod
-    def from_state(cls, scenario: Scenario, state: dict[str, Any]) -> Engine:
+    def from_state(cls, scenario: Scenario, state: dict[str, Any], storage: job_data.Storage | None = None) -> Engine:
         """The engine a state file describes; pydantic's ValidationError (a ValueError) if it is misshapen."""
         saved = TypeAdapter(SavedState).validate_python(state)
         # The saved event queue already holds the scenario's events, so they are not scheduled again.
@@ -401,6 +437,7 @@ class Engine:
             scenario,
             Clock(scenario.speed, origin=saved["origin"], now=saved["now"]),
             schedule_scenario=False,
+            storage=storage,
         )
         for job in saved["jobs"]:
             job.region = job.region or scenario.region  # state files before 0.2.0 had one Region
@@ -435,3 +472,8 @@ class Engine:
                 }
                 for j in sorted(self.jobs.values(), key=lambda j: (j.created, j.seq))
             ]
+
+
+def _unknown_job(code: str, message: str) -> ServiceError:
+    """The error a scenario's behaviour says the service answers for a job that does not exist."""
+    return ValidationException(message) if code == ValidationException.code else ResourceNotFound(message)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from airflow_sm_prefs.emulator import responses, service_rules
+from airflow_sm_prefs.emulator import job_data, responses, service_rules
 from airflow_sm_prefs.emulator.model import Job
 from airflow_sm_prefs.emulator.scenario import Behaviour, Scenario
 from airflow_sm_prefs.emulator.service_rules import Candidate
@@ -37,9 +37,15 @@ class EmulatedKind:
     status_filter_after_paging: bool
     # The milestones between start and finish, and when the job finishes (seconds after it started).
     timeline: Callable[[Scenario, str], tuple[list[Milestone], float]]
+    # When the workload itself runs (seconds after the job started): where its progress lines go.
+    run_window: Callable[[Scenario, str], tuple[float, float]]
+    log_group: str
     # The message a Describe of a job that does not exist answers with (the two APIs word it differently).
     not_found: Callable[[str], str]
     describe_extras: Callable[[Job, dict[str, Any]], None]
+    # What the job reads from S3 when it starts and writes when it ends (``job_data.py``).
+    inputs: job_data.InputsOf
+    outputs: job_data.OutputsOf
     summary_extras: Callable[[Job, dict[str, Any]], None]
 
     @property
@@ -96,6 +102,14 @@ def _training_timeline(scenario: Scenario, instance_type: str) -> tuple[list[Mil
     return milestones, uploading + scenario.upload_seconds
 
 
+def _training_run_window(scenario: Scenario, instance_type: str) -> tuple[float, float]:
+    return scenario.download_seconds, scenario.download_seconds + scenario.runtime_for(instance_type)
+
+
+def _processing_run_window(scenario: Scenario, instance_type: str) -> tuple[float, float]:
+    return 0.0, scenario.runtime_for(instance_type)
+
+
 def _processing_timeline(scenario: Scenario, instance_type: str) -> tuple[list[Milestone], float]:
     return [], scenario.runtime_for(instance_type)
 
@@ -112,8 +126,12 @@ TRAINING = EmulatedKind(
     times_out_pending=True,
     status_filter_after_paging=True,
     timeline=_training_timeline,
+    run_window=_training_run_window,
+    log_group="/aws/sagemaker/TrainingJobs",
     not_found=lambda name: "Requested resource not found.",
     describe_extras=responses.training_describe_extras,
+    inputs=job_data.training_inputs,
+    outputs=job_data.training_outputs,
     summary_extras=responses.training_summary_extras,
 )
 
@@ -128,8 +146,12 @@ PROCESSING = EmulatedKind(
     times_out_pending=False,
     status_filter_after_paging=False,
     timeline=_processing_timeline,
+    run_window=_processing_run_window,
+    log_group="/aws/sagemaker/ProcessingJobs",
     not_found=lambda name: f"Could not find requested job with name {name}",
     describe_extras=responses.processing_describe_extras,
+    inputs=job_data.processing_inputs,
+    outputs=job_data.processing_outputs,
     summary_extras=responses.processing_summary_extras,
 )
 

@@ -31,6 +31,8 @@ class Job:
     epoch: int = 0
     tags: list[dict[str, str]] = field(default_factory=list)
     region: str = ""  # the Region whose endpoint the create was signed for (jobs are per account and Region)
+    streams: list[str] = field(default_factory=list)  # CloudWatch log streams, one per instance, once started
+    log: list[list[Any]] = field(default_factory=list)  # [ms, stream, message] in the order written
 
     @property
     def key(self) -> str:

@@ -1,6 +1,7 @@
-"""The wire: SageMaker's JSON 1.1 protocol over HTTP, and the control surface's plain JSON beside it.
+"""The wire: SageMaker's JSON 1.1 protocol over HTTP, S3 and the control surface's plain JSON beside it.
 
-AWS API: ``POST /`` with ``X-Amz-Target: SageMaker.<Operation>``; any credentials are accepted.
+AWS JSON APIs: ``POST /`` with ``X-Amz-Target: SageMaker.<Operation>`` (or CloudWatch Logs' target);
+any credentials are accepted. S3: any request without a JSON target (moto answers it, ``s3.py``).
 Control surface (tests and demos only, loopback clients only): ``/_emulator/...``.
 """
 
@@ -15,7 +16,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 
-from airflow_sm_prefs.emulator import control, logs
+from airflow_sm_prefs.emulator import control, logs, s3
 from airflow_sm_prefs.emulator.errors import (
     InternalFailure,
     SerializationException,
@@ -36,6 +37,7 @@ MAX_BODY_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 32
 REQUEST_TIMEOUT_SECONDS = 30.0
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+CHUNKED_REFUSED = "chunked request bodies are not supported; send Content-Length"
 CREDENTIAL_SCOPE = re.compile(r"Credential=[^/,\s]+/\d{8}/([a-z]{2}(?:-[a-z]+)+-\d)/")
 
 
@@ -104,9 +106,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         if self.command != "POST":
             return {}
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            raise BodyRefused(
-                HTTPStatus.LENGTH_REQUIRED, "chunked request bodies are not supported; send Content-Length"
-            )
+            raise BodyRefused(HTTPStatus.LENGTH_REQUIRED, CHUNKED_REFUSED)
         declared = self.headers.get("Content-Length")
         if declared is None:
             raise BodyRefused(HTTPStatus.LENGTH_REQUIRED, "a POST needs a Content-Length header")
@@ -182,7 +182,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         prefix, _, operation = target.partition(".")
         request = self._body()
         if prefix == logs.TARGET_PREFIX and operation:
-            return self.server.emulator.call_logs(operation, request)
+            return self.server.emulator.call_logs(operation, request, self._signed_region())
         if prefix != "SageMaker" or not operation:
             raise UnknownOperationException(
                 f"Missing or foreign X-Amz-Target {shorten(target)!r}; expected SageMaker.<Op>"
@@ -194,15 +194,74 @@ class RequestHandler(BaseHTTPRequestHandler):
         match = CREDENTIAL_SCOPE.search(self.headers.get("Authorization", ""))
         return match.group(1) if match else None
 
+    # -- S3 -------------------------------------------------------------------------------------------------
+
+    def _is_json_api(self) -> bool:
+        return self.command == "POST" and "X-Amz-Target" in self.headers
+
+    def _s3(self) -> None:
+        try:
+            body = self._s3_body()
+        except TimeoutError:
+            self.close_connection = True  # a client that stopped sending gets no reply, only a closed connection
+            return
+        except BodyRefused as refused:
+            self._refuse(refused, {"error": refused.message}, PLAIN_JSON)
+            return
+        headers = {name: value for name, value in self.headers.items()}
+        try:
+            status, reply_headers, reply = self.server.emulator.call_s3(self.command, self.path, headers, body)
+        except Exception:  # a bug in moto or here must still answer as S3 would
+            log.exception("emulator: internal S3 error")
+            status, reply_headers = 500, {"Content-Type": "application/xml"}
+            reply = b"<Error><Code>InternalError</Code><Message>emulator internal error</Message></Error>"
+        self.send_response(status)
+        for name, value in reply_headers.items():
+            if name.lower() not in ("content-length", "server", "date", "connection", "transfer-encoding"):
+                self.send_header(name, value)
+        # A HEAD reply announces the length of the body a GET would have, and sends none.
+        declared = reply_headers.get("Content-Length") or reply_headers.get("content-length")
+        self.send_header("Content-Length", declared if self.command == "HEAD" and declared else str(len(reply)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(reply)
+
+    def _s3_body(self) -> bytes:
+        if self.command in ("GET", "HEAD"):
+            return b""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            raise BodyRefused(HTTPStatus.LENGTH_REQUIRED, CHUNKED_REFUSED)
+        declared = self.headers.get("Content-Length", "0").strip()
+        if not declared.isdigit():
+            raise BodyRefused(HTTPStatus.BAD_REQUEST, "Content-Length must be a non-negative integer")
+        length = int(declared)
+        if length > s3.MAX_OBJECT_BYTES:
+            raise BodyRefused(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body of {length} bytes exceeds {s3.MAX_OBJECT_BYTES}"
+            )
+        return self.rfile.read(length) if length else b""
+
     def do_GET(self) -> None:
         if self.path.startswith(control.CONTROL_PREFIX):
             self._control("GET")
         else:
-            self._reply(HTTPStatus.NOT_FOUND, {"error": "the emulator serves the SageMaker API at POST /"}, PLAIN_JSON)
+            self._s3()
+
+    def do_HEAD(self) -> None:
+        self._s3()
+
+    def do_PUT(self) -> None:
+        self._s3()
+
+    def do_DELETE(self) -> None:
+        self._s3()
 
     def do_POST(self) -> None:
         if self.path.startswith(control.CONTROL_PREFIX):
             self._control("POST")
+            return
+        if not self._is_json_api():
+            self._s3()
             return
         try:
             result = self._call()

@@ -6,7 +6,7 @@ import copy
 import math
 from typing import TYPE_CHECKING, Any
 
-from airflow_sm_prefs.emulator import service_model
+from airflow_sm_prefs.emulator import job_data, service_model
 from airflow_sm_prefs.emulator.model import Job
 from airflow_sm_prefs.emulator.scenario import Scenario
 
@@ -62,8 +62,7 @@ def summarize(kind: EmulatedKind, job: Job) -> dict[str, Any]:
 
 def training_describe_extras(job: Job, body: dict[str, Any]) -> None:
     body.pop("Tags", None)
-    output = job.request["OutputDataConfig"]["S3OutputPath"].rstrip("/")
-    body["ModelArtifacts"] = {"S3ModelArtifacts": f"{output}/{job.name}/output/model.tar.gz"}
+    body["ModelArtifacts"] = {"S3ModelArtifacts": job_data.model_artifact(job)}
     body["SecondaryStatus"] = job.secondary or "Starting"
     body["StoppingCondition"] = body.get("StoppingCondition") or {"MaxRuntimeInSeconds": 86400}
     body["SecondaryStatusTransitions"] = copy.deepcopy(job.transitions)

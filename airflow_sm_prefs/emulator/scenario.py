@@ -38,6 +38,8 @@ Seconds = Annotated[StrictFloat, Field(ge=0, le=_MAX_SECONDS, allow_inf_nan=Fals
 Count = Annotated[StrictInt, Field(ge=0, le=_MAX_COUNT)]
 Rate = Annotated[StrictFloat, Field(ge=0, le=1, allow_inf_nan=False)]
 Name = Annotated[StrictStr, Field(min_length=1, max_length=256)]
+BucketName = Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")]
+ObjectKey = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
 _SETTINGS = ConfigDict(extra="forbid")
 
 
@@ -52,6 +54,8 @@ class Failure:
     instance_type: Name
     after_seconds: Seconds
     reason: Annotated[StrictStr, Field(max_length=4096)]
+    # What the job writes to its log just before it dies (the reason itself is always the last line).
+    log_lines: tuple[Annotated[StrictStr, Field(max_length=4096)], ...] = ()
 
 
 @dataclass(frozen=True, config=_SETTINGS)
@@ -83,7 +87,7 @@ class TrainingPlan:
 
 @dataclass(frozen=True, config=_SETTINGS)
 class Behaviour:
-    """Choices for the spec's open questions (§7); each documented in the README."""
+    """Answers to open questions (docs/open-questions.md) that change what clients meet; README, "Guesses"."""
 
     pending_timeout_status: Literal["Stopped", "Failed"] = "Stopped"
     default_max_pending_seconds: Seconds | None = 172800.0
@@ -94,6 +98,10 @@ class Behaviour:
     # one (the selected entry's) is unknown. "absent" breaks clients that read it (the amazon provider's
     # print_log path); "selected" fills it in once a configuration is selected.
     instance_count_with_per_entry_counts: Literal["absent", "selected"] = "absent"
+    # The API reference lists ResourceNotFound for Describe and Stop of a job that does not exist. Describe
+    # is observed to answer ValidationException (the amazon provider relies on it); Stop is not known.
+    describe_unknown_job: Literal["ValidationException", "ResourceNotFound"] = "ValidationException"
+    stop_unknown_job: Literal["ResourceNotFound", "ValidationException"] = "ResourceNotFound"
 
 
 @dataclass(frozen=True, config=_SETTINGS)
@@ -118,6 +126,9 @@ class Scenario:
     faults: Faults = Faults()
     training_plans: tuple[TrainingPlan, ...] = ()
     algorithms: dict[Name, tuple[Name, ...]] = field(default_factory=dict)
+    # S3 buckets that exist when the emulator starts, each with the (empty) objects listed: the data a
+    # scenario's jobs read. Created again on every start, so they survive a restart without a state file.
+    buckets: dict[BucketName, tuple[ObjectKey, ...]] = field(default_factory=dict)
     behaviour: Behaviour = Behaviour()
 
     def runtime_for(self, instance_type: str) -> float:

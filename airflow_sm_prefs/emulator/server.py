@@ -71,7 +71,7 @@ class EmulatorServer:
             self._server.shutdown()
             self._serving = False
         self._server.server_close()
-        self.emulator.save(force=True)
+        self.emulator.close()
 
     def __enter__(self) -> EmulatorServer:
         return self.start()

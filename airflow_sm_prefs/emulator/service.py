@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.emulator import logs, service_model
+from airflow_sm_prefs.emulator import logs, s3, service_model
 from airflow_sm_prefs.emulator.engine import STATE_FORMAT, Engine
 from airflow_sm_prefs.emulator.errors import (
     AccessDeniedException,
@@ -28,6 +28,7 @@ from airflow_sm_prefs.emulator.errors import (
     shorten,
 )
 from airflow_sm_prefs.emulator.kinds import OPERATIONS
+from airflow_sm_prefs.emulator.s3 import ObjectStore, S3Unavailable
 from airflow_sm_prefs.emulator.scenario import Scenario
 
 log = logging.getLogger(__name__)
@@ -47,19 +48,24 @@ class Emulator:
         self.scenario_source = scenario_source
         self.random = random.Random(scenario.seed)
         self.faults = scenario.faults
+        self.s3 = _object_store(scenario)
         self.engine = self._load(scenario)
         self._saved_version = -1
 
     def _load(self, scenario: Scenario) -> Engine:
         if self.state_file is None or not self.state_file.exists():
-            return Engine(scenario)
+            return self._fresh_engine(scenario)
         where = self.state_file
         try:
             state = json.loads(where.read_text(encoding="utf-8"))
             if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
                 raise ValueError(f"not format {STATE_FORMAT}")
-            engine = Engine.from_state(scenario, state)
-        except (OSError, ValueError, TypeError, KeyError) as error:
+            saved_objects = state.pop("s3", {})
+            engine = Engine.from_state(scenario, state, storage=self.s3)
+            if self.s3 is not None:
+                self.s3.restore(saved_objects)
+                self.s3.seed(scenario.buckets)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
             raise StateFileError(
                 f"state file {where} is not one this emulator wrote ({type(error).__name__}: {shorten(str(error))}); "
                 "move it away to start afresh"
@@ -67,10 +73,16 @@ class Emulator:
         log.info("emulator: resumed %d job(s) from %s", len(engine.jobs), where)
         return engine
 
+    def _fresh_engine(self, scenario: Scenario) -> Engine:
+        if self.s3 is not None:
+            self.s3.clear()
+            self.s3.seed(scenario.buckets)
+        return Engine(scenario, storage=self.s3)
+
     def reset(self, scenario: Scenario | None = None) -> None:
         scenario = scenario or self.engine.scenario
         with self.engine.lock:
-            self.engine = Engine(scenario)
+            self.engine = self._fresh_engine(scenario)
             self.faults = scenario.faults
             self.random = random.Random(scenario.seed)
             self.save(force=True)
@@ -82,6 +94,8 @@ class Emulator:
             if not force and self.engine.version == self._saved_version:
                 return
             state = self.engine.to_state()
+            if self.s3 is not None:
+                state["s3"] = self.s3.dump()
             self._saved_version = self.engine.version
         # Write-then-rename so a crash never leaves a half-written state file behind.
         handle, temporary = tempfile.mkstemp(dir=self.state_file.parent, prefix=".emulator-state-")
@@ -131,19 +145,44 @@ class Emulator:
             raise InternalFailure()
         return result
 
-    def call_logs(self, operation: str, request: dict[str, Any]) -> dict[str, Any]:
+    def call_s3(self, method: str, target: str, headers: dict[str, str], body: bytes) -> s3.Reply:
+        """An S3 request on the same endpoint (moto answers it); a change is saved like a job's."""
+        if self.s3 is None:
+            return 501, {"Content-Type": "text/plain"}, b"S3 needs moto: pip install 'airflow-sm-prefs[emulator]'"
+        self.engine.calls[f"s3.{method}"] += 1
+        with self.engine.lock:
+            # Under the engine's lock, so a state file never holds half of a request's change.
+            status, reply_headers, reply = self.s3.handle(method, target, headers, body)
+            changed = method in ("PUT", "POST", "DELETE") and status < 300
+        if changed:
+            self.save(force=True)
+        return status, reply_headers, reply
+
+    def close(self) -> None:
+        self.save(force=True)
+        if self.s3 is not None:
+            self.s3.close()
+
+    def call_logs(self, operation: str, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
         """A CloudWatch Logs call on the same endpoint (counted and faulted like any other call)."""
         counted = f"{logs.TARGET_PREFIX}.{operation}" if operation in logs.KNOWN else UNKNOWN_OPERATIONS
         self.engine.calls[counted] += 1
-        self._play_faults(operation)
-        return logs.call(operation, request)
+        self._play_faults(operation, logs.SERVICE)
+        if operation in logs.KNOWN:
+            _check_against_model(operation, request, logs.SERVICE)
+        engine = self.engine
+        region = region or engine.scenario.region
+        with engine.lock:
+            engine.advance()
+            jobs = [job for job in engine.jobs.values() if job.region == region]
+            return logs.call(operation, request, jobs, engine.scenario.account_id, region)
 
-    def _play_faults(self, operation: str) -> None:
+    def _play_faults(self, operation: str, service: str = "sagemaker") -> None:
         faults = self.faults
         if operation in faults.deny:
             raise AccessDeniedException(
                 f"User: arn:aws:sts::{self.engine.scenario.account_id}:assumed-role/emulated is not authorized to "
-                f"perform: sagemaker:{operation} because no identity-based policy allows the sagemaker:{operation} "
+                f"perform: {service}:{operation} because no identity-based policy allows the {service}:{operation} "
                 "action"
             )
         delay = faults.latency_ms + faults.slow_operations.get(operation, 0.0)
@@ -156,9 +195,17 @@ class Emulator:
             raise InternalFailure()
 
 
-def _check_against_model(operation: str, request: dict[str, Any]) -> None:
+def _object_store(scenario: Scenario) -> ObjectStore | None:
+    try:
+        return ObjectStore(scenario.account_id, scenario.region)
+    except S3Unavailable as error:
+        log.warning("emulator: serving no S3 (%s)", error)
+        return None
+
+
+def _check_against_model(operation: str, request: dict[str, Any], service: str = "sagemaker") -> None:
     """What the service refuses before it looks at anything: wrong JSON types, then broken constraints."""
-    problems = service_model.request_violations(operation, request)
+    problems = service_model.request_violations(operation, request, service)
     wrong_types = [problem for problem in problems if service_model.is_type_mismatch(problem)]
     if wrong_types:
         raise SerializationException("; ".join(wrong_types))

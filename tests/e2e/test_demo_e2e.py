@@ -59,6 +59,16 @@ def test_pipeline_falls_back_and_records_the_choice(demo):
     assert summaries, "the downstream task wrote its run summary"
 
 
+def test_jobs_read_and_write_s3_so_downstream_tasks_read_their_output(demo):
+    """The processing job read the landed raw data and wrote shards, which the training job read; a plain
+    Airflow task then opened the model through the amazon provider's S3Hook on the same endpoint."""
+    stack, run_id = demo
+    training = stack.xcom(stack.dag_id, run_id, "fine_tune")
+    model = stack.xcom(stack.dag_id, run_id, "inspect_model")
+    assert model["model_artifact"] == f"s3://sm-prefs-demo/models/{training['job_name']}/output/model.tar.gz"
+    assert model["files"] == ["model.json"] and model["bytes"] > 0
+
+
 def test_credentials_never_reach_logs(demo):
     stack, _ = demo
     task_logs = list((stack.airflow_home / "logs").rglob("attempt=*.log"))

@@ -40,3 +40,16 @@ def test_invalid_values_are_errors(raw, message):
 def test_unknown_scenario_name_lists_the_bundled_ones():
     with pytest.raises(ScenarioError, match="gpu-shortage"):
         load("no-such-scenario")
+
+
+def test_every_behaviour_setting_is_listed_with_its_guess_in_the_readme():
+    """The README's list of guesses stays complete: each setting that changes one is named there."""
+    import dataclasses
+    from pathlib import Path
+
+    from airflow_sm_prefs.emulator.scenario import Behaviour
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    guesses = readme.split("**Guesses about the real service.**", 1)[1].split("\n\n", 2)[1]
+    missing = [f.name for f in dataclasses.fields(Behaviour) if f"`{f.name}" not in guesses]
+    assert not missing, f"behaviour settings missing from the README's guesses: {missing}"

@@ -7,6 +7,7 @@ share one Airflow (started once) and run in order; each audits only its own DAG 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from tests.helpers import listening_addresses
 pytestmark = pytest.mark.airflow
 
 QUEUED = {"ml.p5.48xlarge": 0, "ml.p4d.24xlarge": 0}
+LOG_LINE = re.compile(r"^\[[^\]/]+/algo-\d+-\d+\] ")
 ARTIFACTS = PROJECT_DIR / "artifacts" / "faults"
 
 
@@ -129,6 +131,38 @@ def test_triggerer_killed_while_jobs_queue(stack: CampaignStack, rows: list[Row]
     expected = {f"train[{i}]": "success" for i in range(4)}
     title = "2. triggerer SIGKILLed while 4 jobs queue, restarted"
     _record(rows, audit(stack, title, "SIGKILL triggerer", Expect(dag_id, run_id, expected)))
+
+
+def test_triggerer_killed_while_a_job_logs(stack: CampaignStack, rows: list[Row]) -> None:
+    """The job's log lines keep coming across a triggerer restart: every line in the task log once, in order."""
+    dag_id = "fault_triggerer_restart_logging"
+    run_id = stack.trigger(dag_id)
+    wait_for(lambda: _states(stack, dag_id, run_id).get("train") == "deferred", 180, "the task to defer")
+
+    def shown() -> list[str]:
+        return [m for m in stack.try_messages(dag_id, run_id, "train", 1) if LOG_LINE.match(m)]
+
+    wait_for(lambda: any("epoch 1/5" in m for m in shown()), 120, "the first epoch in the task log")
+    stack.kill_component("triggerer")
+    time.sleep(8)  # the job logs on meanwhile (its epochs are 6 s apart at the campaign's 60x)
+    stack.start_component("triggerer")
+    stack.wait_run_done(dag_id, run_id)
+    row = audit(
+        stack,
+        "2b. triggerer SIGKILLed while a job logs, restarted",
+        "SIGKILL triggerer",
+        Expect(dag_id, run_id, {"train": "success"}),
+    )
+    job = _job(stack, dag_id, run_id, "train")
+    assert job is not None
+    written = stack.job_log_lines(job["name"])
+    lines = shown()
+    if lines != written:
+        row.problems.append(
+            f"the task log should show the job's {len(written)} lines once each, in order; it showed {len(lines)} "
+            f"({len(lines) - len(set(lines))} repeated)"
+        )
+    _record(rows, row)
 
 
 def test_throttling_and_server_errors(stack: CampaignStack, rows: list[Row]) -> None:

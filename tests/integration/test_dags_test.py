@@ -15,6 +15,16 @@ pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _buckets() -> dict[str, tuple[str, ...]]:
+    """The test DAGs' S3 data: an evaluation set for the run's day (`airflow dags test` runs today, UTC; the
+    day before too, should the run start just after midnight) and the buckets the jobs write to."""
+    import pendulum
+
+    today = pendulum.today("UTC")
+    days = [today.subtract(days=n).to_date_string() for n in range(2)]
+    return {"datasets": tuple(f"eval/{day}/part-0.jsonl" for day in days), "models": ()}
+
+
 def _connection(server) -> str:
     return json.dumps(
         {
@@ -41,12 +51,24 @@ def _airflow_dags_test(env: dict[str, str], dag_id: str) -> str:
     return output
 
 
+def _assert_job_logs_shown_once(output: str) -> None:
+    """Each job's CloudWatch lines reached the task log in order, none twice, through its end."""
+    import re
+
+    lines = re.findall(r"(\[[\w.-]+/algo-\d+-\d+\] [^\n\[]*?)(?: \[airflow|\n|$)", output)
+    assert lines, "the jobs' log lines appear in the task log"
+    assert len(lines) == len(set(lines)), "no line twice"
+    ends = [line for line in lines if line.endswith("job completed")]
+    assert len({line.split("/")[0] for line in ends}) == 2, "both jobs' last lines were read"
+
+
 def _dags_test(airflow_home, server, dag_id: str, results) -> dict:
     env = airflow_env(
         airflow_home, HERE / "dags", AIRFLOW_CONN_SM_EMULATOR=_connection(server), SM_PREFS_IT_RESULTS=str(results)
     )
     output = _airflow_dags_test(env, dag_id)
     assert output.count("SageMaker selected preference #2 of 2") == 2, "the selection is logged once per task"
+    _assert_job_logs_shown_once(output)
     return json.loads((results / f"{dag_id}.json").read_text())
 
 
@@ -60,7 +82,7 @@ def _dags_test(airflow_home, server, dag_id: str, results) -> dict:
 def test_dag_falls_back_to_the_second_preference(
     airflow_home, start_emulator, tmp_path, dag_id, kind, second_choice, uniform_count
 ):
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", buckets=_buckets())
     results = _dags_test(airflow_home, server, dag_id, tmp_path)
     for task_id, expected_count in (("uniform", uniform_count), ("per_preference", 2)):
         record = results[task_id]["record"]
@@ -85,7 +107,7 @@ def test_dag_falls_back_to_the_second_preference(
 
 
 def test_invalid_dag_fails_at_parse_time_and_creates_nothing(airflow_home, start_emulator):
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", buckets=_buckets())
     folder = HERE / "invalid_dags"
     code = (
         "from airflow.dag_processing.dagbag import DagBag; import json; "
@@ -106,7 +128,7 @@ def test_invalid_dag_fails_at_parse_time_and_creates_nothing(airflow_home, start
 @pytest.mark.parametrize("dag_id", ["fine_tune_old_way", "fine_tune_new_way"])
 def test_the_migration_example_runs_both_ways(airflow_home, start_emulator, dag_id):
     """The shipped example DAGs, unchanged, against the emulator with capacity for the first choice."""
-    server = start_emulator("ample")
+    server = start_emulator("ample", buckets=_buckets())
     _airflow_dags_test(airflow_env(airflow_home, ROOT / "dags", AIRFLOW_CONN_AWS_DEFAULT=_connection(server)), dag_id)
     (job,) = server.engine.jobs.values()
     assert (job.status, job.selected["instance_type"]) == ("Completed", "ml.p5.48xlarge")

@@ -18,7 +18,7 @@ from airflow_sm_prefs.operators import (
     SageMakerPreferenceTrainingOperator,
 )
 from airflow_sm_prefs.preferences import PreferenceValidationError
-from tests.helpers import GPU_PAIR, FakeTI, processing_request, training_request
+from tests.helpers import GPU_PAIR, FakeTI, TaskLog, processing_request, training_request
 
 pytestmark = pytest.mark.emulator
 
@@ -422,3 +422,59 @@ def test_wait_timeout_stops_the_job_and_fails(start_emulator, aws_connection):
     assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] in ("Stopping", "Stopped")
     assert ti.xcoms["record"]["job_name"] == "eval-job"
     assert store[STATE_KEY]["phase"] == "finished"
+
+
+def test_a_failed_jobs_error_message_ends_with_its_last_log_lines(start_emulator, aws_connection):
+    server = start_emulator("incompatible-fallback")
+    preferences = [("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 2)]
+    operator = training_operator(aws_connection(server), preferences=preferences, deferrable=False)
+    with pytest.raises(AirflowException) as failed:
+        operator.execute(context())
+    message = str(failed.value)
+    head, _, tail = message.partition("\nLast ")
+    assert "CUDA error" in head, "the reason comes first"
+    lines = tail.split("\n")[1:]
+    assert 0 < len(lines) <= 20 and all(line.startswith("[eval-job/algo-") for line in lines)
+    assert "no kernel image is available" in lines[-1], "the job's own last words end the message"
+
+
+def test_a_blocking_wait_shows_the_jobs_lines_once(start_emulator, aws_connection, monkeypatch):
+    server = start_emulator("gpu-shortage")
+    operator = training_operator(aws_connection(server), deferrable=False)
+    task_log = TaskLog()
+    monkeypatch.setattr(type(operator), "log", property(lambda self: task_log), raising=False)
+    operator.execute(context())
+    shown = task_log.lines
+    assert shown and len(shown) == len(set(shown))
+    assert any("epoch 5/5" in line for line in shown) and shown[-1].endswith("Training job completed")
+
+
+def test_stream_logs_off_reads_no_log(start_emulator, aws_connection):
+    server = start_emulator("incompatible-fallback")
+    preferences = [("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 2)]
+    operator = training_operator(aws_connection(server), preferences=preferences, deferrable=False, stream_logs=False)
+    with pytest.raises(AirflowException) as failed:
+        operator.execute(context())
+    assert "Last" not in str(failed.value)
+    assert not [name for name in server.engine.calls if name.startswith("Logs_")]
+
+
+def test_a_reattaching_retry_shows_only_lines_written_from_then_on(start_emulator, aws_connection):
+    server = start_emulator("gpu-shortage")
+    operator = training_operator(aws_connection(server))
+    store = FakeStore()
+    with pytest.raises(TaskDeferred):
+        operator.execute(context(FakeTI(try_number=1), store))
+    control(server.endpoint_url, "advance", {"seconds": 120})  # running and logging
+    second = FakeTI(try_number=2)
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context(second, store))
+    cursor = deferred.value.trigger.log_cursor
+    now_ms = control(server.endpoint_url, "health")["virtual_time"] * 1000
+    assert cursor == second.xcoms["sm_prefs_log_cursor"] and now_ms - 5000 < cursor["after"] <= now_ms
+    assert deferred.value.trigger.stream_logs is True
+
+
+def test_stream_logs_must_be_a_boolean():
+    with pytest.raises(PreferenceValidationError, match="stream_logs must be True or False"):
+        training_operator("aws_default", stream_logs="yes")

@@ -147,7 +147,7 @@ async def test_many_triggers_share_one_watcher_and_client(start_emulator, aws_co
     conn = aws_connection(server)
     payloads = await asyncio.gather(*(_first_event(_trigger(conn, n, wait_for="selection")) for n in names))
     assert {p["status"] for p in payloads} == {"selected"}
-    assert len(JobWatcher._instances[asyncio.get_running_loop()]) == 1
+    assert len(JobWatcher._by_loop[asyncio.get_running_loop()]) == 1
 
 
 def test_serialize_round_trip():

@@ -89,7 +89,7 @@ async def test_a_quiet_account_lists_one_page_per_interval_after_a_fan_out(start
     names = _queue_jobs(server, 120)  # two pages of 100 whenever a listing re-reads the whole fan-out
     conn = aws_connection(server)
     assert await _run_for([_trigger(conn, n, server=server) for n in names], 6.0) == []
-    (watcher,) = JobWatcher._instances[asyncio.get_running_loop()].values()
+    (watcher,) = JobWatcher._by_loop[asyncio.get_running_loop()].values()
     assert watcher.list_rounds >= 3
     assert watcher.list_calls <= watcher.list_rounds + 2, "only the first round may page through the fan-out"
 

@@ -49,7 +49,7 @@ def test_shipped_dags_parse_without_heavy_imports(tmp_path):
     assert parsed["errors"] == {}
     assert parsed["dags"] == ["fine_tune_new_way", "fine_tune_old_way", "nightly_evaluation"]
     assert parsed["heavy"] == []
-    assert parsed["tasks"] == ["fine_tune", "plan_evaluation", "prepare_data", "write_summary"]
+    assert parsed["tasks"] == ["fine_tune", "inspect_model", "plan_evaluation", "prepare_data", "write_summary"]
     assert parsed["catchup"] is False and "'0 2 * * *'" in parsed["schedule"]
     print(f"parsed dags/ in {parsed['seconds']:.3f}s")
 
@@ -64,4 +64,4 @@ def test_the_fault_campaign_dags_parse(tmp_path):
     )
     parsed = _parse_in_a_fresh_process(script, ROOT / "tests" / "faults" / "dags", tmp_path, PYTHONPATH=str(ROOT))
     assert parsed["errors"] == {}
-    assert parsed["n"] == 9
+    assert parsed["n"] == 10

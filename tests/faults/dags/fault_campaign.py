@@ -63,6 +63,9 @@ with dag("fault_worker_kill", RETRYING):
 with dag("fault_triggerer_restart", RETRYING):
     training_shards("train", 4, QUEUED_PAIR)
 
+with dag("fault_triggerer_restart_logging", RETRYING):
+    training("train", [("ml.g5.24xlarge", 1)])
+
 with dag("fault_throttling", RETRYING):
     processing("prepare", [("ml.m5.xlarge", 1)])
     training_shards("train", 4, QUEUED_PAIR)

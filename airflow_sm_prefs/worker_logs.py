@@ -1,0 +1,86 @@
+"""Reading a job's CloudWatch log from the worker: its last lines for a failure message, and its new lines
+while a blocking wait (``deferrable=False``) runs. The deferred wait reads through ``log_follower`` instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow_sm_prefs.jobs import JobKind
+from airflow_sm_prefs.log_follower import EVENTS_PER_CALL, NOT_YET, LogCursor, LogLine, events_in_order
+
+TAIL_LINES = 20
+# A failure's reason is nearly always in the first instances' streams; a large cluster is not read whole.
+TAIL_STREAMS = 8
+
+
+def logs_client(hook_kwargs: dict[str, Any]) -> Any:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    return AwsBaseHook(client_type="logs", **hook_kwargs).conn
+
+
+def last_lines(client: Any, kind: JobKind, job_name: str, log: Any, count: int = TAIL_LINES) -> list[str]:
+    """The job's last ``count`` lines over its first streams, oldest first; none (and a log line) if unreadable."""
+    from airflow_sm_prefs.hooks import error_code
+
+    try:
+        streams = client.describe_log_streams(
+            logGroupName=kind.log_group, logStreamNamePrefix=f"{job_name}/", limit=TAIL_STREAMS
+        )["logStreams"]
+        events: list[tuple[int, str, str]] = []
+        for stream in streams:
+            name = stream["logStreamName"]
+            page = client.get_log_events(
+                logGroupName=kind.log_group, logStreamName=name, startFromHead=False, limit=count
+            )
+            events.extend((e["timestamp"], name, str(e["message"]).rstrip("\n")) for e in page["events"])
+    except Exception as error:
+        if error_code(error) not in NOT_YET:
+            log.warning("Could not read the log of SageMaker job %s for the failure message: %s", job_name, error)
+        return []
+    events.sort()
+    return [LogLine(stream, message, timestamp).render() for timestamp, stream, message in events[-count:]]
+
+
+class BlockingLogReader:
+    """A blocking wait's log reading: each call shows the lines written since the last."""
+
+    def __init__(self, client: Any, kind: JobKind, job_name: str, log: logging.Logger | Any, cursor: LogCursor) -> None:
+        self.client = client
+        self.kind = kind
+        self.job_name = job_name
+        self.log = log
+        self.cursor = cursor
+        self.unavailable = False
+
+    def read(self) -> None:
+        from airflow_sm_prefs.hooks import ErrorClass, classify, error_code
+
+        while not self.unavailable:
+            try:
+                page = self.client.filter_log_events(
+                    logGroupName=self.kind.log_group,
+                    logStreamNamePrefix=f"{self.job_name}/",
+                    startTime=self.cursor.after,
+                    limit=EVENTS_PER_CALL,
+                )
+            except Exception as error:
+                if error_code(error) in NOT_YET or classify(error) in (ErrorClass.THROTTLED, ErrorClass.TRANSIENT):
+                    return
+                self.unavailable = True
+                self.log.warning(
+                    "Cannot read the log of SageMaker job %s (%s); its lines will not appear here. Grant "
+                    "logs:FilterLogEvents on %s to see them.",
+                    self.job_name,
+                    error_code(error) or type(error).__name__,
+                    self.kind.log_group,
+                )
+                return
+            events = events_in_order(page)
+            fresh, self.cursor = self.cursor.advanced(events)
+            for event in fresh:
+                self.log.info(LogLine.of(event).render())
+            if len(events) < EVENTS_PER_CALL or not fresh:
+                return

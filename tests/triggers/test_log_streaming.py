@@ -1,0 +1,156 @@
+"""The job's CloudWatch log in the task log: the deferred wait's shared follower, against the emulator."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from airflow_sm_prefs.local_stack import control
+from airflow_sm_prefs.log_follower import LogCursor, LogFollower
+from airflow_sm_prefs.log_stream import CURSOR_XCOM_KEY
+from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
+from airflow_sm_prefs.watcher import JobWatcher
+from tests.helpers import GPU_PAIR, TaskLog, boto_client, training_request
+
+pytestmark = pytest.mark.emulator
+# A job's life in about two seconds: 60 s startup, 10 s download, 300 s run, 10 s upload at 200x.
+FAST = "speed: 200\ndefault_capacity: 8\n"
+
+
+@pytest.fixture(autouse=True)
+async def _close_shared_readers():
+    yield
+    await JobWatcher.close_all()
+    await LogFollower.close_all()
+
+
+def _trigger(conn_id: str, name: str, task_log: TaskLog, **kwargs) -> SageMakerPreferenceJobTrigger:
+    trigger = SageMakerPreferenceJobTrigger(
+        job_name=name,
+        job_kind="training",
+        hook_kwargs={"aws_conn_id": conn_id, "region_name": "us-east-1"},
+        poll_interval=0.2,
+        stream_logs=True,
+        **kwargs,
+    )
+    trigger._log = task_log  # type: ignore[assignment]
+    return trigger
+
+
+def _scenario(tmp_path, extra: str = "") -> str:
+    path = tmp_path / "fast.yaml"
+    path.write_text(FAST + extra)
+    return str(path)
+
+
+async def _run(trigger: SageMakerPreferenceJobTrigger, timeout: float = 60.0) -> dict:
+    event = await asyncio.wait_for(trigger.run().__anext__(), timeout)
+    return event.payload
+
+
+async def test_every_line_appears_once_in_order_with_its_stream(start_emulator, aws_connection, tmp_path):
+    server = start_emulator(_scenario(tmp_path))
+    boto_client(server.endpoint_url).create_training_job(**training_request("logged", GPU_PAIR))
+    task_log = TaskLog()
+    payload = await _run(_trigger(aws_connection(server), "logged", task_log))
+    assert payload["status"] == "finished"
+    logs = boto_client(server.endpoint_url, service="logs")
+    pages = logs.get_paginator("filter_log_events").paginate(
+        logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix="logged/"
+    )
+    written = [f"[{e['logStreamName']}] {e['message']}" for page in pages for e in page["events"]]
+    assert task_log.lines == written, "every line the job wrote, in order, none twice"
+    assert any("epoch 5/5" in line for line in written) and written[-1].endswith("Training job completed")
+
+
+async def test_a_trigger_started_again_in_the_same_try_repeats_nothing(
+    start_emulator, aws_connection, tmp_path, monkeypatch
+):
+    """A triggerer restart: the second trigger reads the cursor the first one saved (XCom) and goes on."""
+    saved: dict[str, object] = {}
+
+    class FakeXCom:
+        @staticmethod
+        async def aset(key, value, **scope):
+            saved[key] = value
+
+        @staticmethod
+        async def aget_one(*, key, **scope):
+            return saved.get(key)
+
+    import airflow.sdk.execution_time.xcom as xcom_module
+
+    monkeypatch.setattr(xcom_module, "XCom", FakeXCom)
+    ti = type("TI", (), {"dag_id": "d", "task_id": "t", "run_id": "r", "map_index": -1})()
+    server = start_emulator(_scenario(tmp_path, "runtime_seconds: {default: 1200}\n"))
+    boto_client(server.endpoint_url).create_training_job(**training_request("restarted", GPU_PAIR))
+    conn_id = aws_connection(server)
+    task_log = TaskLog()
+
+    first = _trigger(conn_id, "restarted", task_log)
+    first.task_instance = ti
+    run = asyncio.ensure_future(first.run().__anext__())
+    while len(task_log.lines) < 4:  # some lines shown, the job still running
+        await asyncio.sleep(0.05)
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    await LogFollower.close_all()
+    before = len(task_log.lines)
+    assert CURSOR_XCOM_KEY in saved
+    second = _trigger(conn_id, "restarted", task_log)
+    second.task_instance = ti
+    assert (await _run(second))["status"] == "finished"
+    assert len(task_log.lines) > before, "the second trigger showed the rest"
+    assert len(task_log.lines) == len(set(task_log.lines)), "no line twice across the restart"
+    assert task_log.lines[-1].endswith("Training job completed")
+
+
+async def test_a_retry_that_reattaches_starts_from_its_cursor(start_emulator, aws_connection, tmp_path):
+    server = start_emulator(_scenario(tmp_path))
+    boto_client(server.endpoint_url).create_training_job(**training_request("reattached", GPU_PAIR))
+    control(server.endpoint_url, "advance", {"seconds": 200})  # started, some epochs logged
+    now = control(server.endpoint_url, "health")["virtual_time"]
+    task_log = TaskLog()
+    cursor = LogCursor(after=int(now) * 1000).to_json()
+    await _run(_trigger(aws_connection(server), "reattached", task_log, log_cursor=cursor))
+    assert task_log.lines and not any("Started on" in line for line in task_log.lines), "earlier lines skipped"
+
+
+async def test_queued_jobs_cost_no_log_calls(start_emulator, aws_connection, tmp_path):
+    server = start_emulator(_scenario(tmp_path, "capacity: {ml.p5.48xlarge: 0, ml.p4d.24xlarge: 0}\n"))
+    client = boto_client(server.endpoint_url)
+    conn_id = aws_connection(server)
+    runs = []
+    for index in range(20):
+        client.create_training_job(**training_request(f"queued-{index}", GPU_PAIR))
+        runs.append(asyncio.ensure_future(_trigger(conn_id, f"queued-{index}", TaskLog()).run().__anext__()))
+    await asyncio.sleep(3)
+    for run in runs:
+        run.cancel()
+    await asyncio.gather(*runs, return_exceptions=True)
+    assert server.engine.calls["DescribeTrainingJob"] > 0, "the jobs were watched"
+    assert not [name for name in server.engine.calls if name.startswith("Logs_")]
+
+
+async def test_without_logs_permission_it_says_so_once_and_carries_on(start_emulator, aws_connection, tmp_path):
+    server = start_emulator(_scenario(tmp_path, "faults: {deny: [FilterLogEvents]}\n"))
+    boto_client(server.endpoint_url).create_training_job(**training_request("denied", GPU_PAIR))
+    task_log = TaskLog()
+    payload = await _run(_trigger(aws_connection(server), "denied", task_log))
+    assert payload["status"] == "finished"
+    warnings = [m for m in task_log.messages if "cannot read CloudWatch Logs" in m]
+    assert len(warnings) == 1 and "AccessDeniedException" in warnings[0]
+    assert not task_log.lines
+
+
+async def test_throttled_log_reads_back_off_and_still_show_every_line(start_emulator, aws_connection, tmp_path):
+    server = start_emulator(_scenario(tmp_path, "seed: 3\n"))
+    boto_client(server.endpoint_url).create_training_job(**training_request("throttled", GPU_PAIR))
+    control(server.endpoint_url, "faults", {"throttle_rate": 0.4})
+    task_log = TaskLog()
+    payload = await _run(_trigger(aws_connection(server), "throttled", task_log), timeout=120)
+    control(server.endpoint_url, "faults", {})
+    assert payload["status"] == "finished"
+    assert len(task_log.lines) == len(set(task_log.lines))
+    assert task_log.lines[-1].endswith("Training job completed")
