@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def _error(message: str) -> int:
@@ -96,6 +97,54 @@ def _demo(args: argparse.Namespace) -> int:
     return main(Path(args.project_dir).resolve(), exit_when_done)
 
 
+def _since(text: str) -> Any:
+    """``30d``, ``12h``, ``90m`` (that long ago) or an ISO 8601 date or time."""
+    import pendulum
+
+    units = {"d": "days", "h": "hours", "m": "minutes"}
+    number, unit = text[:-1], text[-1:]
+    if unit in units and number.isdigit():
+        return pendulum.now("UTC").subtract(**{units[unit]: int(number)})
+    try:
+        moment = pendulum.parse(text)
+    except (ValueError, TypeError):
+        moment = None
+    if not isinstance(moment, pendulum.DateTime):
+        raise argparse.ArgumentTypeError(f"--since takes 30d, 12h, 90m or an ISO 8601 time, not {text[:40]!r}")
+    return moment
+
+
+def _report(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs import ledger, report
+
+    reading = ledger.read(dag_id=args.dag_id)
+    if reading.bad:
+        print(
+            f"airflow-sm-prefs: warning: {reading.bad} ledger entr{'y' if reading.bad == 1 else 'ies'} could not be "
+            f"read and were skipped (e.g. {'; '.join(reading.bad_examples)})",
+            file=sys.stderr,
+        )
+    rows = report.summarize(reading.entries, since=args.since, dag_id=args.dag_id, task_id=args.task_id)
+    print(report.render(rows, args.format))
+    return 0
+
+
+def _backfill(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+    from airflow_sm_prefs.ledger_backfill import backfill
+
+    hook = SageMakerPreferenceHook(aws_conn_id=args.aws_conn_id, region_name=args.region)
+    try:
+        counts = backfill(hook, args.since, region=hook.conn_region_name)
+    except Exception as error:  # no connection, no permission, no service: one line, not a traceback
+        return _error(f"backfill failed: {type(error).__name__}: {error}")
+    print(
+        f"{counts.listed} job(s) listed: {counts.added} added, {counts.already} already in the ledger, "
+        f"{counts.running} still running, {counts.not_ours} not launched by this provider"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airflow-sm-prefs")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -124,6 +173,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--project-dir", default=".", help="checkout holding dags/ (default: current directory)")
     demo.add_argument("--exit", action="store_true", help="exit when the pipeline ends (same as DEMO_EXIT=1)")
     demo.set_defaults(handler=_demo)
+    report = commands.add_parser("report", help="the capacity report: did each task's fallbacks pay off?")
+    report.add_argument("--dag-id")
+    report.add_argument("--task-id")
+    report.add_argument("--since", type=_since, default=None, help="30d, 12h, 90m or an ISO 8601 time (default: all)")
+    report.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    report.set_defaults(handler=_report)
+    ledger = commands.add_parser("ledger", help="the capacity ledger")
+    ledger_commands = ledger.add_subparsers(dest="ledger_command", required=True)
+    backfill = ledger_commands.add_parser("backfill", help="add the jobs SageMaker knows and the ledger misses")
+    backfill.add_argument("--since", type=_since, required=True, help="30d, 12h, 90m or an ISO 8601 time")
+    backfill.add_argument("--aws-conn-id", default="aws_default")
+    backfill.add_argument("--region", default=None)
+    backfill.set_defaults(handler=_backfill)
     return parser
 
 

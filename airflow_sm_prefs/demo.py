@@ -77,6 +77,13 @@ def results_table(records: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def capacity_report(stack: LocalStack) -> str:
+    """What `airflow-sm-prefs report` prints for this stack's ledger."""
+    from airflow_sm_prefs import ledger, report
+
+    return report.render(report.summarize(ledger.read(stack.ledger_root).entries), "table")
+
+
 def main(project_dir: Path, exit_when_done: bool) -> int:
     stack = LocalStack(project_dir=project_dir, workdir=project_dir / ".demo")
     print(f"Starting the SageMaker emulator ({stack.scenario}) and Airflow on 127.0.0.1 ...", flush=True)
@@ -91,6 +98,9 @@ def main(project_dir: Path, exit_when_done: bool) -> int:
         print()
         files = ", ".join(model["files"])
         print(f"Model written by fine_tune: {model['model_artifact']} ({model['bytes']} bytes: {files})")
+        print()
+        print(capacity_report(stack))
+        print()
         print("Times are the emulator's virtual seconds (the gpu-shortage scenario runs 60x faster than real time).")
         print(f"UI: {stack.api_url}/dags/{stack.dag_id}/runs/{run_id}")
         print(f"Log in as admin with the password generated for this run: {stack.admin_password()}")

@@ -103,6 +103,13 @@ class LocalStack:
         return self.workdir / "airflow"
 
     @property
+    def ledger_root(self) -> Any:
+        """The stack's capacity ledger: the default one, under its ``AIRFLOW_HOME``."""
+        from airflow.sdk import ObjectStoragePath
+
+        return ObjectStoragePath(f"file://{self.airflow_home}/sm_prefs/ledger")
+
+    @property
     def dags(self) -> Path:
         return self.dags_folder or self.project_dir / "dags"
 

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from airflow_sm_prefs.record import Selection
 
+if TYPE_CHECKING:
+    from airflow_sm_prefs.ledger import LedgerEntry
 
-def emit_selection(chosen: Selection) -> None:
+
+def _stats() -> Any:
     try:
         from airflow.sdk.observability import stats
     except ImportError:  # pragma: no cover - Airflow < 3.3
+        return None
+    return stats
+
+
+def emit_selection(chosen: Selection) -> None:
+    stats = _stats()
+    if stats is None:
         return
     tags = {
         "job_kind": chosen["job_kind"],
@@ -22,3 +33,19 @@ def emit_selection(chosen: Selection) -> None:
     stats.timing("sm_prefs.pending_seconds", timedelta(seconds=chosen["pending_seconds"]), tags=tags)
     if chosen["fell_back"]:
         stats.incr("sm_prefs.fallback", tags=tags)
+
+
+def emit_end(entry: LedgerEntry) -> None:
+    """How a job ended and, if it ran, for how long (``sm_prefs.ended``, ``sm_prefs.run_seconds``)."""
+    stats = _stats()
+    if stats is None:
+        return
+    tags = {
+        "job_kind": entry["job_kind"],
+        "instance_type": str(entry["selected_instance_type"]),
+        "rank": str(entry["selected_rank"]),
+        "outcome": entry["outcome"],
+    }
+    stats.incr("sm_prefs.ended", tags=tags)
+    if entry["run_seconds"] is not None:
+        stats.timing("sm_prefs.run_seconds", timedelta(seconds=entry["run_seconds"]), tags=tags)

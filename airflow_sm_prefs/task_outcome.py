@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_sm_prefs import attempts, progress, record
+from airflow_sm_prefs import attempts, ledger, progress, record
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import JobKind
 from airflow_sm_prefs.outcomes import FINISH_SUMMARY_FIELDS, outcome_error, with_log_tail
@@ -57,10 +57,25 @@ class TaskOutcome:
         result = record.build(view, self.region)
         summary = json.dumps({k: result[k] for k in FINISH_SUMMARY_FIELDS})  # type: ignore[literal-required]
         self.log.info("SageMaker %s job %s ended %s: %s", view.kind.name, view.name, view.status, summary)
+        self.record_in_ledger(view)
         if result["status"] == "Completed":
             return result
         self.context["ti"].xcom_push(key="record", value=result)
         raise with_log_tail(outcome_error(view, result), log_tail)
+
+    def record_in_ledger(self, view: JobView, outcome: ledger.Outcome | None = None) -> None:
+        """The job's end, in the capacity ledger and as metrics; never a reason for the task to fail."""
+        from airflow_sm_prefs.metrics import emit_end
+
+        ti = self.context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        entry = ledger.entry_for(
+            view, ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index), self.region
+        )
+        if outcome is not None:
+            entry["outcome"] = outcome
+        ledger.write(entry)
+        emit_end(entry)
 
     def refuse_ended_job(self, view: JobView, reason: str) -> NoReturn:
         """A retry finds the job ended and may not launch another: record it again (a retry starts with no
@@ -86,6 +101,8 @@ class TaskOutcome:
             hook.stop_job(self.kind, view.name, self.log)
             # The record shows the job after the stop.
             view = JobView.parse(self.kind, latest_description(hook, self.kind, description, self.log))
+            # A job left running is not over: a backfill records it once it ends.
+            self.record_in_ledger(view, "no_capacity" if view.started is None else "stopped")
         self.context["ti"].xcom_push(key="record", value=record.build(view, self.region))
         raise error(message + ("; the job was stopped" if stop else f"; the job was left {left}"))
 

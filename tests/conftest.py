@@ -7,6 +7,19 @@ import pytest
 
 from airflow_sm_prefs.emulator import EmulatorServer, load
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _ledger_in_a_scratch_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tasks run in tests record their jobs in the capacity ledger: keep it out of the user's home."""
+    import os
+
+    folder = tmp_path_factory.mktemp("ledger")
+    with pytest.MonkeyPatch.context() as patch:
+        if "AIRFLOW__SM_PREFS__LEDGER_PATH" not in os.environ:
+            patch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{folder}")
+        yield
+
+
 # The bucket the test requests write to (tests.helpers: s3://bucket/output), as a user's account has it.
 TEST_BUCKETS: Mapping[str, Sequence[str]] = {"bucket": ()}
 

@@ -11,12 +11,13 @@ ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
 
 
-def boto_client(endpoint_url: str, validate: bool = True, service: str = "sagemaker") -> Any:
+def boto_client(endpoint_url: str, validate: bool = True, service: str = "sagemaker", region: str | None = None) -> Any:
     import boto3
     from botocore.config import Config
 
     config = Config(parameter_validation=validate, retries={"max_attempts": 1, "mode": "standard"})
-    return boto3.client(service, endpoint_url=endpoint_url, config=config, **CREDENTIALS)
+    credentials = {**CREDENTIALS, "region_name": region or CREDENTIALS["region_name"]}
+    return boto3.client(service, endpoint_url=endpoint_url, config=config, **credentials)
 
 
 def training_request(name: str, preferences: list[dict[str, Any]] | None = None, **resource: Any) -> dict[str, Any]:

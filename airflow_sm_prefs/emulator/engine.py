@@ -405,6 +405,24 @@ class Engine:
             self._push_for(job, now + delay, "stop_complete")
             self.version += 1
 
+    def list_tags(self, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
+        """A job's tags by its ARN, paged (``MaxResults`` up to 100, default 50)."""
+        region = region or self.scenario.region
+        arn = request["ResourceArn"]
+        with self.lock:
+            job = next((j for j in self.jobs.values() if j.arn == arn and j.region == region), None)
+            if job is None:
+                raise ValidationException(f"Resource {arn} does not exist or is not taggable.")
+            tags = list(job.tags)
+        start = int(request["NextToken"]) if str(request.get("NextToken") or "").isdigit() else 0
+        if request.get("NextToken") and not str(request["NextToken"]).isdigit():
+            raise ValidationException("The NextToken is invalid.")
+        size = int(request.get("MaxResults") or 50)
+        result: dict[str, Any] = {"Tags": tags[start : start + size]}
+        if start + size < len(tags):
+            result["NextToken"] = str(start + size)
+        return result
+
     def list_jobs(self, kind_name: str, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
         region = region or self.scenario.region
         with self.lock:

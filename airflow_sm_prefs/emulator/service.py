@@ -34,6 +34,7 @@ from airflow_sm_prefs.emulator.scenario import Scenario
 log = logging.getLogger(__name__)
 
 UNKNOWN_OPERATIONS = "(unknown operations)"
+LIST_TAGS = "ListTags"  # of a job, by its ARN: what rebuilding the capacity ledger from SageMaker reads
 
 
 class StateFileError(ValueError):
@@ -111,12 +112,17 @@ class Emulator:
 
     def call(self, operation: str, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
         """One AWS API call; ``region`` is the one the request was signed for (default: the scenario's)."""
+        if operation == LIST_TAGS:
+            self.engine.calls[operation] += 1
+            self._play_faults(operation)
+            _check_against_model(operation, request)
+            return self.engine.list_tags(request, region)
         if operation not in OPERATIONS:
             # Counted under one key: names a client makes up must not grow what the emulator remembers.
             self.engine.calls[UNKNOWN_OPERATIONS] += 1
             raise UnknownOperationException(
                 f"SageMaker.{shorten(operation)} is not supported by the airflow-sm-prefs emulator; it implements "
-                f"{', '.join(sorted(OPERATIONS))}."
+                f"{', '.join(sorted([*OPERATIONS, LIST_TAGS]))}."
             )
         self.engine.calls[operation] += 1
         self._play_faults(operation)

@@ -59,6 +59,18 @@ def test_pipeline_falls_back_and_records_the_choice(demo):
     assert summaries, "the downstream task wrote its run summary"
 
 
+def test_both_jobs_are_in_the_capacity_ledger_and_its_report(demo):
+    from airflow_sm_prefs import ledger
+    from airflow_sm_prefs.demo import capacity_report
+
+    stack, run_id = demo
+    entries = {e["task_id"]: e for e in ledger.read(stack.ledger_root).entries if e["run_id"] == run_id}
+    assert set(entries) == {"prepare_data", "fine_tune"}
+    assert (entries["fine_tune"]["outcome"], entries["fine_tune"]["selected_rank"]) == ("completed", 1)
+    table = capacity_report(stack)
+    assert "nightly_evaluation / fine_tune" in table and "not_enough_data" in table
+
+
 def test_jobs_read_and_write_s3_so_downstream_tasks_read_their_output(demo):
     """The processing job read the landed raw data and wrote shards, which the training job read; a plain
     Airflow task then opened the model through the amazon provider's S3Hook on the same endpoint."""

@@ -179,3 +179,19 @@ def test_the_readmes_time_filter_example_works_on_a_fast_clock(start_emulator):
 
     own_now = datetime.datetime.now(datetime.UTC)
     assert client.list_training_jobs(LastModifiedTimeAfter=own_now)["TrainingJobSummaries"] != []
+
+
+def test_list_tags_answers_a_jobs_tags_by_arn_in_its_region(start_emulator):
+    server = start_emulator("ample")
+    client = boto_client(server.endpoint_url)
+    request = training_request("tagged", GPU_PAIR)
+    request["Tags"] = [{"Key": f"k{i}", "Value": str(i)} for i in range(50)]  # SageMaker's most
+    arn = client.create_training_job(**request)["TrainingJobArn"]
+    pages = list(client.get_paginator("list_tags").paginate(ResourceArn=arn))
+    assert [t["Key"] for p in pages for t in p["Tags"]] == [f"k{i}" for i in range(50)]
+    with pytest.raises(ClientError) as unknown:
+        client.list_tags(ResourceArn=arn.replace("tagged", "nobody"))
+    assert unknown.value.response["Error"]["Code"] == "ValidationException"
+    west = boto_client(server.endpoint_url, service="sagemaker", region="eu-west-1")
+    with pytest.raises(ClientError):
+        west.list_tags(ResourceArn=arn)

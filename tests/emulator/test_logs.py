@@ -161,17 +161,9 @@ def test_processing_jobs_log_to_their_own_group(start_emulator):
 
 
 def test_logs_are_per_region_like_jobs(start_emulator):
-    import boto3
-
     server = start_emulator("ample")
     _run_jobs(server, "east")
-    west = boto3.client(
-        "logs",
-        endpoint_url=server.endpoint_url,
-        region_name="eu-west-1",
-        aws_access_key_id="t",
-        aws_secret_access_key="t",
-    )
+    west = boto_client(server.endpoint_url, service="logs", region="eu-west-1")
     assert west.describe_log_groups()["logGroups"] == []
 
 

@@ -132,3 +132,83 @@ def test_the_migration_example_runs_both_ways(airflow_home, start_emulator, dag_
     _airflow_dags_test(airflow_env(airflow_home, ROOT / "dags", AIRFLOW_CONN_AWS_DEFAULT=_connection(server)), dag_id)
     (job,) = server.engine.jobs.values()
     assert (job.status, job.selected["instance_type"]) == ("Completed", "ml.p5.48xlarge")
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_sm_prefs.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _task_report(env: dict[str, str], task_id: str) -> dict:
+    result = _cli(env, "report", "--dag-id", "sm_prefs_it_training", "--task-id", task_id, "--format", "json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = json.loads(result.stdout)
+    return row
+
+
+def test_three_nights_in_the_ledger_survive_db_clean_and_can_be_rebuilt(tmp_path_factory, start_emulator, tmp_path):
+    """`airflow dags test` three times on gpu-shortage; the report reads what the runs left in the ledger,
+    `airflow db clean` leaves it alone, and a backfill from the jobs' tags rebuilds it."""
+    import shutil
+
+    home = tmp_path_factory.mktemp("ledger-home")
+    server = start_emulator("gpu-shortage", buckets=_buckets())
+    env = airflow_env(
+        home,
+        HERE / "dags",
+        AIRFLOW_CONN_SM_EMULATOR=_connection(server),
+        AIRFLOW_CONN_AWS_DEFAULT=_connection(server),
+        SM_PREFS_IT_RESULTS=str(tmp_path),
+    )
+    migrated = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"], env=env, capture_output=True, timeout=300
+    )
+    assert migrated.returncode == 0, migrated.stderr[-3000:]
+    for _ in range(3):
+        _airflow_dags_test(env, "sm_prefs_it_training")
+    row = _task_report(env, "per_preference")
+    assert (row["runs"], row["fallback_rate"], row["rank_counts"]) == (3, 1.0, {"1": 3})
+    assert row["completed"] == 3 and row["verdict"] == "paid_off", row["reason"]
+    (configuration,) = row["configurations"]
+    assert (configuration["instance_type"], configuration["instance_count"], configuration["jobs"]) == (
+        "ml.p4d.24xlarge",
+        2,
+        3,
+    )
+    assert configuration["estimated_cost_usd_p50"] is None, "no price is known: shown as unknown, never 0"
+
+    cleaned = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "airflow",
+            "db",
+            "clean",
+            "--clean-before-timestamp",
+            "2100-01-01",
+            "--yes",
+            "--skip-archive",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert cleaned.returncode == 0, cleaned.stderr[-3000:]
+    assert _task_report(env, "per_preference")["runs"] == 3, "db clean leaves the ledger alone"
+
+    shutil.rmtree(home / "sm_prefs" / "ledger")
+    backfilled = _cli(env, "ledger", "backfill", "--since", "1d", "--aws-conn-id", "sm_emulator")
+    assert backfilled.returncode == 0, backfilled.stderr[-3000:]
+    summary = backfilled.stdout.strip().splitlines()[-1]
+    assert summary.startswith("6 job(s) listed: 6 added"), backfilled.stdout
+    again = _cli(env, "ledger", "backfill", "--since", "1d", "--aws-conn-id", "sm_emulator")
+    assert "0 added, 6 already in the ledger" in again.stdout, again.stdout
+    rebuilt = _task_report(env, "per_preference")
+    assert (rebuilt["runs"], rebuilt["fallback_rate"], rebuilt["rank_counts"]) == (3, 1.0, {"1": 3})

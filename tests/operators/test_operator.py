@@ -478,3 +478,32 @@ def test_a_reattaching_retry_shows_only_lines_written_from_then_on(start_emulato
 def test_stream_logs_must_be_a_boolean():
     with pytest.raises(PreferenceValidationError, match="stream_logs must be True or False"):
         training_operator("aws_default", stream_logs="yes")
+
+
+def test_every_ended_job_is_recorded_in_the_capacity_ledger(start_emulator, aws_connection, tmp_path, monkeypatch):
+    from airflow_sm_prefs import ledger
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
+    server = start_emulator("incompatible-fallback")
+    failing = training_operator(
+        aws_connection(server), preferences=[("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 2)], deferrable=False
+    )
+    with pytest.raises(AirflowException):
+        failing.execute(context())
+    (recorded,) = ledger.read().entries
+    assert (recorded["dag_id"], recorded["task_id"], recorded["job_name"]) == ("nightly", "train", "eval-job")
+    assert (recorded["outcome"], recorded["selected_rank"], recorded["selected_instance_type"]) == (
+        "failed_after_start",
+        1,
+        "ml.g5.48xlarge",
+    )
+    assert recorded["run_seconds"] and recorded["source"] == "task"
+
+
+def test_a_ledger_that_cannot_be_written_never_fails_the_task(start_emulator, aws_connection, tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{blocker}")
+    server = start_emulator("gpu-shortage")
+    result = training_operator(aws_connection(server), deferrable=False).execute(context())
+    assert result["status"] == "Completed"

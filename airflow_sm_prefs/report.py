@@ -1,0 +1,241 @@
+"""The capacity report: for each pipeline task, whether letting SageMaker pick a configuration paid off.
+
+Built from the capacity ledger (``ledger.py``). The verdict rules, in order (README, "The capacity report"):
+
+1. ``not_enough_data``: fewer than ``MIN_JOBS`` jobs got capacity in the window.
+2. ``incompatible_fallback``: a fallback configuration failed after starting in a larger share of its jobs
+   than the first choice did (and at least once): the list hides a configuration the workload cannot use.
+3. ``not_enough_data``: no job fell back, so the list has not been put to the test.
+4. ``paid_off``: the jobs that fell back reached their result (wait + run) no later, at the median, than the
+   jobs that got the first choice; or the first choice never had capacity in the window and the fallbacks
+   completed the work.
+5. ``did_not_pay_off``: otherwise; the fallbacks took longer than waiting for the first choice did.
+
+Costs are not judged yet: the report gives no price (the price table is still to come), so
+``estimated_cost_usd_p50`` is null, shown as unknown, never as 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pendulum
+
+from airflow_sm_prefs.ledger import LedgerEntry
+
+MIN_JOBS = 3
+
+
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """Nearest-rank percentile; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def _time_to_result(entry: LedgerEntry) -> float | None:
+    if entry["outcome"] != "completed" or entry["run_seconds"] is None:
+        return None
+    return float(entry["pending_seconds"]) + float(entry["run_seconds"])
+
+
+def _failure_share(entries: list[LedgerEntry]) -> float:
+    return sum(e["outcome"] == "failed_after_start" for e in entries) / len(entries) if entries else 0.0
+
+
+def _configuration_key(entry: LedgerEntry) -> tuple[Any, ...]:
+    return (entry["selected_rank"], entry["selected_instance_type"], entry["selected_instance_count"])
+
+
+def _configuration_label(entry: LedgerEntry) -> str:
+    rank = (entry["selected_rank"] or 0) + 1
+    return f"{entry['selected_instance_count']} x {entry['selected_instance_type']} (#{rank})"
+
+
+def _median_text(seconds: float | None) -> str:
+    from airflow_sm_prefs.progress import format_seconds
+
+    return "unknown" if seconds is None else format_seconds(seconds)
+
+
+def _time(text: str) -> pendulum.DateTime:
+    parsed = pendulum.parse(text)
+    assert isinstance(parsed, pendulum.DateTime)
+    return parsed
+
+
+def verdict(entries: list[LedgerEntry]) -> tuple[str, str]:
+    placed = [e for e in entries if e["selected_rank"] is not None]
+    if len(placed) < MIN_JOBS:
+        return "not_enough_data", f"{len(placed)} job(s) got capacity in the window; at least {MIN_JOBS} are needed"
+    first = [e for e in placed if e["selected_rank"] == 0]
+    fallbacks = [e for e in placed if e["selected_rank"]]
+    by_configuration: dict[tuple[Any, ...], list[LedgerEntry]] = defaultdict(list)
+    for entry in fallbacks:
+        by_configuration[_configuration_key(entry)].append(entry)
+    first_share = _failure_share(first)
+    for group in sorted(by_configuration.values(), key=lambda g: -_failure_share(g)):
+        failures = sum(e["outcome"] == "failed_after_start" for e in group)
+        if failures and _failure_share(group) > first_share:
+            first_failures = sum(e["outcome"] == "failed_after_start" for e in first)
+            return (
+                "incompatible_fallback",
+                f"{_configuration_label(group[0])} failed after starting in {failures} of {len(group)} jobs; the "
+                f"first choice in {first_failures} of {len(first)}",
+            )
+    if not fallbacks:
+        return "not_enough_data", "no job fell back in the window: the list has not been put to the test"
+    fallback_ttr = percentile([t for e in fallbacks if (t := _time_to_result(e)) is not None], 0.5)
+    first_ttr = percentile([t for e in first if (t := _time_to_result(e)) is not None], 0.5)
+    if fallback_ttr is None:
+        return "did_not_pay_off", "no job that fell back completed"
+    if first_ttr is None:
+        return (
+            "paid_off",
+            f"the first choice never completed a job in the window; {len(fallbacks)} job(s) fell back and finished "
+            f"in a median {_median_text(fallback_ttr)} (wait + run)",
+        )
+    if fallback_ttr <= first_ttr:
+        return (
+            "paid_off",
+            f"jobs that fell back finished in a median {_median_text(fallback_ttr)} (wait + run), the first choice's "
+            f"in {_median_text(first_ttr)}",
+        )
+    return (
+        "did_not_pay_off",
+        f"jobs that fell back took a median {_median_text(fallback_ttr)} (wait + run), longer than the first "
+        f"choice's {_median_text(first_ttr)}: the alternatives did not shorten the wait",
+    )
+
+
+def _configurations(entries: list[LedgerEntry]) -> list[dict[str, Any]]:
+    groups: dict[tuple[Any, ...], list[LedgerEntry]] = defaultdict(list)
+    for entry in entries:
+        if entry["selected_instance_type"] is not None:
+            groups[_configuration_key(entry)].append(entry)
+    rows = []
+    for (rank, instance_type, count), group in sorted(groups.items(), key=lambda item: (item[0][0] is None, item[0])):
+        runs = [float(e["run_seconds"]) for e in group if e["run_seconds"] is not None]
+        results = [t for e in group if (t := _time_to_result(e)) is not None]
+        rows.append(
+            {
+                "instance_type": instance_type,
+                "instance_count": count,
+                "rank": rank,
+                "jobs": len(group),
+                "run_seconds_p50": percentile(runs, 0.5),
+                "run_seconds_p90": percentile(runs, 0.9),
+                "time_to_result_seconds_p50": percentile(results, 0.5),
+                "estimated_cost_usd_p50": None,
+                "plan_backed": any(e["plan_backed"] for e in group),
+                "failed_after_start": sum(e["outcome"] == "failed_after_start" for e in group),
+            }
+        )
+    return rows
+
+
+def summarize(
+    entries: Iterable[LedgerEntry],
+    since: pendulum.DateTime | None = None,
+    dag_id: str | None = None,
+    task_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """One row per (dag_id, task_id), in that order."""
+    groups: dict[tuple[str, str], list[LedgerEntry]] = defaultdict(list)
+    for entry in entries:
+        if dag_id is not None and entry["dag_id"] != dag_id:
+            continue
+        if task_id is not None and entry["task_id"] != task_id:
+            continue
+        if since is not None and (entry["created_at"] is None or _time(entry["created_at"]) < since):
+            continue
+        groups[(entry["dag_id"], entry["task_id"])].append(entry)
+    rows = []
+    for (dag, task), group in sorted(groups.items()):
+        placed = [e for e in group if e["selected_rank"] is not None]
+        fell_back = sum(1 for e in placed if e["selected_rank"])
+        ranks = sorted(Counter(e["selected_rank"] for e in placed).items())
+        outcomes = Counter(e["outcome"] for e in group)
+        label, reason = verdict(group)
+        pending = [float(e["pending_seconds"]) for e in group]
+        rows.append(
+            {
+                "dag_id": dag,
+                "task_id": task,
+                "job_kind": group[0]["job_kind"],
+                "runs": len(group),
+                "completed": outcomes["completed"],
+                "no_capacity": outcomes["no_capacity"],
+                "failed_after_start": outcomes["failed_after_start"],
+                "stopped": outcomes["stopped"],
+                "fallback_rate": round(fell_back / len(placed), 4) if placed else None,
+                "rank_counts": {str(rank): n for rank, n in ranks},
+                "pending_seconds_p50": percentile(pending, 0.5),
+                "pending_seconds_p90": percentile(pending, 0.9),
+                "configurations": _configurations(group),
+                "verdict": label,
+                "reason": reason,
+            }
+        )
+    return rows
+
+
+# -- output ----------------------------------------------------------------------------------------------------
+
+CSV_COLUMNS = (
+    "dag_id",
+    "task_id",
+    "job_kind",
+    "runs",
+    "completed",
+    "no_capacity",
+    "failed_after_start",
+    "stopped",
+    "fallback_rate",
+    "pending_seconds_p50",
+    "pending_seconds_p90",
+    "verdict",
+    "reason",
+)
+
+
+def render(rows: list[dict[str, Any]], output_format: str) -> str:
+    if output_format == "json":
+        return json.dumps(rows, indent=2)
+    if output_format == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow([*CSV_COLUMNS, "rank_counts"])
+        for row in rows:
+            writer.writerow([*(row[c] for c in CSV_COLUMNS), json.dumps(row["rank_counts"])])
+        return buffer.getvalue()
+    return _table(rows)
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "No jobs in the capacity ledger for this selection."
+    header = f"{'dag / task':<40} {'runs':>5} {'fell back':>9} {'wait p50':>9} {'wait p90':>9}  verdict"
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        rate = "-" if row["fallback_rate"] is None else f"{row['fallback_rate']:.0%}"
+        lines.append(
+            f"{row['dag_id'] + ' / ' + row['task_id']:<40} {row['runs']:>5} {rate:>9} "
+            f"{_median_text(row['pending_seconds_p50']):>9} {_median_text(row['pending_seconds_p90']):>9}  "
+            f"{row['verdict']}: {row['reason']}"
+        )
+        for configuration in row["configurations"]:
+            lines.append(
+                f"    #{(configuration['rank'] or 0) + 1} {configuration['instance_count']} x "
+                f"{configuration['instance_type']}: {configuration['jobs']} job(s), run p50 "
+                f"{_median_text(configuration['run_seconds_p50'])}, failed after start "
+                f"{configuration['failed_after_start']}, cost unknown"
+            )
+    return "\n".join(lines)

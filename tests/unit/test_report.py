@@ -1,0 +1,171 @@
+"""The capacity ledger and report, on entries made by hand: verdicts, figures, formats, bad entries."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import pendulum
+import pytest
+
+from airflow_sm_prefs import ledger, report
+
+PREFERENCES = [
+    {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
+    {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2},
+]
+TYPES = {0: ("ml.p5.48xlarge", 1), 1: ("ml.p4d.24xlarge", 2)}
+
+
+def entry(
+    name: str,
+    rank: int | None,
+    outcome: str = "completed",
+    pending: float = 600.0,
+    run: float | None = 3600.0,
+    task_id: str = "fine_tune",
+    created: str = "2026-11-29T02:00:00+00:00",
+    **extra: Any,
+) -> dict[str, Any]:
+    instance_type, count = TYPES[rank] if rank is not None else (None, None)
+    return {
+        "format": 1,
+        "dag_id": "nightly",
+        "task_id": task_id,
+        "run_id": f"scheduled__{name}",
+        "map_index": -1,
+        "job_name": name,
+        "job_arn": None,
+        "job_kind": "training",
+        "region": "us-east-1",
+        "outcome": outcome,
+        "preferences": PREFERENCES,
+        "selected_instance_type": instance_type,
+        "selected_instance_count": count,
+        "selected_rank": rank,
+        "plan_backed": False,
+        "pending_seconds": pending,
+        "run_seconds": run if rank is not None else None,
+        "billable_instance_seconds": None,
+        "failure_reason": None,
+        "created_at": created,
+        "started_at": None,
+        "ended_at": None,
+        "recorded_at": created,
+        "source": "task",
+        **extra,
+    }
+
+
+def test_fallbacks_that_finish_sooner_paid_off():
+    entries = [entry("a", 0, pending=7200), entry("b", 1, pending=300), entry("c", 1, pending=200)]
+    (row,) = report.summarize(entries)
+    assert (row["runs"], row["fallback_rate"], row["rank_counts"]) == (3, 0.6667, {"0": 1, "1": 2})
+    assert row["verdict"] == "paid_off" and "fell back finished in a median" in row["reason"]
+
+
+def test_fallbacks_that_take_longer_did_not_pay_off():
+    entries = [entry("a", 0, pending=60), entry("b", 1, pending=9000), entry("c", 1, pending=8000)]
+    (row,) = report.summarize(entries)
+    assert row["verdict"] == "did_not_pay_off" and "did not shorten the wait" in row["reason"]
+
+
+def test_a_fallback_that_fails_after_starting_is_an_incompatible_fallback():
+    entries = [entry("a", 0), entry("b", 0), entry("c", 1, outcome="failed_after_start", run=120), entry("d", 1)]
+    (row,) = report.summarize(entries)
+    assert row["verdict"] == "incompatible_fallback"
+    assert row["reason"].startswith("2 x ml.p4d.24xlarge (#2) failed after starting in 1 of 2 jobs")
+    fallback = next(c for c in row["configurations"] if c["rank"] == 1)
+    assert fallback["failed_after_start"] == 1
+
+
+def test_too_few_jobs_or_no_fallback_is_not_enough_data():
+    (few,) = report.summarize([entry("a", 1), entry("b", None, outcome="no_capacity")])
+    assert few["verdict"] == "not_enough_data" and few["no_capacity"] == 1
+    (steady,) = report.summarize([entry(n, 0) for n in "abc"])
+    assert steady["verdict"] == "not_enough_data" and "no job fell back" in steady["reason"]
+    assert steady["fallback_rate"] == 0.0
+
+
+def test_figures_per_configuration_and_unknown_cost():
+    entries = [entry(n, 1, run=run) for n, run in zip("abcd", (100, 200, 300, 400), strict=True)]
+    (row,) = report.summarize(entries)
+    (configuration,) = row["configurations"]
+    assert (configuration["run_seconds_p50"], configuration["run_seconds_p90"]) == (200, 400)
+    assert configuration["time_to_result_seconds_p50"] == 800
+    assert configuration["estimated_cost_usd_p50"] is None
+
+
+def test_filters_by_dag_task_and_window():
+    entries = [entry("old", 1, created="2026-10-01T00:00:00+00:00"), entry("new", 1), entry("p", 0, task_id="prepare")]
+    since = pendulum.datetime(2026, 11, 1)
+    rows = report.summarize(entries, since=since)
+    assert [(r["task_id"], r["runs"]) for r in rows] == [("fine_tune", 1), ("prepare", 1)]
+    assert [r["task_id"] for r in report.summarize(entries, task_id="prepare")] == ["prepare"]
+
+
+@pytest.mark.parametrize("output_format", ["json", "csv", "table"])
+def test_every_format_carries_the_verdict(output_format):
+    rows = report.summarize([entry("a", 0, pending=7200), entry("b", 1), entry("c", 1)])
+    text = report.render(rows, output_format)
+    if output_format == "json":
+        assert json.loads(text)[0]["verdict"] == "paid_off"
+    elif output_format == "csv":
+        (parsed,) = list(csv.DictReader(io.StringIO(text)))
+        assert (parsed["verdict"], json.loads(parsed["rank_counts"])) == ("paid_off", {"0": 1, "1": 2})
+    else:
+        assert "nightly / fine_tune" in text and "paid_off" in text and "cost unknown" in text
+
+
+def test_entries_round_trip_and_a_rewrite_does_not_count_twice(tmp_path):
+    from airflow.sdk import ObjectStoragePath
+
+    root = ObjectStoragePath(f"file://{tmp_path}/ledger")
+    assert ledger.write(entry("a", 1), root) and ledger.write(entry("a", 1), root)
+    reading = ledger.read(root)
+    assert [e["job_name"] for e in reading.entries] == ["a"] and reading.bad == 0
+    assert ledger.known_jobs(root) == {"a"}
+
+
+def test_bad_entries_are_counted_and_skipped_never_fatal(tmp_path):
+    from airflow.sdk import ObjectStoragePath
+
+    root = ObjectStoragePath(f"file://{tmp_path}/ledger")
+    ledger.write(entry("good", 1, surprise="an unknown field is dropped"), root)
+    folder = tmp_path / "ledger" / "nightly"
+    (folder / "truncated.json").write_text(json.dumps(entry("t", 1))[:40])
+    (folder / "list.json").write_text("[1, 2]")
+    (folder / "older.json").write_text(json.dumps({**entry("o", 1), "format": 0}))
+    (folder / "odd.json").write_text(json.dumps(entry("x", 1, outcome="exploded")))
+    (folder / "binary.json").write_bytes(b"\xff\xfe\x00")
+    reading = ledger.read(root)
+    assert [e["job_name"] for e in reading.entries] == ["good"]
+    assert "surprise" not in reading.entries[0]
+    assert reading.bad == 5 and len(reading.bad_examples) == 5
+
+
+def test_a_ledger_that_cannot_be_written_warns_and_returns(tmp_path, caplog):
+    from airflow.sdk import ObjectStoragePath
+
+    blocker = tmp_path / "file-not-folder"
+    blocker.write_text("x")
+    assert ledger.write(entry("a", 1), ObjectStoragePath(f"file://{blocker}")) is False
+    assert "Could not record SageMaker job a in the capacity ledger" in caplog.text
+
+
+def test_how_a_job_ended():
+    from airflow_sm_prefs.job_view import JobView
+    from airflow_sm_prefs.jobs import TRAINING
+
+    def view(**description: Any) -> JobView:
+        return JobView.parse(TRAINING, {"TrainingJobName": "j", "ResourceConfig": {}, **description})
+
+    started = {"TrainingStartTime": "2026-11-30T01:00:00+00:00"}
+    assert ledger.outcome_of(view(TrainingJobStatus="Completed", **started)) == "completed"
+    assert ledger.outcome_of(view(TrainingJobStatus="Failed", **started)) == "failed_after_start"
+    assert ledger.outcome_of(view(TrainingJobStatus="Stopped", **started)) == "stopped"
+    never = view(TrainingJobStatus="Stopped", FailureReason="CapacityError: no capacity within the limit")
+    assert ledger.outcome_of(never) == "no_capacity"
+    assert ledger.outcome_of(view(TrainingJobStatus="Stopped")) == "stopped", "a user stopped it while it waited"
