@@ -1,12 +1,33 @@
-"""The Airflow plugin of this provider: registers the listener that stops jobs of tasks ended by hand."""
+"""The Airflow plugin of this provider: the listener that stops jobs of tasks ended by hand, and the Capacity
+page (a FastAPI app in the API server, linked from the navigation and from every task instance)."""
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_sm_prefs import listener
+from airflow_sm_prefs.capacity_page import create_app
+
+URL_PREFIX = "/sm-prefs"
 
 
 class SageMakerPreferencesPlugin(AirflowPlugin):
     name = "sm_prefs"
     listeners = [listener]
+    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "SageMaker capacity"}]
+    external_views = [
+        {
+            "name": "Capacity",
+            "href": "sm-prefs/capacity",
+            "url_route": "sm-prefs-capacity",
+            "destination": "nav",
+            "category": "browse",
+        },
+        {
+            "name": "SageMaker capacity",
+            "href": "sm-prefs/capacity/task-instance?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}"
+            "&map_index={MAP_INDEX}",
+            "url_route": "sm-prefs-task-instance",
+            "destination": "task_instance",
+        },
+    ]

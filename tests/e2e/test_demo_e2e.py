@@ -6,7 +6,9 @@ Screenshots are kept in artifacts/e2e/ as test artifacts.
 from __future__ import annotations
 
 import shutil
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,6 +102,17 @@ def test_the_demo_listens_on_loopback_only_with_a_generated_password(demo):
     assert not any("PASSWORD" in key or "ALL_ADMINS" in key for key in stack.airflow_env())
 
 
+def _signed_in_page(browser, stack: LocalStack, height: int):
+    """A page of the demo's UI, signed in as admin with the password generated for this run."""
+    page = browser.new_page(viewport={"width": 1500, "height": height})
+    page.goto(stack.api_url + "/")
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill(stack.admin_password())
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
+    return page
+
+
 def test_ui_shows_the_chosen_configuration_and_the_sagemaker_link(demo):
     from playwright.sync_api import sync_playwright
 
@@ -111,13 +124,7 @@ def test_ui_shows_the_chosen_configuration_and_the_sagemaker_link(demo):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1000})
-            page.goto(stack.api_url + "/")
-            page.get_by_label("Username").fill("admin")
-            page.get_by_label("Password").fill(stack.admin_password())
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
-
+            page = _signed_in_page(browser, stack, height=1000)
             page.goto(task_page)
             page.get_by_text("Storage", exact=True).click()
             page.get_by_text("XCom", exact=True).click()
@@ -131,5 +138,45 @@ def test_ui_shows_the_chosen_configuration_and_the_sagemaker_link(demo):
             link.wait_for(timeout=30_000)
             assert "/sagemaker/home?region=us-east-1#/jobs/" in (link.get_attribute("href") or "")
             page.screenshot(path=str(ARTIFACTS / "fine_tune_links.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+def test_every_capacity_route_refuses_an_unauthenticated_request(demo):
+    stack, run_id = demo
+    for route in (
+        "/sm-prefs/capacity",
+        "/sm-prefs/capacity/report",
+        f"/sm-prefs/capacity/task-instance?dag_id={stack.dag_id}&run_id={urllib.parse.quote(run_id)}&task_id=fine_tune",
+    ):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(stack.api_url + route, timeout=30)
+        assert refused.value.code == 401, route
+
+
+def test_the_capacity_page_in_the_airflow_ui(demo):
+    """Signed in, the navigation's Capacity page shows the task's row and its charts, and a task instance
+    shows its own capacity view; the figures are the ledger's."""
+    from playwright.sync_api import sync_playwright
+
+    from airflow_sm_prefs import ledger, report
+
+    stack, run_id = demo
+    (row,) = [r for r in report.summarize(ledger.read(stack.ledger_root).entries) if r["task_id"] == "fine_tune"]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = _signed_in_page(browser, stack, height=1100)
+            page.goto(stack.api_url + "/plugin/sm-prefs-capacity")
+            frame = page.frame_locator("iframe")
+            frame.get_by_role("cell", name="nightly_evaluation / fine_tune").wait_for(timeout=30_000)
+            frame.get_by_text(row["verdict"]).first.wait_for(timeout=10_000)
+            assert frame.locator("svg").count() >= 2
+            page.screenshot(path=str(ARTIFACTS / "capacity_page.png"), full_page=True)
+
+            query = f"dag_id={stack.dag_id}&run_id={urllib.parse.quote(run_id)}&task_id=fine_tune&map_index=-1"
+            page.goto(f"{stack.api_url}/sm-prefs/capacity/task-instance?{query}")
+            page.get_by_text("ml.p4d.24xlarge x 2 (chosen)").wait_for(timeout=30_000)
+            page.screenshot(path=str(ARTIFACTS / "capacity_task_instance.png"), full_page=True)
         finally:
             browser.close()

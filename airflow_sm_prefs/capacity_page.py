@@ -1,0 +1,207 @@
+"""The Capacity page: the capacity report in the Airflow UI, served by the API server (a plugin FastAPI app).
+
+Every route authenticates the caller the way Airflow's own API does (the session cookie or a bearer token)
+and shows only the DAGs the auth manager lets that user read: plugin apps get no authentication from
+Airflow by default, so each route asks for it here. Pages are plain HTML with SVG charts, no scripts.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from typing import Any
+
+import pendulum
+from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi.responses import HTMLResponse
+
+from airflow_sm_prefs import ledger, report
+
+RANK_COLOURS = ("#2563eb", "#f59e0b", "#dc2626", "#7c3aed", "#059669")
+STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:1.5rem;color:#111}table{border-collapse:collapse;margin:1rem 0}"
+    "th,td{border-bottom:1px solid #ddd;padding:.35rem .7rem;text-align:left;vertical-align:top}"
+    "th{background:#f4f4f5}.paid_off{color:#047857}.did_not_pay_off,.incompatible_fallback{color:#b91c1c}"
+    ".not_enough_data{color:#6b7280}h2{margin-top:2rem}svg{background:#fafafa;border:1px solid #e4e4e7}"
+)
+
+
+def _user_dependency() -> Any:
+    from airflow.api_fastapi.core_api.security import get_user
+
+    return Depends(get_user)
+
+
+def readable_dags(user: Any) -> set[str]:
+    """The DAG ids this user may read, as the auth manager says."""
+    from airflow.api_fastapi.app import get_auth_manager
+
+    return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+
+
+def _entries_for(user: Any) -> list[ledger.LedgerEntry]:
+    allowed = readable_dags(user)
+    return [entry for entry in ledger.read().entries if entry["dag_id"] in allowed]
+
+
+def _since(days: int | None) -> pendulum.DateTime | None:
+    return pendulum.now("UTC").subtract(days=days) if days else None
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="SageMaker capacity", docs_url=None, redoc_url=None, openapi_url=None)
+    user_dependency = _user_dependency()
+
+    @app.get("/capacity", response_class=HTMLResponse)
+    def capacity(user: Any = user_dependency, days: int | None = Query(None, ge=1, le=3650)) -> str:
+        entries = _entries_for(user)
+        rows = report.summarize(entries, since=_since(days))
+        return _page("SageMaker capacity", _capacity_body(rows, entries))
+
+    @app.get("/capacity/report")
+    def capacity_report(
+        user: Any = user_dependency,
+        dag_id: str | None = None,
+        task_id: str | None = None,
+        days: int | None = Query(None, ge=1, le=3650),
+    ) -> list[dict[str, Any]]:
+        return report.summarize(_entries_for(user), since=_since(days), dag_id=dag_id, task_id=task_id)
+
+    @app.get("/capacity/task-instance", response_class=HTMLResponse)
+    def task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1, user: Any = user_dependency) -> str:
+        if dag_id not in readable_dags(user):
+            raise HTTPException(status_code=403, detail="You may not read this DAG")
+        history = [e for e in ledger.read(dag_id=dag_id).entries if e["task_id"] == task_id]
+        this = next((e for e in history if e["run_id"] == run_id and e["map_index"] == map_index), None)
+        return _page(f"{dag_id} / {task_id}", _task_instance_body(this, history))
+
+    return app
+
+
+# -- HTML ------------------------------------------------------------------------------------------------------
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>"
+    )
+
+
+def _seconds(value: float | None) -> str:
+    from airflow_sm_prefs.progress import format_seconds
+
+    return "unknown" if value is None else format_seconds(value)
+
+
+def _capacity_body(rows: list[dict[str, Any]], entries: list[ledger.LedgerEntry]) -> str:
+    if not rows:
+        return "<p>No SageMaker jobs in the capacity ledger for the DAGs you may read.</p>"
+    parts = [
+        "<table><tr><th>DAG / task</th><th>runs</th><th>completed</th><th>no capacity</th><th>failed after start</th>"
+        "<th>fell back</th><th>jobs per rank</th><th>wait p50 / p90</th><th>verdict</th></tr>"
+    ]
+    for row in rows:
+        rate = "-" if row["fallback_rate"] is None else f"{row['fallback_rate']:.0%}"
+        ranks = ", ".join(f"#{int(rank) + 1}: {n}" for rank, n in row["rank_counts"].items()) or "-"
+        parts.append(
+            f"<tr><td>{html.escape(row['dag_id'])} / {html.escape(row['task_id'])}</td><td>{row['runs']}</td>"
+            f"<td>{row['completed']}</td><td>{row['no_capacity']}</td><td>{row['failed_after_start']}</td>"
+            f"<td>{rate}</td><td>{ranks}</td><td>{_seconds(row['pending_seconds_p50'])} / "
+            f"{_seconds(row['pending_seconds_p90'])}</td><td class='{row['verdict']}'><b>{row['verdict']}</b>: "
+            f"{html.escape(row['reason'])}</td></tr>"
+        )
+    parts.append("</table>")
+    for row in rows:
+        mine = [e for e in entries if e["dag_id"] == row["dag_id"] and e["task_id"] == row["task_id"]]
+        parts.append(f"<h2>{html.escape(row['dag_id'])} / {html.escape(row['task_id'])}</h2>")
+        parts.append(_wait_chart(mine))
+        parts.append(_configuration_chart(row["configurations"]))
+    return "".join(parts)
+
+
+def _task_instance_body(this: ledger.LedgerEntry | None, history: list[ledger.LedgerEntry]) -> str:
+    if this is None:
+        return "<p>This task instance has no ended SageMaker job in the capacity ledger (yet).</p>"
+    waits = sorted(float(e["pending_seconds"]) for e in history)
+    below = sum(1 for wait in waits if wait < float(this["pending_seconds"]))
+    preferences = "".join(
+        f"<li{' style=font-weight:bold' if i == this['selected_rank'] else ''}>"
+        f"{html.escape(str(p.get('InstanceType')))} x {html.escape(str(p.get('InstanceCount', 'job count')))}"
+        f"{' (chosen)' if i == this['selected_rank'] else ''}</li>"
+        for i, p in enumerate(this["preferences"])
+    )
+    return (
+        f"<p>Job <code>{html.escape(this['job_name'])}</code> ended <b>{this['outcome']}</b>.</p>"
+        f"<ol>{preferences}</ol><table>"
+        f"<tr><th>waited</th><td>{_seconds(this['pending_seconds'])} (longer than {below} of this task's "
+        f"{len(waits)} jobs; median {_seconds(report.percentile(waits, 0.5))})</td></tr>"
+        f"<tr><th>ran</th><td>{_seconds(this['run_seconds'])}</td></tr>"
+        f"<tr><th>cost</th><td>unknown (no price table yet)</td></tr></table>" + _wait_chart(history)
+    )
+
+
+# -- charts (SVG) ------------------------------------------------------------------------------------------------
+
+
+def _wait_chart(entries: Iterable[ledger.LedgerEntry], width: int = 640, height: int = 220) -> str:
+    points = [
+        (pendulum.parse(e["created_at"]).timestamp(), float(e["pending_seconds"]), e["selected_rank"])  # type: ignore[union-attr]
+        for e in entries
+        if e["created_at"]
+    ]
+    if not points:
+        return ""
+    left, bottom = 60, 30
+    x_low, x_high = min(p[0] for p in points), max(p[0] for p in points)
+    y_high = max(max(p[1] for p in points), 1.0)
+    span = max(x_high - x_low, 1.0)
+    marks = []
+    for at, wait, rank in points:
+        x = left + (at - x_low) / span * (width - left - 20)
+        y = height - bottom - wait / y_high * (height - bottom - 20)
+        colour = RANK_COLOURS[rank % len(RANK_COLOURS)] if rank is not None else "#111"
+        label = "no capacity" if rank is None else f"#{rank + 1}"
+        marks.append(
+            f"<circle cx='{x:.1f}' cy='{y:.1f}' r='5' fill='{colour}'><title>{label}: {_seconds(wait)}</title></circle>"
+        )
+    legend = "".join(
+        f"<text x='{left + 70 * i}' y='14' fill='{colour}' font-size='12'>● #{i + 1}</text>"
+        for i, colour in enumerate(RANK_COLOURS[:3])
+    )
+    return (
+        f"<figure><figcaption>Wait for capacity by chosen rank, over time (max {_seconds(y_high)})</figcaption>"
+        f"<svg role='img' width='{width}' height='{height}' viewBox='0 0 {width} {height}'>{legend}"
+        f"<line x1='{left}' y1='{height - bottom}' x2='{width - 10}' y2='{height - bottom}' stroke='#999'/>"
+        f"<line x1='{left}' y1='20' x2='{left}' y2='{height - bottom}' stroke='#999'/>"
+        f"<text x='4' y='{height - bottom}' font-size='11'>0 s</text>"
+        f"<text x='4' y='26' font-size='11'>{_seconds(y_high)}</text>{''.join(marks)}</svg></figure>"
+    )
+
+
+def _configuration_chart(configurations: list[dict[str, Any]], width: int = 640) -> str:
+    runs = [c for c in configurations if c["run_seconds_p50"] is not None]
+    if not runs:
+        return ""
+    bar_height, left = 26, 230
+    height = bar_height * len(runs) + 30
+    longest = max(c["run_seconds_p50"] for c in runs) or 1.0
+    bars = []
+    for index, configuration in enumerate(runs):
+        y = 20 + index * bar_height
+        length = configuration["run_seconds_p50"] / longest * (width - left - 210)
+        colour = RANK_COLOURS[(configuration["rank"] or 0) % len(RANK_COLOURS)]
+        label = (
+            f"#{(configuration['rank'] or 0) + 1} {configuration['instance_count']} x {configuration['instance_type']}"
+        )
+        bars.append(
+            f"<text x='4' y='{y + 16}' font-size='12'>{html.escape(label)}</text>"
+            f"<rect x='{left}' y='{y + 4}' width='{length:.1f}' height='{bar_height - 8}' fill='{colour}'/>"
+            f"<text x='{left + length + 6:.1f}' y='{y + 16}' font-size='12'>"
+            f"{_seconds(configuration['run_seconds_p50'])} ({configuration['jobs']} jobs, cost unknown)</text>"
+        )
+    return (
+        "<figure><figcaption>Median run time per configuration</figcaption>"
+        f"<svg role='img' width='{width}' height='{height}' viewBox='0 0 {width} {height}'>{''.join(bars)}</svg>"
+        "</figure>"
+    )

@@ -1,0 +1,75 @@
+"""The Capacity page's routes: authentication required on every one, rows only for DAGs the user may read."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from airflow_sm_prefs import capacity_page, ledger
+from tests.unit.test_report import entry
+
+ROUTES = (
+    "/capacity",
+    "/capacity/report",
+    "/capacity/task-instance?dag_id=nightly&run_id=scheduled__a&task_id=fine_tune",
+)
+
+
+@pytest.fixture
+def ledger_with_two_dags(tmp_path, monkeypatch):
+    from airflow.sdk import ObjectStoragePath
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
+    root = ObjectStoragePath(f"file://{tmp_path}/ledger")
+    for name, rank, pending in (("a", 0, 7200), ("b", 1, 300), ("c", 1, 200)):
+        ledger.write(entry(name, rank, pending=pending), root)
+    ledger.write({**entry("secret", 1), "dag_id": "finance_forecast"}, root)  # type: ignore[typeddict-unknown-key]
+
+
+@pytest.fixture
+def signed_in(monkeypatch):
+    """A user the auth manager lets read the nightly DAG only."""
+    from airflow.api_fastapi.core_api.security import get_user
+
+    app = capacity_page.create_app()
+    app.dependency_overrides[get_user] = lambda: object()
+    monkeypatch.setattr(capacity_page, "readable_dags", lambda user: {"nightly"})
+    return TestClient(app)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_every_route_refuses_a_caller_without_a_session(route, ledger_with_two_dags):
+    response = TestClient(capacity_page.create_app()).get(route)
+    assert response.status_code == 401
+
+
+def test_the_page_shows_the_readable_dags_rows_and_charts(ledger_with_two_dags, signed_in):
+    page = signed_in.get("/capacity")
+    assert page.status_code == 200
+    assert "nightly / fine_tune" in page.text and "paid_off" in page.text
+    assert "finance_forecast" not in page.text, "a DAG the user may not read shows no row"
+    assert page.text.count("<svg") == 2, "a wait chart and a run-time chart"
+
+
+def test_the_report_route_is_filtered_too(ledger_with_two_dags, signed_in):
+    rows = signed_in.get("/capacity/report").json()
+    assert [(r["dag_id"], r["runs"], r["verdict"]) for r in rows] == [("nightly", 3, "paid_off")]
+
+
+def test_a_task_instance_view_compares_it_with_its_history(ledger_with_two_dags, signed_in):
+    page = signed_in.get(ROUTES[2])
+    assert page.status_code == 200
+    assert "longer than 2 of this task's 3 jobs" in page.text and "(chosen)" in page.text
+    forbidden = signed_in.get("/capacity/task-instance?dag_id=finance_forecast&run_id=r&task_id=fine_tune")
+    assert forbidden.status_code == 403
+
+
+def test_text_from_the_ledger_is_escaped(tmp_path, monkeypatch, signed_in):
+    from airflow.sdk import ObjectStoragePath
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
+    root = ObjectStoragePath(f"file://{tmp_path}/ledger")
+    for name in "abc":
+        ledger.write({**entry(name, 1), "task_id": "<script>alert(1)</script>"}, root)  # type: ignore[typeddict-unknown-key]
+    page = signed_in.get("/capacity")
+    assert "<script>" not in page.text and "&lt;script&gt;" in page.text
