@@ -36,3 +36,13 @@ def test_the_listener_plugin_is_registered_where_airflow_always_looks():
     plugin = entry.load()
     assert plugin.listeners == [listener]
     assert {"on_task_instance_failed", "on_task_instance_success"} <= set(dir(listener))
+
+
+def test_loading_the_plugin_imports_no_web_framework():
+    """Every Airflow process loads the plugin (workers for its listener); only the API server serves pages."""
+    import subprocess
+    import sys
+
+    code = "import sys, airflow_sm_prefs.plugin; print('fastapi' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "False"
