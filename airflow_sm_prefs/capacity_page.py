@@ -88,6 +88,10 @@ def _page(title: str, body: str) -> str:
     )
 
 
+def _jobs(count: int) -> str:
+    return f"{count} job" if count == 1 else f"{count} jobs"
+
+
 def _seconds(value: float | None) -> str:
     from airflow_sm_prefs.progress import format_seconds
 
@@ -198,7 +202,7 @@ def _configuration_chart(configurations: list[dict[str, Any]], width: int = 640)
             f"<text x='4' y='{y + 16}' font-size='12'>{html.escape(label)}</text>"
             f"<rect x='{left}' y='{y + 4}' width='{length:.1f}' height='{bar_height - 8}' fill='{colour}'/>"
             f"<text x='{left + length + 6:.1f}' y='{y + 16}' font-size='12'>"
-            f"{_seconds(configuration['run_seconds_p50'])} ({configuration['jobs']} jobs, cost unknown)</text>"
+            f"{_seconds(configuration['run_seconds_p50'])} ({_jobs(configuration['jobs'])}, cost unknown)</text>"
         )
     return (
         "<figure><figcaption>Median run time per configuration</figcaption>"

@@ -129,18 +129,20 @@ def _safe(name: str) -> str:
 
 
 def write(entry: LedgerEntry, root: Any = None) -> bool:
-    """Add or replace the job's entry; a warning (never an exception) when the ledger cannot be written."""
+    """Add or replace the job's entry; a warning (never an exception) when the ledger cannot be written.
+
+    ``root``: an ``ObjectStoragePath`` or a local ``pathlib.Path`` (default: ``location()``)."""
     try:
         root = root if root is not None else location()
         folder = root / _safe(entry["dag_id"])
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"{_safe(entry['job_name'])}.json"
         text = json.dumps(entry, sort_keys=True)
-        if target.protocol in ("file", "local", ""):
+        if getattr(target, "protocol", "file") in ("file", "local", ""):
             # A local write goes through a temporary file, so a reader never sees half an entry.
             temporary = folder / f".{_safe(entry['job_name'])}.{os.getpid()}.tmp"
             temporary.write_text(text)
-            os.replace(temporary.path, target.path)
+            os.replace(getattr(temporary, "path", temporary), getattr(target, "path", target))
         else:
             target.write_text(text)  # an object store's put is whole or nothing
         return True

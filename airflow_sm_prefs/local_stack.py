@@ -103,11 +103,10 @@ class LocalStack:
         return self.workdir / "airflow"
 
     @property
-    def ledger_root(self) -> Any:
-        """The stack's capacity ledger: the default one, under its ``AIRFLOW_HOME``."""
-        from airflow.sdk import ObjectStoragePath
-
-        return ObjectStoragePath(f"file://{self.airflow_home}/sm_prefs/ledger")
+    def ledger_root(self) -> Path:
+        """The stack's capacity ledger: the default one, under its ``AIRFLOW_HOME`` (a local folder, read as a
+        plain path so this process need not load an Airflow configuration of its own)."""
+        return self.airflow_home / "sm_prefs" / "ledger"
 
     @property
     def dags(self) -> Path:
@@ -274,9 +273,10 @@ class LocalStack:
         except StackError:
             return False
 
-    def trigger(self, dag_id: str) -> str:
+    def trigger(self, dag_id: str, logical_date: str | None = None) -> str:
+        """A manual run; without ``logical_date`` it has none (templates using ``ds`` then cannot render)."""
         wait_for(lambda: self.dag_known(dag_id), 120, f"DAG {dag_id} to be parsed", every=2)
-        run = self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})
+        run = self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": logical_date})
         return str(run["dag_run_id"])
 
     def _run_path(self, dag_id: str, run_id: str) -> str:

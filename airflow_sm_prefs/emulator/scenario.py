@@ -21,6 +21,7 @@ BUNDLED = (
     "quota-short",
     "incompatible-fallback",
     "reserved-first",
+    "nightly-weather",
 )
 _T = TypeVar("_T")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.demo import run_pipeline
+from airflow_sm_prefs.demo import WEATHER_SCENARIO, night_record, run_nights
 from airflow_sm_prefs.local_stack import LocalStack
 from tests.helpers import listening_addresses
 
@@ -36,13 +36,35 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalStack, str]]:
-    stack = LocalStack(project_dir=PROJECT, workdir=tmp_path_factory.mktemp("demo"))
+def nights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalStack, list[tuple[str, str]]]]:
+    """What `make demo` runs: the nightly pipeline on four nights of the weather scenario."""
+    stack = LocalStack(project_dir=PROJECT, workdir=tmp_path_factory.mktemp("demo"), scenario=WEATHER_SCENARIO)
     try:
         stack.start()
-        yield stack, run_pipeline(stack)
+        yield stack, run_nights(stack)
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def demo(nights: tuple[LocalStack, list[tuple[str, str]]]) -> tuple[LocalStack, str]:
+    """Night 2: the first choice is sold out and the training job falls back to 2 x ml.p4d.24xlarge."""
+    stack, runs = nights
+    return stack, runs[1][0]
+
+
+def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
+    from airflow_sm_prefs import ledger, report
+
+    stack, runs = nights
+    assert [state for _, state in runs] == ["success", "success", "failed", "success"]
+    ranks = [night_record(stack, run_id, "fine_tune")["selected_rank"] for run_id, _ in runs]
+    assert ranks == [0, 1, 2, 0]
+    rows = {r["task_id"]: r for r in report.summarize(ledger.read(stack.ledger_root).entries)}
+    fine_tune = rows["fine_tune"]
+    assert fine_tune["verdict"] == "incompatible_fallback", fine_tune["reason"]
+    assert "ml.g5.48xlarge" in fine_tune["reason"] and fine_tune["failed_after_start"] >= 1
+    assert rows["prepare_data"]["verdict"] == "not_enough_data" and rows["prepare_data"]["fallback_rate"] == 0.0
 
 
 def test_pipeline_falls_back_and_records_the_choice(demo):
@@ -70,7 +92,7 @@ def test_both_jobs_are_in_the_capacity_ledger_and_its_report(demo):
     assert set(entries) == {"prepare_data", "fine_tune"}
     assert (entries["fine_tune"]["outcome"], entries["fine_tune"]["selected_rank"]) == ("completed", 1)
     table = capacity_report(stack)
-    assert "nightly_evaluation / fine_tune" in table and "not_enough_data" in table
+    assert "nightly_evaluation / fine_tune" in table and "incompatible_fallback" in table
 
 
 def test_jobs_read_and_write_s3_so_downstream_tasks_read_their_output(demo):

@@ -169,3 +169,9 @@ def test_how_a_job_ended():
     never = view(TrainingJobStatus="Stopped", FailureReason="CapacityError: no capacity within the limit")
     assert ledger.outcome_of(never) == "no_capacity"
     assert ledger.outcome_of(view(TrainingJobStatus="Stopped")) == "stopped", "a user stopped it while it waited"
+
+
+def test_a_plain_local_path_works_as_a_ledger_root(tmp_path):
+    root = tmp_path / "ledger"
+    assert ledger.write(entry("a", 1), root)
+    assert [e["job_name"] for e in ledger.read(root).entries] == ["a"]
