@@ -73,6 +73,7 @@ bench: venv
 	$(BIN)/python -m benchmarks.triggerer_at_scale --tasks 1000 --window 180 --output artifacts/triggerer_at_scale.md
 	$(BIN)/python -m benchmarks.start_latency --repeats 3 --patience 60 --output artifacts/start_latency.md
 	$(BIN)/python -m benchmarks.log_streaming --jobs 200 --window 240 --output artifacts/log_streaming.md
+	$(BIN)/python -m benchmarks.report_at_scale --output artifacts/report_at_scale.md
 
 emulator: venv
 	$(BIN)/airflow-sm-prefs emulator --scenario gpu-shortage --port 8907

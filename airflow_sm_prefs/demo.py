@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow_sm_prefs.local_stack import LocalStack, StackError
 
-SAGEMAKER_TASKS = ("prepare_data", "fine_tune")
+SAGEMAKER_TASKS = ("prepare_data", "fine_tune", "evaluate")
 DEMO_BUCKET = "sm-prefs-demo"
 WEATHER_SCENARIO = "nightly-weather"
 NIGHTS = 4

@@ -1,5 +1,5 @@
 """Nightly evaluation: prepare data, fine-tune on whichever GPU configuration has capacity, then evaluate
-with settings derived from the configuration SageMaker chose, and write a run summary.
+on a GPU processing job sharded and sized from the configuration SageMaker chose, and write a run summary.
 
 Runs unchanged against real AWS (set the Variables below and point `aws_default` at your account) or the
 bundled emulator (`make demo`).
@@ -28,6 +28,10 @@ ACCELERATORS = {
     "ml.p4d.24xlarge": (8, 40),
     "ml.g5.48xlarge": (8, 24),
 }
+# The evaluation's own preferences: instance types with 4 GPUs each, as many as the shards need.
+EVALUATION_TYPES = ("ml.g5.12xlarge", "ml.g6.12xlarge")
+GPUS_PER_EVALUATION_INSTANCE = 4
+PLAN = "ti.xcom_pull(task_ids='plan_evaluation')"
 
 with DAG(
     dag_id="nightly_evaluation",
@@ -108,14 +112,60 @@ with DAG(
     @task
     def plan_evaluation(chosen: dict) -> dict:
         """Shard the evaluation over every accelerator SageMaker gave us, sized to their memory."""
+        import math
+
         per_node, memory_gib = ACCELERATORS[chosen["selected_instance_type"]]
         accelerators = per_node * chosen["selected_instance_count"]
+        instances = math.ceil(accelerators / GPUS_PER_EVALUATION_INSTANCE)
         return {
             "instance_type": chosen["selected_instance_type"],
             "instance_count": chosen["selected_instance_count"],
             "shards": accelerators,
             "batch_size_per_accelerator": max(1, memory_gib // 5),
+            "model_job": chosen["job_name"],
+            "evaluation_preferences": [{"InstanceType": t, "InstanceCount": instances} for t in EVALUATION_TYPES],
         }
+
+    evaluate = SageMakerPreferenceProcessingOperator(
+        task_id="evaluate",
+        config={
+            "RoleArn": ROLE,
+            "AppSpecification": {"ImageUri": IMAGE, "ContainerEntrypoint": ["python", "evaluate.py"]},
+            "Environment": {
+                "EVAL_SHARDS": f"{{{{ {PLAN}['shards'] }}}}",
+                "BATCH_SIZE_PER_ACCELERATOR": f"{{{{ {PLAN}['batch_size_per_accelerator'] }}}}",
+            },
+            "ProcessingInputs": [
+                {
+                    "InputName": "model",
+                    "S3Input": {
+                        "S3Uri": f"s3://{BUCKET}/models/{{{{ {PLAN}['model_job'] }}}}/output",
+                        "LocalPath": "/opt/ml/processing/model",
+                        "S3DataType": "S3Prefix",
+                        "S3InputMode": "File",
+                    },
+                }
+            ],
+            "ProcessingOutputConfig": {
+                "Outputs": [
+                    {
+                        "OutputName": "scores",
+                        "S3Output": {
+                            "S3Uri": f"s3://{BUCKET}/evaluations/{{{{ ds }}}}",
+                            "LocalPath": "/opt/ml/processing/scores",
+                            "S3UploadMode": "EndOfJob",
+                        },
+                    }
+                ]
+            },
+            "ProcessingResources": {"ClusterConfig": {"VolumeSizeInGB": 100}},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+        },
+        # Sized from what fine_tune got: its accelerators, split over 4-GPU evaluation instances.
+        preferences=f"{{{{ {PLAN}['evaluation_preferences'] | tojson }}}}",
+        max_pending=pendulum.duration(hours=2),
+        check_interval=5,
+    )
 
     @task
     def inspect_model(training: dict) -> dict:
@@ -135,12 +185,12 @@ with DAG(
         return {"model_artifact": uri, "bytes": len(data), "files": files}
 
     @task
-    def write_summary(preparation: dict, training: dict, plan: dict, model: dict, **context) -> str:
+    def write_summary(preparation: dict, training: dict, evaluation: dict, plan: dict, model: dict, **context) -> str:
         import json
         import os
 
         rows = []
-        for record in (preparation, training):
+        for record in (preparation, training, evaluation):
             rows.append(
                 f"| {record['job_kind']} | {record['selected_instance_count']} x {record['selected_instance_type']} "
                 f"| #{record['selected_rank'] + 1}{' (fallback)' if record['fell_back'] else ''} "
@@ -153,7 +203,8 @@ with DAG(
                 "|---|---|---|---|---|",
                 *rows,
                 "",
-                f"Evaluation: {plan['shards']} shards, "
+                f"Evaluation: {plan['shards']} shards on {evaluation['selected_instance_count']} x "
+                f"{evaluation['selected_instance_type']}, "
                 f"batch size {plan['batch_size_per_accelerator']} per accelerator.",
                 f"Model: {model['model_artifact']} ({model['bytes']} bytes).",
             ]
@@ -163,10 +214,19 @@ with DAG(
         if folder:
             with open(os.path.join(folder, f"nightly_evaluation_{context['ds']}.json"), "w") as stream:
                 json.dump(
-                    {"preparation": preparation, "training": training, "plan": plan, "model": model}, stream, indent=2
+                    {
+                        "preparation": preparation,
+                        "training": training,
+                        "evaluation": evaluation,
+                        "plan": plan,
+                        "model": model,
+                    },
+                    stream,
+                    indent=2,
                 )
         return summary
 
     plan = plan_evaluation(fine_tune.output)
     prepare_data >> fine_tune
-    write_summary(prepare_data.output, fine_tune.output, plan, inspect_model(fine_tune.output))
+    plan >> evaluate
+    write_summary(prepare_data.output, fine_tune.output, evaluate.output, plan, inspect_model(fine_tune.output))

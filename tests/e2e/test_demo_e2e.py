@@ -60,6 +60,11 @@ def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
     assert [state for _, state in runs] == ["success", "success", "failed", "success"]
     ranks = [night_record(stack, run_id, "fine_tune")["selected_rank"] for run_id, _ in runs]
     assert ranks == [0, 1, 2, 0]
+    # The evaluation is sized from what fine_tune got: 8 GPUs (1 x p5) or 16 (2 x p4d) over 4-GPU instances.
+    evaluations = [night_record(stack, run_id, "evaluate") for run_id, _ in runs]
+    assert evaluations[2] is None, "no evaluation after a failed training night"
+    sizes = [(e["selected_instance_type"], e["selected_instance_count"]) for e in evaluations if e is not None]
+    assert sizes == [("ml.g5.12xlarge", 2), ("ml.g5.12xlarge", 4), ("ml.g5.12xlarge", 2)]
     rows = {r["task_id"]: r for r in report.summarize(ledger.read(stack.ledger_root).entries)}
     fine_tune = rows["fine_tune"]
     assert fine_tune["verdict"] == "incompatible_fallback", fine_tune["reason"]
@@ -89,7 +94,7 @@ def test_both_jobs_are_in_the_capacity_ledger_and_its_report(demo):
 
     stack, run_id = demo
     entries = {e["task_id"]: e for e in ledger.read(stack.ledger_root).entries if e["run_id"] == run_id}
-    assert set(entries) == {"prepare_data", "fine_tune"}
+    assert set(entries) == {"prepare_data", "fine_tune", "evaluate"}
     assert (entries["fine_tune"]["outcome"], entries["fine_tune"]["selected_rank"]) == ("completed", 1)
     table = capacity_report(stack)
     assert "nightly_evaluation / fine_tune" in table and "incompatible_fallback" in table

@@ -49,7 +49,14 @@ def test_shipped_dags_parse_without_heavy_imports(tmp_path):
     assert parsed["errors"] == {}
     assert parsed["dags"] == ["fine_tune_new_way", "fine_tune_old_way", "nightly_evaluation"]
     assert parsed["heavy"] == []
-    assert parsed["tasks"] == ["fine_tune", "inspect_model", "plan_evaluation", "prepare_data", "write_summary"]
+    assert parsed["tasks"] == [
+        "evaluate",
+        "fine_tune",
+        "inspect_model",
+        "plan_evaluation",
+        "prepare_data",
+        "write_summary",
+    ]
     assert parsed["catchup"] is False and "'0 2 * * *'" in parsed["schedule"]
     print(f"parsed dags/ in {parsed['seconds']:.3f}s")
 

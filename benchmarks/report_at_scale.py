@@ -1,0 +1,108 @@
+"""The capacity report over a large ledger: 100 DAGs x 1,000 nights (100,000 jobs) by default.
+
+Writes the ledger once (local folder, one entry per job, as tasks write it), then, in a fresh process each,
+measures, after the imports (a running API server has them): reading the ledger and summarizing it (what
+`airflow-sm-prefs report` does), and the Capacity page's JSON route through its FastAPI app (auth stubbed
+to a user who may read every DAG). Reports wall time and the memory the work adds against the goal (2 s,
+200 MB).
+
+Usage: python -m benchmarks.report_at_scale [--dags 100] [--nights 1000] [--ledger DIR] [--output FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.scenarios import ROOT, publish
+
+MEASURE = r"""
+import json, resource, sys, time
+from pathlib import Path
+from unittest import mock
+
+
+def rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+
+root = Path(sys.argv[1]); what = sys.argv[2]
+from airflow_sm_prefs import capacity_page, ledger, report
+if what == "route":
+    from fastapi.testclient import TestClient
+    from airflow.api_fastapi.core_api.security import get_user
+    app = capacity_page.create_app()
+    app.dependency_overrides[get_user] = lambda: object()
+    client = TestClient(app)
+    dags = {p.name for p in root.iterdir()}
+before = rss_mb()  # the process with everything imported, as an API server is
+started = time.perf_counter()
+if what == "report":
+    count = sum(r["runs"] for r in report.summarize(ledger.read(root).entries))
+else:
+    with mock.patch.object(capacity_page, "readable_dags", lambda user: dags), \
+         mock.patch.object(ledger, "location", lambda: root):
+        count = sum(r["runs"] for r in client.get("/capacity/report").json())
+seconds = time.perf_counter() - started
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"seconds": seconds, "added_mb": peak - before, "jobs": count}))
+"""
+
+
+def write_ledger(root: Path, dags: int, nights: int) -> None:
+    from airflow_sm_prefs import ledger
+    from tests.unit.test_report import entry
+
+    for dag in range(dags):
+        for night in range(nights):
+            rank = 0 if night % 3 else 1
+            record = {
+                **entry(f"job-{dag}-{night}", rank, pending=60.0 * (night % 7), run=3000.0 + night % 50),
+                "dag_id": f"pipeline_{dag:03d}",
+                "created_at": f"2024-{1 + night % 12:02d}-{1 + night % 28:02d}T02:00:00+00:00",
+            }
+            ledger.write(record, root)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dags", type=int, default=100)
+    parser.add_argument("--nights", type=int, default=1000)
+    parser.add_argument("--ledger", type=Path, default=ROOT / "artifacts" / "report_at_scale" / "ledger")
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args()
+    expected = args.dags * args.nights
+    existing = sum(1 for _ in args.ledger.glob("*/*.json")) if args.ledger.exists() else 0
+    if existing != expected:
+        started = time.perf_counter()
+        write_ledger(args.ledger, args.dags, args.nights)
+        print(f"wrote {expected} entries in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    rows = []
+    for what, label in (("report", "read + summarize (`airflow-sm-prefs report`)"), ("route", "Capacity JSON route")):
+        result = subprocess.run(
+            [sys.executable, "-c", MEASURE, str(args.ledger), what], capture_output=True, text=True, check=True
+        )
+        measured = json.loads(result.stdout.strip().splitlines()[-1])
+        assert measured["jobs"] == expected, measured
+        rows.append(f"| {label} | {expected:,} | {measured['seconds']:.2f} s | {measured['added_mb']:.0f} MB |")
+    table = "\n".join(
+        [
+            f"Capacity report over {expected:,} ledger entries ({args.dags} DAGs x {args.nights} nights); "
+            "goal 2 s, 200 MB",
+            "",
+            "| what | jobs | wall time | memory it adds (peak over the warm process) |",
+            "|---|---:|---:|---:|",
+            *rows,
+        ]
+    )
+    publish(table, args.output)
+
+
+if __name__ == "__main__":
+    main()
