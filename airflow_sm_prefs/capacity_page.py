@@ -39,9 +39,11 @@ def readable_dags(user: Any) -> set[str]:
     return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
 
 
-def _entries_for(user: Any) -> list[ledger.LedgerEntry]:
+def _reading_for(user: Any) -> tuple[list[ledger.LedgerEntry], int]:
+    """The entries of the DAGs this user may read, and how many entries of the ledger could not be read."""
     allowed = readable_dags(user)
-    return [entry for entry in ledger.read().entries if entry["dag_id"] in allowed]
+    reading = ledger.read()
+    return [entry for entry in reading.entries if entry["dag_id"] in allowed], reading.bad
 
 
 def _since(days: int | None) -> pendulum.DateTime | None:
@@ -54,9 +56,10 @@ def create_app() -> FastAPI:
 
     @app.get("/capacity", response_class=HTMLResponse)
     def capacity(user: Any = user_dependency, days: int | None = Query(None, ge=1, le=3650)) -> str:
-        entries = _entries_for(user)
+        entries, bad = _reading_for(user)
         rows = report.summarize(entries, since=_since(days))
-        return _page("SageMaker capacity", _capacity_body(rows, entries))
+        skipped = f"<p>{bad} ledger entries could not be read and were skipped.</p>" if bad else ""
+        return _page("SageMaker capacity", skipped + _capacity_body(rows, entries))
 
     @app.get("/capacity/report")
     def capacity_report(
@@ -65,7 +68,8 @@ def create_app() -> FastAPI:
         task_id: str | None = None,
         days: int | None = Query(None, ge=1, le=3650),
     ) -> list[dict[str, Any]]:
-        return report.summarize(_entries_for(user), since=_since(days), dag_id=dag_id, task_id=task_id)
+        entries, _ = _reading_for(user)
+        return report.summarize(entries, since=_since(days), dag_id=dag_id, task_id=task_id)
 
     @app.get("/capacity/task-instance", response_class=HTMLResponse)
     def task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1, user: Any = user_dependency) -> str:

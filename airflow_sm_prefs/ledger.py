@@ -179,7 +179,25 @@ def _problem(raw: Any) -> str | None:
             return f"{key} missing or of the wrong type"
     if raw["outcome"] not in OUTCOMES:
         return f"unknown outcome {raw['outcome']!r}"
+    for key in ("run_seconds",):
+        if raw.get(key) is not None and not isinstance(raw[key], int | float):
+            return f"{key} is not a number"
+    for key in ("selected_rank", "selected_instance_count", "map_index"):
+        if raw.get(key) is not None and (not isinstance(raw[key], int) or isinstance(raw[key], bool)):
+            return f"{key} is not an integer"
+    for key in ("created_at", "started_at", "ended_at"):
+        if raw.get(key) is not None and not _is_time(raw[key]):
+            return f"{key} is not an ISO 8601 time"
     return None
+
+
+def _is_time(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        return isinstance(pendulum.parse(value), pendulum.DateTime)
+    except (ValueError, TypeError, OverflowError):
+        return False
 
 
 def read(root: Any = None, dag_id: str | None = None) -> Reading:

@@ -73,3 +73,10 @@ def test_text_from_the_ledger_is_escaped(tmp_path, monkeypatch, signed_in):
         ledger.write({**entry(name, 1), "task_id": "<script>alert(1)</script>"}, root)  # type: ignore[typeddict-unknown-key]
     page = signed_in.get("/capacity")
     assert "<script>" not in page.text and "&lt;script&gt;" in page.text
+
+
+def test_unreadable_entries_are_counted_on_the_page_not_a_crash(ledger_with_two_dags, signed_in, tmp_path):
+    (tmp_path / "ledger" / "nightly" / "torn.json").write_text('{"format": 1, "dag_id": "nigh')
+    page = signed_in.get("/capacity")
+    assert page.status_code == 200 and "1 ledger entries could not be read" in page.text
+    assert "nightly / fine_tune" in page.text

@@ -140,10 +140,15 @@ def test_bad_entries_are_counted_and_skipped_never_fatal(tmp_path):
     (folder / "older.json").write_text(json.dumps({**entry("o", 1), "format": 0}))
     (folder / "odd.json").write_text(json.dumps(entry("x", 1, outcome="exploded")))
     (folder / "binary.json").write_bytes(b"\xff\xfe\x00")
+    (folder / "when.json").write_text(json.dumps(entry("w", 1, created="last tuesday")))
+    (folder / "rank.json").write_text(json.dumps({**entry("r", 1), "selected_rank": "second"}))
+    (folder / "run.json").write_text(json.dumps({**entry("n", 1), "run_seconds": "long"}))
     reading = ledger.read(root)
     assert [e["job_name"] for e in reading.entries] == ["good"]
     assert "surprise" not in reading.entries[0]
-    assert reading.bad == 5 and len(reading.bad_examples) == 5
+    assert reading.bad == 8 and len(reading.bad_examples) == 5
+    (row,) = report.summarize(reading.entries, since=pendulum.datetime(2026, 1, 1))
+    assert row["runs"] == 1, "what was readable is reported"
 
 
 def test_a_ledger_that_cannot_be_written_warns_and_returns(tmp_path, caplog):
