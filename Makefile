@@ -41,8 +41,8 @@ lock:
 	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .lock-venv
 
 lint: venv
-	$(BIN)/ruff check airflow_sm_prefs tests dags benchmarks
-	$(BIN)/ruff format --check airflow_sm_prefs tests dags benchmarks
+	$(BIN)/ruff check airflow_sm_prefs tests dags benchmarks tools
+	$(BIN)/ruff format --check airflow_sm_prefs tests dags benchmarks tools
 
 typecheck: venv
 	$(BIN)/mypy

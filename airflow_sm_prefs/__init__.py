@@ -16,16 +16,19 @@ if TYPE_CHECKING:
         SageMakerPreferenceProcessingOperator,
         SageMakerPreferenceTrainingOperator,
     )
+    from airflow_sm_prefs.requirements import InstanceRequirements
 
 _LAZY = {
     "SageMakerPreferenceTrainingOperator": "airflow_sm_prefs.operators",
     "SageMakerPreferenceProcessingOperator": "airflow_sm_prefs.operators",
     "InstancePreference": "airflow_sm_prefs.preferences",
     "InvalidJobRequest": "airflow_sm_prefs.job_request",
+    "InstanceRequirements": "airflow_sm_prefs.requirements",
 }
 
 __all__ = [
     "InstancePreference",
+    "InstanceRequirements",
     "InvalidJobRequest",
     "SageMakerPreferenceProcessingOperator",
     "SageMakerPreferenceTrainingOperator",

@@ -46,6 +46,9 @@ class JobClaim:
     stop_on_kill: bool = True
     verify: bool | str | None = None
     botocore_config: dict[str, Any] | None = None
+    # When a job still waiting for capacity must be stopped by the task itself (finish_by= below SageMaker's
+    # pending floor, or processing), kept with the claim so a retry that reattaches keeps the same bound.
+    pending_until: str | None = None
 
     @property
     def hook_kwargs(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ Airflow by default, so each route asks for it here. Pages are plain HTML with SV
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pendulum
@@ -41,9 +41,8 @@ def readable_dags(user: Any) -> set[str]:
 
 def _reading_for(user: Any) -> tuple[list[ledger.LedgerEntry], int]:
     """The entries of the DAGs this user may read, and how many entries of the ledger could not be read."""
-    allowed = readable_dags(user)
-    reading = ledger.read()
-    return [entry for entry in reading.entries if entry["dag_id"] in allowed], reading.bad
+    reading = ledger.read(dags=readable_dags(user), fields=ledger.REPORT_FIELDS)
+    return reading.entries, reading.bad
 
 
 def _since(days: int | None) -> pendulum.DateTime | None:
@@ -124,7 +123,16 @@ def _capacity_body(rows: list[dict[str, Any]], entries: list[ledger.LedgerEntry]
         mine = [e for e in entries if e["dag_id"] == row["dag_id"] and e["task_id"] == row["task_id"]]
         parts.append(f"<h2>{html.escape(row['dag_id'])} / {html.escape(row['task_id'])}</h2>")
         parts.append(_wait_chart(mine))
-        parts.append(_configuration_chart(row["configurations"]))
+        parts.append(
+            _configuration_chart(
+                row["configurations"], "run_seconds_p50", "Median run time per configuration", _seconds
+            )
+        )
+        parts.append(
+            _configuration_chart(
+                row["configurations"], "estimated_cost_usd_p50", "Median estimated cost per job, by configuration", _usd
+            )
+        )
     return "".join(parts)
 
 
@@ -145,7 +153,7 @@ def _task_instance_body(this: ledger.LedgerEntry | None, history: list[ledger.Le
         f"<tr><th>waited</th><td>{_seconds(this['pending_seconds'])} (longer than {below} of this task's "
         f"{len(waits)} jobs; median {_seconds(report.percentile(waits, 0.5))})</td></tr>"
         f"<tr><th>ran</th><td>{_seconds(this['run_seconds'])}</td></tr>"
-        f"<tr><th>cost</th><td>unknown (no price table yet)</td></tr></table>" + _wait_chart(history)
+        f"<tr><th>estimated cost</th><td>{_cost_cell(this)}</td></tr></table>" + _wait_chart(history)
     )
 
 
@@ -187,17 +195,34 @@ def _wait_chart(entries: Iterable[ledger.LedgerEntry], width: int = 640, height:
     )
 
 
-def _configuration_chart(configurations: list[dict[str, Any]], width: int = 640) -> str:
-    runs = [c for c in configurations if c["run_seconds_p50"] is not None]
-    if not runs:
-        return ""
+def _usd(value: float | None) -> str:
+    from airflow_sm_prefs.prices import format_usd
+
+    return format_usd(value)
+
+
+def _cost_cell(entry: ledger.LedgerEntry) -> str:
+    basis = entry.get("cost_basis")
+    if basis == "plan-backed":
+        return "plan-backed (paid by the training plan, not priced on demand)"
+    if entry.get("estimated_cost_usd") is None:
+        return "unknown (no price for this type and Region in the price table)"
+    return f"{_usd(entry['estimated_cost_usd'])} at on-demand prices"
+
+
+def _configuration_chart(
+    configurations: list[dict[str, Any]], key: str, caption: str, show: Callable[[Any], str], width: int = 640
+) -> str:
+    measured = [c for c in configurations if c[key] is not None]
+    if not measured:
+        return f"<p>{html.escape(caption)}: unknown.</p>" if key == "estimated_cost_usd_p50" else ""
     bar_height, left = 26, 230
-    height = bar_height * len(runs) + 30
-    longest = max(c["run_seconds_p50"] for c in runs) or 1.0
+    height = bar_height * len(measured) + 30
+    longest = max(c[key] for c in measured) or 1.0
     bars = []
-    for index, configuration in enumerate(runs):
+    for index, configuration in enumerate(measured):
         y = 20 + index * bar_height
-        length = configuration["run_seconds_p50"] / longest * (width - left - 210)
+        length = configuration[key] / longest * (width - left - 210)
         colour = RANK_COLOURS[(configuration["rank"] or 0) % len(RANK_COLOURS)]
         label = (
             f"#{(configuration['rank'] or 0) + 1} {configuration['instance_count']} x {configuration['instance_type']}"
@@ -206,10 +231,10 @@ def _configuration_chart(configurations: list[dict[str, Any]], width: int = 640)
             f"<text x='4' y='{y + 16}' font-size='12'>{html.escape(label)}</text>"
             f"<rect x='{left}' y='{y + 4}' width='{length:.1f}' height='{bar_height - 8}' fill='{colour}'/>"
             f"<text x='{left + length + 6:.1f}' y='{y + 16}' font-size='12'>"
-            f"{_seconds(configuration['run_seconds_p50'])} ({_jobs(configuration['jobs'])}, cost unknown)</text>"
+            f"{show(configuration[key])} ({_jobs(configuration['jobs'])})</text>"
         )
     return (
-        "<figure><figcaption>Median run time per configuration</figcaption>"
+        f"<figure><figcaption>{html.escape(caption)}</figcaption>"
         f"<svg role='img' width='{width}' height='{height}' viewBox='0 0 {width} {height}'>{''.join(bars)}</svg>"
         "</figure>"
     )

@@ -114,17 +114,34 @@ def _since(text: str) -> Any:
     return moment
 
 
+def _percent(text: str) -> float:
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10_000:
+        raise argparse.ArgumentTypeError(f"a percentage from 0 to 10000, not {text[:40]!r}")
+    return value
+
+
 def _report(args: argparse.Namespace) -> int:
     from airflow_sm_prefs import ledger, report
 
-    reading = ledger.read(dag_id=args.dag_id)
+    reading = ledger.read(dag_id=args.dag_id, fields=ledger.REPORT_FIELDS)
     if reading.bad:
         print(
             f"airflow-sm-prefs: warning: {reading.bad} ledger entr{'y' if reading.bad == 1 else 'ies'} could not be "
             f"read and were skipped (e.g. {'; '.join(reading.bad_examples)})",
             file=sys.stderr,
         )
-    rows = report.summarize(reading.entries, since=args.since, dag_id=args.dag_id, task_id=args.task_id)
+    rows = report.summarize(
+        reading.entries,
+        since=args.since,
+        dag_id=args.dag_id,
+        task_id=args.task_id,
+        max_cost_premium=args.max_cost_premium / 100.0,
+        drift_tolerance=args.drift_tolerance / 100.0,
+    )
     print(report.render(rows, args.format))
     return 0
 
@@ -143,6 +160,71 @@ def _backfill(args: argparse.Namespace) -> int:
         f"{counts.running} still running, {counts.not_ours} not launched by this provider"
     )
     return 0
+
+
+def _refresh_prices(args: argparse.Namespace) -> int:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    from airflow_sm_prefs import price_list, prices
+
+    output = args.output or prices.user_table_path()
+    try:
+        client = AwsBaseHook(
+            aws_conn_id=args.aws_conn_id, client_type="pricing", region_name=args.api_region
+        ).get_conn()
+        regions = args.region or [AwsBaseHook(aws_conn_id=args.aws_conn_id, client_type="sagemaker").conn_region_name]
+        retrieved = price_list.retrieve(client, regions)
+    except Exception as error:  # no connection, no permission, no service: one line, not a traceback
+        return _error(f"prices refresh failed: {type(error).__name__}: {error}")
+    if not retrieved.count():
+        return _error(f"the Price List API gave no SageMaker training or processing price for {', '.join(regions)}")
+    try:
+        price_list.write(retrieved, output, client.meta.endpoint_url)
+    except (prices.PriceTableError, OSError) as error:
+        return _error(str(error))
+    for conflict in retrieved.conflicts:
+        print(f"airflow-sm-prefs: warning: two prices for {conflict}; the higher was kept", file=sys.stderr)
+    print(
+        f"{retrieved.count()} price(s) for {', '.join(regions)} written to {output} ({retrieved.skipped} product(s) "
+        "without a single on-demand hourly USD price skipped)"
+    )
+    return 0
+
+
+def _show_prices(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs import prices
+
+    table = prices.current()
+    for source in table.sources:
+        print(f"source: {source.source} (retrieved {source.retrieved or 'never'})")
+    rows = sorted(key for key in table.entries if args.region is None or key[0] == args.region)
+    if not rows:
+        print("No prices: every cost is shown as unknown. Run `airflow-sm-prefs prices refresh`.")
+    for region, kind, instance_type in rows:
+        print(f"{region:<16} {kind:<11} {instance_type:<22} ${table.entries[(region, kind, instance_type)].usd:g}/h")
+    return 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs import ledger
+
+    result = ledger.compact(older_than=args.older_than)
+    print(
+        f"{result.folded} entr{'y' if result.folded == 1 else 'ies'} folded into {result.files} month file(s); "
+        f"{result.kept} left as they are (recorded in the last {args.older_than}, or unreadable)"
+    )
+    return 0
+
+
+def _age(text: str) -> Any:
+    """``1d``, ``12h``, ``90m``: an age."""
+    import datetime as dt
+
+    units = {"d": "days", "h": "hours", "m": "minutes"}
+    number, unit = text[:-1], text[-1:]
+    if unit not in units or not number.isdigit():
+        raise argparse.ArgumentTypeError(f"--older-than takes 1d, 12h or 90m, not {text[:40]!r}")
+    return dt.timedelta(**{units[unit]: int(number)})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,6 +260,18 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--task-id")
     report.add_argument("--since", type=_since, default=None, help="30d, 12h, 90m or an ISO 8601 time (default: all)")
     report.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    report.add_argument(
+        "--max-cost-premium",
+        type=_percent,
+        default=25.0,
+        help="percent more per job the fallbacks may cost than the first choice and still pay off (default 25)",
+    )
+    report.add_argument(
+        "--drift-tolerance",
+        type=_percent,
+        default=25.0,
+        help="percent a configuration's median run may differ from its certified run time (default 25)",
+    )
     report.set_defaults(handler=_report)
     ledger = commands.add_parser("ledger", help="the capacity ledger")
     ledger_commands = ledger.add_subparsers(dest="ledger_command", required=True)
@@ -186,7 +280,33 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--aws-conn-id", default="aws_default")
     backfill.add_argument("--region", default=None)
     backfill.set_defaults(handler=_backfill)
+    compact = ledger_commands.add_parser(
+        "compact", help="fold older entries into one file per DAG and month (run it daily, from one place)"
+    )
+    compact.add_argument("--older-than", type=_age, default="1d", help="1d, 12h or 90m (default 1d)")
+    compact.set_defaults(handler=_compact)
+    price_commands = commands.add_parser("prices", help="the price table cost estimates and cost caps read")
+    price_actions = price_commands.add_subparsers(dest="prices_command", required=True)
+    refresh = price_actions.add_parser("refresh", help="fetch on-demand prices from the AWS Price List API")
+    refresh.add_argument(
+        "--region", action="append", help="Region to price (repeatable; default: the connection's Region)"
+    )
+    refresh.add_argument("--aws-conn-id", default="aws_default")
+    refresh.add_argument(
+        "--api-region", choices=price_list_regions(), default="us-east-1", help="where the Price List API is asked"
+    )
+    refresh.add_argument("--output", type=Path, default=None, help="default: [sm_prefs] price_table")
+    refresh.set_defaults(handler=_refresh_prices)
+    show = price_actions.add_parser("show", help="the prices in effect and where they come from")
+    show.add_argument("--region")
+    show.set_defaults(handler=_show_prices)
     return parser
+
+
+def price_list_regions() -> tuple[str, ...]:
+    from airflow_sm_prefs.price_list import API_REGIONS
+
+    return API_REGIONS
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,11 +22,13 @@ def wait_deadlines(
     submitted_at: str | None,
     max_pending: int | None,
     wait_timeout: int | None,
+    pending_until: str | None = None,
 ) -> tuple[str, str | None]:
     """(deadline, pending_deadline) as ISO-8601 strings, counted from the first submission.
 
     The deadline is ``wait_timeout`` if given, else the pending limit + ``MaxRuntimeInSeconds`` + one hour.
-    The pending deadline is set only for kinds whose service enforces no pending limit (processing).
+    The pending deadline is set for kinds whose service enforces no pending limit (processing), and wherever
+    ``pending_until`` (from ``finish_by``) says the task must stop a waiting job itself; the earlier wins.
     """
     start = to_time(submitted_at) or pendulum.now("UTC")
     stopping = request.get("StoppingCondition") or {}
@@ -38,6 +40,11 @@ def wait_deadlines(
     else:
         pending = timedelta(seconds=max_pending) if max_pending else DEFAULT_PENDING
         pending_deadline = (start + pending).isoformat() if max_pending else None
+    until = to_time(pending_until)
+    if until is not None:
+        earlier = min(until, to_time(pending_deadline) or until)
+        pending_deadline = earlier.isoformat()
+        pending = min(pending, max(earlier - start, timedelta(0)))
     if wait_timeout is not None:
         deadline = start + timedelta(seconds=wait_timeout)
     else:

@@ -14,6 +14,7 @@ from typing import Any
 from airflow_sm_prefs.local_stack import LocalStack, StackError
 
 SAGEMAKER_TASKS = ("prepare_data", "fine_tune", "evaluate")
+CERTIFICATION_DAG = "nightly_fine_tune_certification"
 DEMO_BUCKET = "sm-prefs-demo"
 WEATHER_SCENARIO = "nightly-weather"
 NIGHTS = 4
@@ -31,17 +32,39 @@ def land_raw_data(stack: LocalStack) -> list[str]:
     s3.create_bucket(Bucket=DEMO_BUCKET)
     today = pendulum.today("UTC")
     uris = []
-    for days_ago in range(LANDED_DAYS):
-        key = f"raw/{today.subtract(days=days_ago).to_date_string()}/events.jsonl"
+    keys = [f"raw/{today.subtract(days=n).to_date_string()}/events.jsonl" for n in range(LANDED_DAYS)]
+    keys.append("certification/shards/part-0.jsonl")  # the fixed dataset the certification runs on
+    for key in keys:
         s3.put_object(Bucket=DEMO_BUCKET, Key=key, Body=b'{"prompt": "2 + 2 =", "expected": "4"}\n')
         uris.append(f"s3://{DEMO_BUCKET}/{key}")
     return uris
 
 
-def run_pipeline(stack: LocalStack, timeout: float = 420, allow_failure: bool = False) -> str:
-    """Land the raw data, unpause the DAG (its latest nightly interval is then scheduled), wait for the run."""
-    dag_id = stack.dag_id
+def certify(stack: LocalStack, timeout: float = 300) -> dict[str, Any]:
+    """Run the fine-tuning step's certification (dags/nightly_certification.py) once, as a team would before
+    the first nightly run; what it decided per candidate."""
     land_raw_data(stack)
+    stack.trigger(CERTIFICATION_DAG)  # waits until the DAG is parsed
+    stack.request("PATCH", f"/api/v2/dags/{CERTIFICATION_DAG}", {"is_paused": False})
+    runs = stack.get(f"/api/v2/dags/{CERTIFICATION_DAG}/dagRuns?limit=1&order_by=-run_after")["dag_runs"]
+    run_id = runs[0]["dag_run_id"]
+    stack.wait_run_done(CERTIFICATION_DAG, run_id, timeout=timeout)
+    decided = stack.xcom(CERTIFICATION_DAG, run_id, "record_passing")
+    if not isinstance(decided, dict):
+        raise StackError(f"the certification run {run_id} decided nothing; see its task logs")
+    return decided
+
+
+def certification_table(decided: dict[str, Any]) -> str:
+    lines = [f"{'candidate':<22} verdict", "-" * 60]
+    for label, result in decided["candidates"].items():
+        lines.append(f"{label:<22} {'certified' if result['passed'] else 'NOT certified'}: {result['reason']}")
+    return "\n".join(lines)
+
+
+def run_pipeline(stack: LocalStack, timeout: float = 420, allow_failure: bool = False) -> str:
+    """Unpause the DAG (its latest nightly interval is then scheduled), wait for the run."""
+    dag_id = stack.dag_id
     deadline = time.monotonic() + timeout
     while not stack.dag_known(dag_id):
         if time.monotonic() > deadline:
@@ -72,11 +95,12 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
 
     from airflow_sm_prefs.local_stack import control
 
-    origin = float(control(stack.emulator_url, "health")["virtual_time"])
+    start = float(control(stack.emulator_url, "health")["scenario_start"])
     first = run_pipeline(stack, timeout=timeout + 120, allow_failure=True)
     runs = [(first, stack.run_state(stack.dag_id, first))]
     for night in range(1, nights):
-        behind = origin + night * NIGHT_SECONDS - float(control(stack.emulator_url, "health")["virtual_time"])
+        # A minute after that night's weather changes (the scenario's nights are a virtual day apart).
+        behind = start + night * NIGHT_SECONDS + 60.0 - float(control(stack.emulator_url, "health")["virtual_time"])
         if behind > 0:
             control(stack.emulator_url, "advance", {"seconds": behind})
         # Each later night runs for a day before the scheduled run's (a run needs a day: templates use ``ds``).
@@ -111,6 +135,17 @@ def results_table(records: dict[str, dict[str, Any] | None]) -> str:
     return "\n".join(lines)
 
 
+def refresh_prices(stack: LocalStack) -> int:
+    """What `airflow-sm-prefs prices refresh` does, from the emulated Price List API into the stack's default
+    price table (the scenario's made-up prices: the demo's costs are not AWS's)."""
+    from airflow_sm_prefs import price_list
+
+    client = stack.aws_client("pricing")
+    retrieved = price_list.retrieve(client, ["us-east-1"])
+    price_list.write(retrieved, stack.airflow_home / "sm_prefs" / "prices.json", client.meta.endpoint_url)
+    return retrieved.count()
+
+
 def capacity_report(stack: LocalStack) -> str:
     """What `airflow-sm-prefs report` prints for this stack's ledger."""
     from airflow_sm_prefs import ledger, report
@@ -123,6 +158,16 @@ def main(project_dir: Path, exit_when_done: bool) -> int:
     print(f"Starting the SageMaker emulator ({stack.scenario}) and Airflow on 127.0.0.1 ...", flush=True)
     try:
         stack.start()
+        priced = refresh_prices(stack)
+        print(
+            f"Read {priced} prices from the emulated Price List API (the scenario's own, made up: not AWS's).",
+            flush=True,
+        )
+        print(f"Certifying the fine-tuning candidates ({CERTIFICATION_DAG}) ...", flush=True)
+        decided = certify(stack)
+        print(certification_table(decided))
+        print(f"Registry written: {decided['registry']}\n")
+        print(Path(decided["registry"]).read_text())
         print(
             f"Airflow is up at {stack.api_url}; running the nightly_evaluation pipeline for {NIGHTS} nights of "
             "GPU weather ...",

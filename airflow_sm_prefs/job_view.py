@@ -155,6 +155,22 @@ class JobView:
         ended = self.ended or now or pendulum.now("UTC")
         return max(0.0, (ended - self.started).total_seconds())
 
+    @property
+    def plan_backed(self) -> bool:
+        """The selected preference draws on a Flexible Training Plan (paid by the plan, not on demand)."""
+        rank = self.selected_rank
+        if rank is None or rank >= len(self.preferences):
+            return False
+        return bool(self.preferences[rank].get("TrainingPlanArns"))
+
+    def billed_instance_seconds(self) -> float | None:
+        """Instance-seconds billed: training's billable time x instances; processing reports no billable time,
+        so its run time x instances."""
+        if not self.selected_count:
+            return None
+        seconds = self.billable_seconds if self.billable_seconds is not None else self.run_seconds()
+        return None if seconds is None else float(seconds) * self.selected_count
+
     def describe_preferences(self) -> str:
         """'#1 ml.p5.48xlarge x1, #2 ml.p4d.24xlarge x2' for messages that must name every preference."""
         parts = []

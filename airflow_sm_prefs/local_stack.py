@@ -210,6 +210,9 @@ class LocalStack:
             [sys.executable, "-m", "airflow", component], f"{component}.log", self.airflow_env()
         )
 
+    def wait_healthy(self, timeout: float = 240) -> None:
+        self._wait_healthy(timeout)
+
     def _wait_healthy(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -248,7 +251,11 @@ class LocalStack:
         return str(json.loads(path.read_text())["admin"])
 
     def _login(self) -> str:
-        body = self.request("POST", "/auth/token", {"username": "admin", "password": self.admin_password()}, auth=False)
+        return self.login("admin", self.admin_password())
+
+    def login(self, username: str, password: str) -> str:
+        """A bearer token for this user, from the auth manager's ``/auth/token``."""
+        body = self.request("POST", "/auth/token", {"username": username, "password": password}, auth=False)
         return str(body["access_token"])
 
     def request(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:

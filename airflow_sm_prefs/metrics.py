@@ -36,7 +36,8 @@ def emit_selection(chosen: Selection) -> None:
 
 
 def emit_end(entry: LedgerEntry) -> None:
-    """How a job ended and, if it ran, for how long (``sm_prefs.ended``, ``sm_prefs.run_seconds``)."""
+    """How a job ended and, if it ran, for how long and at what cost (``sm_prefs.ended``,
+    ``sm_prefs.run_seconds``, ``sm_prefs.estimated_cost_usd``)."""
     stats = _stats()
     if stats is None:
         return
@@ -49,3 +50,5 @@ def emit_end(entry: LedgerEntry) -> None:
     stats.incr("sm_prefs.ended", tags=tags)
     if entry["run_seconds"] is not None:
         stats.timing("sm_prefs.run_seconds", timedelta(seconds=entry["run_seconds"]), tags=tags)
+    if entry["estimated_cost_usd"] is not None:  # an unknown cost is not sent as 0
+        stats.gauge("sm_prefs.estimated_cost_usd", entry["estimated_cost_usd"], tags=tags)

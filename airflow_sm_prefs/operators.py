@@ -10,7 +10,7 @@ configuration as soon as SageMaker selects it and returning one flat record at t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
@@ -18,7 +18,8 @@ import pendulum
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_sm_prefs import attempts, job_request, record
+from airflow_sm_prefs import attempts, certification, guardrails, job_request, record
+from airflow_sm_prefs import finish_by as finish_by_module
 from airflow_sm_prefs import preferences as rules
 from airflow_sm_prefs.deadlines import wait_deadlines
 from airflow_sm_prefs.job_view import JobView, to_time
@@ -26,8 +27,10 @@ from airflow_sm_prefs.jobs import PROCESSING, TRAINING, JobKind
 from airflow_sm_prefs.links import SageMakerConsoleLink, SageMakerLogsLink, escape_log_group
 from airflow_sm_prefs.outcomes import NoCapacityError, no_capacity_message, wait_timeout_message
 from airflow_sm_prefs.polling import Outcome, WaitFor
-from airflow_sm_prefs.submission import Submission
-from airflow_sm_prefs.task_outcome import TaskOutcome, latest_description
+from airflow_sm_prefs.progress import format_seconds
+from airflow_sm_prefs.requirements import InstanceRequirements
+from airflow_sm_prefs.submission import Prepared, Submission
+from airflow_sm_prefs.task_outcome import DROPPED_XCOM_KEY, UNCERTIFIED_XCOM_KEY, TaskOutcome, latest_description
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -67,6 +70,34 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     :param stop_on_timeout: stop the job when ``wait_timeout`` or the processing ``max_pending`` expires.
     :param resubmit_after_failure: on a retry after the job ended ``Failed``/``Stopped``, launch the next
         generation (default) instead of failing at once.
+    :param max_hourly_cost_usd: the most one job may cost per hour at on-demand prices (instance price x
+        count, from the price table: ``airflow-sm-prefs prices``); entries above it, or with no known price,
+        are violations. Templated.
+    :param max_cost_usd: the most one job may cost in the worst case (hourly cost x ``MaxRuntimeInSeconds``).
+        Templated.
+    :param on_violation: ``"fail"`` (default) refuses the task, before any job exists, naming every offending
+        entry; ``"drop"`` removes them, logs each with its reason, keeps the order of the rest, records them
+        in the record's ``dropped_preferences``, and fails only if nothing is left.
+    :param quota_preflight: read the account's SageMaker quotas (Service Quotas, cached a few minutes) and
+        treat an entry asking for more instances than its type's quota as a violation: SageMaker would refuse
+        the whole list. Default on; needs ``servicequotas:ListServiceQuotas``, and without it says so once in
+        the log and goes on.
+    :param requires: the hardware the workload needs (``InstanceRequirements`` or a dict of its fields:
+        ``min_gpu_memory_gib``, ``gpu_architectures``, ``min_total_gpus``, ``efa``, ``accelerator``,
+        ``min_vcpus``, ``min_memory_gib``, ``cpu_architectures``), checked for every preference against the
+        instance catalogue; a type missing from it is a violation. A static list that cannot meet it fails the
+        DAG import (with ``on_violation="fail"``).
+    :param finish_by: a deadline for the job's result (an aware datetime, an ISO 8601 time, or a template such
+        as ``"{{ data_interval_end.add(hours=6) }}"``). Before submission each preference's run time is
+        expected from this task's ledger history on that configuration (else ``MaxRuntimeInSeconds``); entries
+        that can no longer finish in time are dropped and recorded, the task fails at once if none can, and the
+        job may wait for capacity until the deadline less the longest expected run kept (as
+        ``MaxPendingTimeInSeconds`` where SageMaker takes it, else enforced by the task). Templated.
+    :param workload: the certification registry's name for this job's workload.
+    :param certified: ``"strict"`` refuses (at parse time when the list is static) any preference the registry
+        does not certify for the workload, naming it; ``"warn"`` logs it and records it in the record's
+        ``uncertified_preferences``; ``"off"`` skips the check. Default: ``"warn"`` with a workload, else off.
+    :param certification_registry: the registry file (default ``[sm_prefs] certification_registry``).
     :param stream_logs: show the job's CloudWatch log lines in the task log while it runs, each as
         ``[<stream>] <message>``, none twice; a failed job's error message ends with its last lines. Needs
         ``logs:FilterLogEvents``, ``logs:DescribeLogStreams`` and ``logs:GetLogEvents``; without them the task
@@ -74,7 +105,16 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     """
 
     job_kind: ClassVar[JobKind]
-    template_fields: Sequence[str] = ("config", "preferences", "job_name", "aws_conn_id", "region_name")
+    template_fields: Sequence[str] = (
+        "config",
+        "preferences",
+        "job_name",
+        "aws_conn_id",
+        "region_name",
+        "max_hourly_cost_usd",
+        "max_cost_usd",
+        "finish_by",
+    )
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "preferences": "json"}
     operator_extra_links = (SageMakerConsoleLink(), SageMakerLogsLink())
     ui_color = "#d6e9f8"
@@ -97,6 +137,15 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         stop_on_timeout: bool = True,
         resubmit_after_failure: bool = True,
         stream_logs: bool = True,
+        max_hourly_cost_usd: float | str | None = None,
+        max_cost_usd: float | str | None = None,
+        on_violation: guardrails.OnViolation = "fail",
+        quota_preflight: bool = True,
+        requires: InstanceRequirements | Mapping[str, Any] | None = None,
+        finish_by: datetime | str | None = None,
+        workload: str | None = None,
+        certified: certification.Mode | None = None,
+        certification_registry: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -111,6 +160,15 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self.stop_on_timeout = stop_on_timeout
         self.resubmit_after_failure = resubmit_after_failure
         self.stream_logs = stream_logs
+        self.max_hourly_cost_usd = max_hourly_cost_usd
+        self.max_cost_usd = max_cost_usd
+        self.on_violation = on_violation
+        self.quota_preflight = quota_preflight
+        self.requires = requires
+        self.finish_by = finish_by
+        self.workload = workload
+        self.certified = certified
+        self.certification_registry = certification_registry
         self._active_job: str | None = None
         self._request: dict[str, Any] | None = None
         self._lineage_description: dict[str, Any] | None = None
@@ -122,6 +180,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self.max_pending = rules.duration_seconds(max_pending, "max_pending")
             self.wait_timeout = rules.duration_seconds(wait_timeout, "wait_timeout")
             self.check_interval = rules.interval_seconds(check_interval, "check_interval")
+            checks = self._guardrails()
+            finish_by_module.judged(finish_by)
+            certifying = self._certification()
             problems = rules.job_name_problems(job_name, "job_name")
             if not isinstance(stream_logs, bool):
                 problems.append(f"stream_logs must be True or False, got {type(stream_logs).__name__}")
@@ -132,6 +193,19 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         if not isinstance(config, str):  # JSON text is judged once rendered
             for warning in self._prepare(markers):
                 self.log.warning(warning)
+            if certifying.mode == "strict" and self._request is not None:
+                # A static list naming an uncertified configuration fails the DAG import.
+                with job_request.refusing():
+                    self._refuse_uncertified(self._request, certifying)
+            if checks.requires is not None and checks.on_violation == "fail" and self._request is not None:
+                # A static list that cannot meet requires= fails the DAG import; with "drop", the run decides.
+                with job_request.refusing(), rules.template_markers(markers):
+                    guardrails.apply(
+                        self.job_kind,
+                        self._request,
+                        guardrails.requirement_violations(self.job_kind, self._request, checks.requires),
+                        "fail",
+                    )
 
     @property
     def hook_kwargs(self) -> dict[str, Any]:
@@ -152,7 +226,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         return JobView.parse(self.job_kind, description)
 
     def _outcome(self, context: Context) -> TaskOutcome:
-        return TaskOutcome(context, self.job_kind, self._region, self.log)
+        return TaskOutcome(context, self.job_kind, self._region, self.log, self._certification())
 
     def _prepare(self, markers: tuple[str, ...]) -> list[str]:
         self._request, warnings = job_request.prepare(
@@ -173,6 +247,90 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self.log.warning(warning)
         return self._request
 
+    def _guardrails(self) -> guardrails.Guardrails:
+        return guardrails.Guardrails.judged(
+            self.max_hourly_cost_usd, self.max_cost_usd, self.on_violation, self.quota_preflight, self.requires
+        )
+
+    def _certification(self) -> certification.Certification:
+        return certification.Certification.judged(self.workload, self.certified, self.certification_registry)
+
+    def _uncertified(self, request: Mapping[str, Any], certifying: certification.Certification) -> list[str]:
+        listed = [(e.instance_type, e.count, e.label) for e in guardrails.entries(self.job_kind, request)]
+        try:
+            return certifying.uncertified(listed)
+        except certification.RegistryError as error:
+            raise rules.PreferenceValidationError([str(error)]) from None
+
+    def _refuse_uncertified(self, request: Mapping[str, Any], certifying: certification.Certification) -> None:
+        uncertified = self._uncertified(request, certifying)
+        if uncertified:
+            raise rules.PreferenceValidationError(
+                [*uncertified, "certified='strict' lists certified configurations only; no SageMaker job was created"]
+            )
+
+    def _quota_client(self) -> Any:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        return AwsBaseHook(**{**self.hook_kwargs, "region_name": self._region}, client_type="service-quotas").get_conn()
+
+    def _guarded_request(self, context: Context, request: dict[str, Any]) -> Prepared:
+        """The request past the guardrails and the deadline, just before a job is created from it: refused,
+        or shortened with what was dropped recorded (XCom ``dropped_preferences``)."""
+        with job_request.refusing():
+            certifying = self._certification()
+            if certifying.mode == "strict":
+                self._refuse_uncertified(request, certifying)
+            elif certifying.mode == "warn":
+                uncertified = self._uncertified(request, certifying)
+                for problem in uncertified:
+                    self.log.warning("Uncertified %s", problem)
+                if uncertified:
+                    context["ti"].xcom_push(key=UNCERTIFIED_XCOM_KEY, value=uncertified)
+            request, dropped = guardrails.enforce(
+                self.job_kind,
+                request,
+                self._guardrails(),
+                self._region,
+                self._quota_client,
+                (self.aws_conn_id, self._region, self.hook.conn_config.endpoint_url),
+                self.log,
+            )
+            pending_until = None
+            if self.finish_by is not None:
+                request, late, pending_until = self._fitted_to_deadline(context, request)
+                dropped = [*dropped, *late]
+            self.job_kind.validate(request)  # what is left is still a request SageMaker accepts
+        if dropped:
+            context["ti"].xcom_push(key=DROPPED_XCOM_KEY, value=dropped)
+        return Prepared(request, pending_until)
+
+    def _fitted_to_deadline(
+        self, context: Context, request: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[guardrails.DroppedPreference], str | None]:
+        ti = context["ti"]
+        now = pendulum.now("UTC")
+        deadline = finish_by_module.plan(
+            self.job_kind,
+            request,
+            finish_by_module.deadline_of(self.finish_by),
+            now,
+            finish_by_module.ledger_history(ti.dag_id, ti.task_id, self.job_kind),
+        )
+        request, dropped = guardrails.apply(self.job_kind, request, deadline.dropped, "drop")
+        for removed in dropped:
+            self.log.warning("Dropped %s", removed["reason"])
+        request, pending_until = finish_by_module.applied(self.job_kind, request, deadline, now)
+        self.log.info(
+            "finish_by=%s: the job may wait for capacity %s, until %s (the longest expected run kept: %s), %s",
+            deadline.finish_by.to_iso8601_string(),
+            format_seconds(deadline.pending_seconds),
+            now.add(seconds=deadline.pending_seconds).to_iso8601_string(),
+            format_seconds(max(deadline.expected_seconds.values())),
+            "enforced by this task" if pending_until else "as MaxPendingTimeInSeconds",
+        )
+        return request, dropped, pending_until
+
     # -- Airflow's entry points -------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
@@ -186,9 +344,15 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             retries=self.retries or 0,
             log=self.log,
         )
-        claim, reattached = submission.submit(context, request, self.job_name, self._outcome(context))
+        submitted = submission.submit(
+            context,
+            request,
+            self.job_name,
+            self._outcome(context),
+            prepare=lambda rendered: self._guarded_request(context, rendered),
+        )
         ledger = attempts.JobLedger.from_context(context)
-        return self._follow(context, ledger, claim, request, reattached=reattached)
+        return self._follow(context, ledger, submitted.claim, submitted.request, reattached=submitted.reattached)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         ledger = attempts.JobLedger.from_context(context)
@@ -243,7 +407,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         if self.stream_logs and reattached and view.started is not None and not view.terminal:
             self._skip_earlier_log_lines(context, claim.job_name, service_now)
         deadline, pending_deadline = wait_deadlines(
-            self.job_kind, request, claim.submitted_at, self.max_pending, self.wait_timeout
+            self.job_kind, request, claim.submitted_at, self.max_pending, self.wait_timeout, claim.pending_until
         )
         if view.terminal:
             return self._finish(context, description, announced=False)
@@ -379,7 +543,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             return self._finish(context, description, announced)
         stop = self.stop_on_timeout
         if outcome is Outcome.PENDING_TIMEOUT:
-            why = no_capacity_message(view)
+            bound = "in time to finish by finish_by" if self.finish_by is not None else "within max_pending"
+            why = no_capacity_message(view, bound)
             self._outcome(context).abandon(self.hook, description, NoCapacityError, why, stop, "queued")
         if outcome is Outcome.TIMEOUT:
             why = wait_timeout_message(view)

@@ -17,6 +17,8 @@ FINISH_SUMMARY_FIELDS = (
     "pending_seconds",
     "run_seconds",
     "billable_seconds",
+    "estimated_cost_usd",
+    "cost_basis",
 )
 
 
@@ -57,9 +59,9 @@ def outcome_error(view: JobView, record: JobRecord) -> AirflowException:
     )
 
 
-def no_capacity_message(view: JobView) -> str:
+def no_capacity_message(view: JobView, bound: str = "within max_pending") -> str:
     return (
-        f"SageMaker {view.kind.name} job {view.name} got no capacity within max_pending "
+        f"SageMaker {view.kind.name} job {view.name} got no capacity {bound} "
         f"({format_seconds(view.pending_seconds())} waited) for any of: {view.describe_preferences()}"
     )
 

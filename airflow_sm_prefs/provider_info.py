@@ -7,6 +7,10 @@ from typing import Any
 from airflow_sm_prefs import __version__
 
 
+def _option(description: str, example: str) -> dict[str, Any]:
+    return {"description": description, "version_added": "0.1.0", "type": "string", "example": example, "default": None}
+
+
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-sm-prefs",
@@ -34,6 +38,34 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "plugins": [{"name": "sm_prefs", "plugin-class": "airflow_sm_prefs.plugin.SageMakerPreferencesPlugin"}],
+        "config": {
+            "sm_prefs": {
+                "description": "Where the capacity ledger lives and which price table and instance catalogue the "
+                "guardrails and cost estimates read.",
+                "options": {
+                    "ledger_path": _option(
+                        "The capacity ledger's root, a path ObjectStoragePath understands (default: "
+                        "$AIRFLOW_HOME/sm_prefs/ledger).",
+                        "s3://team-bucket/sm-prefs-ledger",
+                    ),
+                    "ledger_conn_id": _option("The connection of ledger_path's object store.", "aws_default"),
+                    "price_table": _option(
+                        "The user's price table, read over the shipped one (default: "
+                        "$AIRFLOW_HOME/sm_prefs/prices.json, where `airflow-sm-prefs prices refresh` writes).",
+                        "/opt/airflow/sm_prefs/prices.json",
+                    ),
+                    "certification_registry": _option(
+                        "The certification registry (YAML) that certification DAGs write and certified= reads "
+                        "(default: $AIRFLOW_HOME/sm_prefs/certified.yaml).",
+                        "/opt/airflow/sm_prefs/certified.yaml",
+                    ),
+                    "instance_catalogue": _option(
+                        "A catalogue of instance types read over the shipped one (types it lacks, corrections).",
+                        "/opt/airflow/sm_prefs/instances.json",
+                    ),
+                },
+            }
+        },
         "extra-links": [
             "airflow_sm_prefs.links.SageMakerConsoleLink",
             "airflow_sm_prefs.links.SageMakerLogsLink",

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from airflow_sm_prefs.job_view import JobView, iso, jsonable
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.guardrails import DroppedPreference
 
 
 class Selection(TypedDict):
@@ -33,10 +37,20 @@ class JobRecord(TypedDict):
     selected_rank: int | None
     fell_back: bool | None
     preferences: list[dict[str, Any]]
+    # Entries the guardrails removed before submission (on_violation="drop"), each with its reason.
+    dropped_preferences: list[DroppedPreference]
+    # certified="warn": the entries the registry does not certify for the workload, each with why.
+    uncertified_preferences: list[str]
+    # The chosen configuration's benchmark in the certification registry, and this run against it.
+    certified_run_seconds: float | None
+    run_time_vs_certified: float | None
     pending_seconds: float
     run_seconds: float | None
     billable_seconds: int | None
     billable_instance_seconds: int | None
+    # On-demand prices x billed instance-seconds; None when unknown (see cost_basis), never a made-up 0.
+    estimated_cost_usd: float | None
+    cost_basis: str
     failure_reason: str | None
     region: str | None
     created_at: str | None
@@ -60,8 +74,17 @@ def selection(view: JobView, region: str | None) -> Selection | None:
     )
 
 
-def build(view: JobView, region: str | None) -> JobRecord:
+def build(
+    view: JobView,
+    region: str | None,
+    dropped: Sequence[DroppedPreference] = (),
+    uncertified: Sequence[str] = (),
+    certified_run_seconds: float | None = None,
+) -> JobRecord:
+    from airflow_sm_prefs.prices import job_cost
+
     run = view.run_seconds()
+    cost = job_cost(view, region)
     billable = view.billable_seconds
     return JobRecord(
         job_name=view.name,
@@ -74,12 +97,20 @@ def build(view: JobView, region: str | None) -> JobRecord:
         selected_rank=view.selected_rank,
         fell_back=view.fell_back,
         preferences=jsonable(list(view.preferences)),
+        dropped_preferences=list(dropped),
+        uncertified_preferences=list(uncertified),
+        certified_run_seconds=certified_run_seconds,
+        run_time_vs_certified=round(run / certified_run_seconds, 3)
+        if run is not None and certified_run_seconds
+        else None,
         pending_seconds=round(view.pending_seconds(), 3),
         run_seconds=round(run, 3) if run is not None else None,
         billable_seconds=billable,
         billable_instance_seconds=billable * view.selected_count
         if billable is not None and view.selected_count
         else None,
+        estimated_cost_usd=cost.usd,
+        cost_basis=cost.basis,
         failure_reason=view.failure_reason,
         region=region,
         created_at=iso(view.created),

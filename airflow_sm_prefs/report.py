@@ -6,18 +6,21 @@ Built from the capacity ledger (``ledger.py``). The verdict rules, in order (REA
 2. ``incompatible_fallback``: a fallback configuration failed after starting in a larger share of its jobs
    than the first choice did (and at least once): the list hides a configuration the workload cannot use.
 3. ``not_enough_data``: no job fell back, so the list has not been put to the test.
-4. ``paid_off``: the jobs that fell back reached their result (wait + run) no later, at the median, than the
-   jobs that got the first choice; or the first choice never had capacity in the window and the fallbacks
-   completed the work.
-5. ``did_not_pay_off``: otherwise; the fallbacks took longer than waiting for the first choice did.
+4. ``did_not_pay_off``: no job that fell back completed; or they took longer (wait + run, at the median)
+   than the jobs that got the first choice.
+5. ``did_not_pay_off``: they were no slower, but their median estimated cost per job exceeds the first
+   choice's by more than ``max_cost_premium`` (default 25%).
+6. ``paid_off``: otherwise (no slower, and within the premium); or the first choice never completed a job
+   in the window and the fallbacks did.
 
-Costs are not judged yet: the report gives no price (the price table is still to come), so
-``estimated_cost_usd_p50`` is null, shown as unknown, never as 0.
+Costs come from the price table (``prices.py``). When either side has no known cost (no price, or
+plan-backed), rule 5 is skipped and the reason says the cost was not judged.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import math
@@ -25,11 +28,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import pendulum
-
 from airflow_sm_prefs.ledger import LedgerEntry
 
 MIN_JOBS = 3
+MAX_COST_PREMIUM = 0.25
+DRIFT_TOLERANCE = 0.25  # how far a configuration's median run may stray from its certified run time
 
 
 def percentile(values: Sequence[float], fraction: float) -> float | None:
@@ -65,13 +68,31 @@ def _median_text(seconds: float | None) -> str:
     return "unknown" if seconds is None else format_seconds(seconds)
 
 
-def _time(text: str) -> pendulum.DateTime:
-    parsed = pendulum.parse(text)
-    assert isinstance(parsed, pendulum.DateTime)
-    return parsed
+def _time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text)  # the ledger checked it is an aware ISO 8601 time
 
 
-def verdict(entries: list[LedgerEntry]) -> tuple[str, str]:
+def _cost(entry: LedgerEntry) -> float | None:
+    cost = entry.get("estimated_cost_usd")
+    return None if cost is None else float(cost)
+
+
+def _cost_check(first: list[LedgerEntry], fallbacks: list[LedgerEntry], max_premium: float) -> tuple[bool, str]:
+    """(within the premium, what to say about the cost), over jobs that completed."""
+    first_cost = percentile([c for e in first if e["outcome"] == "completed" and (c := _cost(e)) is not None], 0.5)
+    fallback_cost = percentile(
+        [c for e in fallbacks if e["outcome"] == "completed" and (c := _cost(e)) is not None], 0.5
+    )
+    if first_cost is None or fallback_cost is None:
+        return True, "cost not judged (no known price on one side, or plan-backed)"
+    if first_cost == 0:
+        return fallback_cost == 0, f"a median ${fallback_cost:,.2f} per job against the first choice's $0.00"
+    premium = fallback_cost / first_cost - 1
+    said = f"a median ${fallback_cost:,.2f} per job, {premium:+.0%} against the first choice's ${first_cost:,.2f}"
+    return premium <= max_premium, said
+
+
+def verdict(entries: list[LedgerEntry], max_cost_premium: float = MAX_COST_PREMIUM) -> tuple[str, str]:
     placed = [e for e in entries if e["selected_rank"] is not None]
     if len(placed) < MIN_JOBS:
         return "not_enough_data", f"{len(placed)} job(s) got capacity in the window; at least {MIN_JOBS} are needed"
@@ -103,11 +124,14 @@ def verdict(entries: list[LedgerEntry]) -> tuple[str, str]:
             f"in a median {_median_text(fallback_ttr)} (wait + run)",
         )
     if fallback_ttr <= first_ttr:
-        return (
-            "paid_off",
+        affordable, cost = _cost_check(first, fallbacks, max_cost_premium)
+        timing = (
             f"jobs that fell back finished in a median {_median_text(fallback_ttr)} (wait + run), the first choice's "
-            f"in {_median_text(first_ttr)}",
+            f"in {_median_text(first_ttr)}"
         )
+        if not affordable:
+            return "did_not_pay_off", f"{timing}, but at {cost}: above the {max_cost_premium:.0%} premium allowed"
+        return "paid_off", f"{timing}; {cost}"
     return (
         "did_not_pay_off",
         f"jobs that fell back took a median {_median_text(fallback_ttr)} (wait + run), longer than the first "
@@ -115,7 +139,19 @@ def verdict(entries: list[LedgerEntry]) -> tuple[str, str]:
     )
 
 
-def _configurations(entries: list[LedgerEntry]) -> list[dict[str, Any]]:
+def _certified(group: list[LedgerEntry], run_p50: float | None, tolerance: float) -> dict[str, Any]:
+    """The configuration's benchmark (the latest recorded) and how its runs compare."""
+    benchmarks = [float(seconds) for e in group if (seconds := e.get("certified_run_seconds"))]
+    certified = benchmarks[-1] if benchmarks else None
+    ratio = round(run_p50 / certified, 3) if run_p50 is not None and certified else None
+    return {
+        "certified_run_seconds": certified,
+        "run_time_vs_certified_p50": ratio,
+        "drifted": ratio is not None and abs(ratio - 1) > tolerance,
+    }
+
+
+def _configurations(entries: list[LedgerEntry], drift_tolerance: float = DRIFT_TOLERANCE) -> list[dict[str, Any]]:
     groups: dict[tuple[Any, ...], list[LedgerEntry]] = defaultdict(list)
     for entry in entries:
         if entry["selected_instance_type"] is not None:
@@ -133,9 +169,12 @@ def _configurations(entries: list[LedgerEntry]) -> list[dict[str, Any]]:
                 "run_seconds_p50": percentile(runs, 0.5),
                 "run_seconds_p90": percentile(runs, 0.9),
                 "time_to_result_seconds_p50": percentile(results, 0.5),
-                "estimated_cost_usd_p50": None,
+                "estimated_cost_usd_p50": percentile([c for e in group if (c := _cost(e)) is not None], 0.5),
                 "plan_backed": any(e["plan_backed"] for e in group),
                 "failed_after_start": sum(e["outcome"] == "failed_after_start" for e in group),
+                **_certified(
+                    sorted(group, key=lambda e: e["created_at"] or ""), percentile(runs, 0.5), drift_tolerance
+                ),
             }
         )
     return rows
@@ -143,9 +182,11 @@ def _configurations(entries: list[LedgerEntry]) -> list[dict[str, Any]]:
 
 def summarize(
     entries: Iterable[LedgerEntry],
-    since: pendulum.DateTime | None = None,
+    since: dt.datetime | None = None,
     dag_id: str | None = None,
     task_id: str | None = None,
+    max_cost_premium: float = MAX_COST_PREMIUM,
+    drift_tolerance: float = DRIFT_TOLERANCE,
 ) -> list[dict[str, Any]]:
     """One row per (dag_id, task_id), in that order."""
     groups: dict[tuple[str, str], list[LedgerEntry]] = defaultdict(list)
@@ -163,7 +204,7 @@ def summarize(
         fell_back = sum(1 for e in placed if e["selected_rank"])
         ranks = sorted(Counter(e["selected_rank"] for e in placed).items())
         outcomes = Counter(e["outcome"] for e in group)
-        label, reason = verdict(group)
+        label, reason = verdict(group, max_cost_premium)
         pending = [float(e["pending_seconds"]) for e in group]
         rows.append(
             {
@@ -179,7 +220,7 @@ def summarize(
                 "rank_counts": {str(rank): n for rank, n in ranks},
                 "pending_seconds_p50": percentile(pending, 0.5),
                 "pending_seconds_p90": percentile(pending, 0.9),
-                "configurations": _configurations(group),
+                "configurations": _configurations(group, drift_tolerance),
                 "verdict": label,
                 "reason": reason,
             }
@@ -219,6 +260,22 @@ def render(rows: list[dict[str, Any]], output_format: str) -> str:
     return _table(rows)
 
 
+def _certified_text(configuration: dict[str, Any]) -> str:
+    ratio = configuration["run_time_vs_certified_p50"]
+    if ratio is None:
+        return ""
+    drift = " DRIFTED from its benchmark" if configuration["drifted"] else ""
+    return f", run p50 x{ratio:.2f} its certified {_median_text(configuration['certified_run_seconds'])}{drift}"
+
+
+def _cost_text(configuration: dict[str, Any]) -> str:
+    from airflow_sm_prefs.prices import format_usd
+
+    if configuration["plan_backed"]:
+        return "plan-backed"
+    return format_usd(configuration["estimated_cost_usd_p50"])
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "No jobs in the capacity ledger for this selection."
@@ -236,6 +293,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
                 f"    #{(configuration['rank'] or 0) + 1} {configuration['instance_count']} x "
                 f"{configuration['instance_type']}: {configuration['jobs']} job(s), run p50 "
                 f"{_median_text(configuration['run_seconds_p50'])}, failed after start "
-                f"{configuration['failed_after_start']}, cost unknown"
+                f"{configuration['failed_after_start']}, cost p50 {_cost_text(configuration)}"
+                f"{_certified_text(configuration)}"
             )
     return "\n".join(lines)

@@ -7,6 +7,7 @@ between the two, the next execution finds the name and never launches a second j
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -31,6 +32,15 @@ class Submitted(NamedTuple):
     claim: attempts.JobClaim
     # The job an earlier try created, found still running: what it logged so far that try has shown.
     reattached: bool
+    # The request as sent (after ``prepare``), or as rendered when no job was created.
+    request: dict[str, Any]
+
+
+class Prepared(NamedTuple):
+    """What ``prepare`` makes of the rendered request, just before a job is created from it."""
+
+    request: dict[str, Any]
+    pending_until: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,9 +55,17 @@ class Submission:
     log: logging.Logger | logging.LoggerAdapter[Any] | Any
 
     def submit(
-        self, context: Context, request: dict[str, Any], job_name: str | None, outcome: TaskOutcome
+        self,
+        context: Context,
+        request: dict[str, Any],
+        job_name: str | None,
+        outcome: TaskOutcome,
+        prepare: Callable[[dict[str, Any]], Prepared] | None = None,
     ) -> Submitted:
-        """Decide what this execution does about the task instance's job, do it, and return the claim."""
+        """Decide what this execution does about the task instance's job, do it, and return the claim.
+
+        ``prepare`` (the guardrails) runs only when a job is to be created, before anything is claimed or
+        stopped: a retry that reattaches to its running job is never refused by them."""
         kind = self.kind
         ledger = attempts.JobLedger.from_context(context)
         ti = context["ti"]
@@ -72,6 +90,9 @@ class Submission:
             if live is None:
                 raise AirflowFailException(decision.reason)
             outcome.refuse_ended_job(JobView.parse(kind, live), decision.reason)
+        creates = decision.action in ("create", "supersede")
+        prepared = prepare(request) if creates and prepare is not None else Prepared(request)
+        request = prepared.request
         if decision.action == "supersede" and claim is not None:
             self.hook.stop_job(kind, claim.job_name, self.log)
         keeps_job = claim is not None and decision.action in ("reattach", "finished")
@@ -89,14 +110,15 @@ class Submission:
                 stop_on_kill=self.stop_on_kill,
                 verify=self.connection["verify"],
                 botocore_config=self.connection["config"],
+                pending_until=prepared.pending_until if creates else (claim.pending_until if claim else None),
             )
         )
-        if decision.action in ("create", "supersede"):
+        if creates:
             ours = tagging.task_instance_tags(ti.dag_id, ti.task_id, ti.run_id, map_index)
             tags = tagging.with_task_instance_tags(request.get("Tags"), ours)
             self.create_or_reattach({**request, kind.name_field: decision.job_name, "Tags": tags})
         reattached = keeps_job and decision.action == "reattach"
-        return Submitted(ledger.save(claim.advanced(attempts.SUBMITTED)), reattached)
+        return Submitted(ledger.save(claim.advanced(attempts.SUBMITTED)), reattached, request)
 
     def create_or_reattach(self, request: dict[str, Any]) -> None:
         """Create the job; a job of that name already there is one an earlier attempt created."""

@@ -20,7 +20,12 @@ from airflow_sm_prefs.outcomes import FINISH_SUMMARY_FIELDS, outcome_error, with
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_sm_prefs.certification import Certification
     from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+
+
+DROPPED_XCOM_KEY = "dropped_preferences"
+UNCERTIFIED_XCOM_KEY = "uncertified_preferences"
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,7 @@ class TaskOutcome:
     kind: JobKind
     region: str | None
     log: logging.Logger | logging.LoggerAdapter[Any] | Any
+    certification: Certification | None = None
 
     def announce(self, view: JobView) -> None:
         """The chosen configuration, as soon as SageMaker chose it: a log line, an XCom, a metric."""
@@ -40,6 +46,25 @@ class TaskOutcome:
         self.log.info(progress.selection_line(view))
         self.context["ti"].xcom_push(key="selection", value=chosen)
         emit_selection(chosen)
+
+    def record_of(self, view: JobView) -> record.JobRecord:
+        """The job's record, with the entries this try's guardrails dropped from its list."""
+        ti = self.context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        dropped = ti.xcom_pull(key=DROPPED_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
+        uncertified = ti.xcom_pull(key=UNCERTIFIED_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
+        certified = (
+            self.certification.certified_run_seconds(view.selected_type, view.selected_count)
+            if self.certification
+            else None
+        )
+        return record.build(
+            view,
+            self.region,
+            dropped if isinstance(dropped, list) else (),
+            uncertified if isinstance(uncertified, list) else (),
+            certified,
+        )
 
     def mark_finished(self) -> None:
         """This try reached the job's outcome: a later try of this task instance is a user's new request."""
@@ -54,7 +79,7 @@ class TaskOutcome:
         self.mark_finished()
         if not announced:
             self.announce(view)
-        result = record.build(view, self.region)
+        result = self.record_of(view)
         summary = json.dumps({k: result[k] for k in FINISH_SUMMARY_FIELDS})  # type: ignore[literal-required]
         self.log.info("SageMaker %s job %s ended %s: %s", view.kind.name, view.name, view.status, summary)
         self.record_in_ledger(view)
@@ -72,6 +97,11 @@ class TaskOutcome:
         entry = ledger.entry_for(
             view, ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index), self.region
         )
+        if self.certification is not None and self.certification.workload:
+            entry["workload"] = self.certification.workload
+            entry["certified_run_seconds"] = self.certification.certified_run_seconds(
+                view.selected_type, view.selected_count
+            )
         if outcome is not None:
             entry["outcome"] = outcome
         ledger.write(entry)
@@ -80,7 +110,7 @@ class TaskOutcome:
     def refuse_ended_job(self, view: JobView, reason: str) -> NoReturn:
         """A retry finds the job ended and may not launch another: record it again (a retry starts with no
         XCom) and say again why it ended."""
-        result = record.build(view, self.region)
+        result = self.record_of(view)
         self.context["ti"].xcom_push(key="record", value=result)
         raise AirflowFailException(f"{outcome_error(view, result)} Not launched again: {reason}.")
 
@@ -103,7 +133,7 @@ class TaskOutcome:
             view = JobView.parse(self.kind, latest_description(hook, self.kind, description, self.log))
             # A job left running is not over: a backfill records it once it ends.
             self.record_in_ledger(view, "no_capacity" if view.started is None else "stopped")
-        self.context["ti"].xcom_push(key="record", value=record.build(view, self.region))
+        self.context["ti"].xcom_push(key="record", value=self.record_of(view))
         raise error(message + ("; the job was stopped" if stop else f"; the job was left {left}"))
 
 

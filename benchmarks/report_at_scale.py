@@ -1,10 +1,11 @@
 """The capacity report over a large ledger: 100 DAGs x 1,000 nights (100,000 jobs) by default.
 
-Writes the ledger once (local folder, one entry per job, as tasks write it), then, in a fresh process each,
+Writes the ledger afresh (local folder, one entry per job, as tasks write it), then, in a fresh process each,
 measures, after the imports (a running API server has them): reading the ledger and summarizing it (what
 `airflow-sm-prefs report` does), and the Capacity page's JSON route through its FastAPI app (auth stubbed
-to a user who may read every DAG). Reports wall time and the memory the work adds against the goal (2 s,
-200 MB).
+to a user who may read every DAG). Then it compacts the ledger (`airflow-sm-prefs ledger compact`, every
+entry older than a day into one file per DAG and month) and measures both again. Reports wall time and the
+memory the work adds against the goal (2 s, 200 MB).
 
 Usage: python -m benchmarks.report_at_scale [--dags 100] [--nights 1000] [--ledger DIR] [--output FILE]
 """
@@ -12,7 +13,9 @@ Usage: python -m benchmarks.report_at_scale [--dags 100] [--nights 1000] [--ledg
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -44,7 +47,7 @@ if what == "route":
 before = rss_mb()  # the process with everything imported, as an API server is
 started = time.perf_counter()
 if what == "report":
-    count = sum(r["runs"] for r in report.summarize(ledger.read(root).entries))
+    count = sum(r["runs"] for r in report.summarize(ledger.read(root, fields=ledger.REPORT_FIELDS).entries))
 else:
     with mock.patch.object(capacity_page, "readable_dags", lambda user: dags), \
          mock.patch.object(ledger, "location", lambda: root):
@@ -78,19 +81,31 @@ def main() -> None:
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     expected = args.dags * args.nights
-    existing = sum(1 for _ in args.ledger.glob("*/*.json")) if args.ledger.exists() else 0
-    if existing != expected:
-        started = time.perf_counter()
-        write_ledger(args.ledger, args.dags, args.nights)
-        print(f"wrote {expected} entries in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    if args.ledger.exists():
+        shutil.rmtree(args.ledger)
+    started = time.perf_counter()
+    write_ledger(args.ledger, args.dags, args.nights)
+    print(f"wrote {expected} entries in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     rows = []
-    for what, label in (("report", "read + summarize (`airflow-sm-prefs report`)"), ("route", "Capacity JSON route")):
-        result = subprocess.run(
-            [sys.executable, "-c", MEASURE, str(args.ledger), what], capture_output=True, text=True, check=True
-        )
-        measured = json.loads(result.stdout.strip().splitlines()[-1])
-        assert measured["jobs"] == expected, measured
-        rows.append(f"| {label} | {expected:,} | {measured['seconds']:.2f} s | {measured['added_mb']:.0f} MB |")
+    for layout in ("one file per job", "compacted"):
+        if layout == "compacted":
+            from airflow_sm_prefs import ledger
+
+            started = time.perf_counter()
+            folded = ledger.compact(args.ledger, older_than=dt.timedelta(0)).folded
+            rows.append(
+                f"| `ledger compact` (once; then daily for a day's jobs) | {folded:,} | "
+                f"{time.perf_counter() - started:.1f} s | |"
+            )
+        for what, label in (("report", "read + summarize (`report`)"), ("route", "Capacity JSON route")):
+            result = subprocess.run(
+                [sys.executable, "-c", MEASURE, str(args.ledger), what], capture_output=True, text=True, check=True
+            )
+            measured = json.loads(result.stdout.strip().splitlines()[-1])
+            assert measured["jobs"] == expected, measured
+            rows.append(
+                f"| {label}, {layout} | {expected:,} | {measured['seconds']:.2f} s | {measured['added_mb']:.0f} MB |"
+            )
     table = "\n".join(
         [
             f"Capacity report over {expected:,} ledger entries ({args.dags} DAGs x {args.nights} nights); "

@@ -22,12 +22,6 @@ ROLE = "{{ var.value.get('sm_prefs_role_arn', 'arn:aws:iam::123456789012:role/Sa
 BUCKET = "{{ var.value.get('sm_prefs_bucket', 'sm-prefs-demo') }}"
 IMAGE = "{{ var.value.get('sm_prefs_image', '123456789012.dkr.ecr.us-east-1.amazonaws.com/llm-eval:2026.11') }}"
 
-# Accelerators per instance and memory per accelerator (GiB), for the configurations we accept.
-ACCELERATORS = {
-    "ml.p5.48xlarge": (8, 80),
-    "ml.p4d.24xlarge": (8, 40),
-    "ml.g5.48xlarge": (8, 24),
-}
 # The evaluation's own preferences: instance types with 4 GPUs each, as many as the shards need.
 EVALUATION_TYPES = ("ml.g5.12xlarge", "ml.g6.12xlarge")
 GPUS_PER_EVALUATION_INSTANCE = 4
@@ -99,13 +93,13 @@ with DAG(
             "ResourceConfig": {"VolumeSizeInGB": 500},
             "StoppingCondition": {"MaxRuntimeInSeconds": 6 * 3600},
         },
-        # Equivalent capacity: one H100 node, or two A100 nodes, or four A10G nodes.
-        preferences=[
-            InstancePreference("ml.p5.48xlarge", 1),
-            InstancePreference("ml.p4d.24xlarge", 2),
-            InstancePreference("ml.g5.48xlarge", 4),
-        ],
-        max_pending=pendulum.duration(hours=4),
+        # What nightly_fine_tune_certification (nightly_certification.py) certified: 4 x ml.g5.48xlarge did
+        # not pass (the image's CUDA build has no kernels for its GPU), and listing it again would make
+        # certified="strict" refuse this DAG at import.
+        preferences=[InstancePreference("ml.p5.48xlarge", 1), InstancePreference("ml.p4d.24xlarge", 2)],
+        workload="nightly-fine-tune",
+        certified="strict",
+        max_pending=pendulum.duration(hours=1),
         check_interval=5,
     )
 
@@ -114,8 +108,11 @@ with DAG(
         """Shard the evaluation over every accelerator SageMaker gave us, sized to their memory."""
         import math
 
-        per_node, memory_gib = ACCELERATORS[chosen["selected_instance_type"]]
-        accelerators = per_node * chosen["selected_instance_count"]
+        from airflow_sm_prefs.instance_catalogue import current
+
+        hardware = current()[chosen["selected_instance_type"]]  # accelerators and their memory, from AWS's facts
+        accelerators = hardware.accelerators * chosen["selected_instance_count"]
+        memory_gib = int(hardware.accelerator_memory_gib or 0)
         instances = math.ceil(accelerators / GPUS_PER_EVALUATION_INSTANCE)
         return {
             "instance_type": chosen["selected_instance_type"],

@@ -10,13 +10,17 @@ from airflow_sm_prefs.emulator import EmulatorServer, load
 
 @pytest.fixture(autouse=True, scope="session")
 def _ledger_in_a_scratch_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Tasks run in tests record their jobs in the capacity ledger: keep it out of the user's home."""
+    """Tasks run in tests record their jobs in the capacity ledger, and read prices: keep both out of the
+    user's home."""
     import os
 
     folder = tmp_path_factory.mktemp("ledger")
     with pytest.MonkeyPatch.context() as patch:
         if "AIRFLOW__SM_PREFS__LEDGER_PATH" not in os.environ:
             patch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{folder}")
+        if "AIRFLOW__SM_PREFS__PRICE_TABLE" not in os.environ:
+            # No user's price table unless a test writes one: costs are unknown, as on a fresh install.
+            patch.setenv("AIRFLOW__SM_PREFS__PRICE_TABLE", str(folder / "no-prices.json"))
         yield
 
 

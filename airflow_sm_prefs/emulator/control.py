@@ -23,7 +23,13 @@ def handle(emulator: Emulator, method: str, path: str, body: dict[str, Any]) -> 
     route = path[len(CONTROL_PREFIX) :].strip("/")
     engine = emulator.engine
     if method == "GET" and route == "health":
-        return {"ok": True, "virtual_time": engine.clock.now(), "scenario": engine.scenario.name}
+        # scenario_start: the virtual time the scenario's event times count from.
+        return {
+            "ok": True,
+            "virtual_time": engine.clock.now(),
+            "scenario_start": engine.clock.origin,
+            "scenario": engine.scenario.name,
+        }
     if method == "GET" and route == "jobs":
         return {"jobs": engine.snapshot()}
     if method == "GET" and route == "calls":

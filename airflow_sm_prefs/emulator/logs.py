@@ -9,13 +9,12 @@ tokens. A group exists once a job of its kind has started in the Region; a strea
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_sm_prefs.emulator import paging
 from airflow_sm_prefs.emulator.errors import ServiceError, UnknownOperationException, shorten
 from airflow_sm_prefs.emulator.kinds import KINDS
 from airflow_sm_prefs.emulator.model import Job
@@ -117,7 +116,7 @@ def _describe_streams(request: dict[str, Any], jobs: list[Job], account_id: str,
         return name if order == "LogStreamName" else (streams[name][-1].timestamp if streams[name] else 0, name)
 
     names = sorted(streams, key=sort_key, reverse=bool(request.get("descending")))
-    offset = _offset(request.get("nextToken"), request, "describe")
+    offset = paging.offset(request.get("nextToken"), request, "describe", InvalidParameterException)
     limit = request.get("limit") or DEFAULT_STREAM_LIMIT
     page = names[offset : offset + limit]
     group = request["logGroupName"]
@@ -125,7 +124,7 @@ def _describe_streams(request: dict[str, Any], jobs: list[Job], account_id: str,
         "logStreams": [_stream_summary(name, streams[name], group, account_id, region) for name in page]
     }
     if offset + limit < len(names):
-        result["nextToken"] = _token(request, "describe", offset + limit)
+        result["nextToken"] = paging.token(request, "describe", offset + limit)
     return result
 
 
@@ -199,7 +198,7 @@ def _filter_events(request: dict[str, Any], jobs: list[Job]) -> dict[str, Any]:
         (event for stream in streams.values() for event in stream if _in_window(event, request)),
         key=lambda e: (e.timestamp, e.stream, e.position),
     )
-    offset = _offset(request.get("nextToken"), request, "filter")
+    offset = paging.offset(request.get("nextToken"), request, "filter", InvalidParameterException)
     limit = request.get("limit") or DEFAULT_EVENT_LIMIT
     page = events[offset : offset + limit]
     result: dict[str, Any] = {
@@ -216,7 +215,7 @@ def _filter_events(request: dict[str, Any], jobs: list[Job]) -> dict[str, Any]:
         "searchedLogStreams": [{"logStreamName": name, "searchedCompletely": True} for name in sorted(streams)],
     }
     if offset + limit < len(events):
-        result["nextToken"] = _token(request, "filter", offset + limit)
+        result["nextToken"] = paging.token(request, "filter", offset + limit)
     return result
 
 
@@ -225,30 +224,7 @@ def _event_id(event: Event) -> str:
     return f"{event.timestamp:016d}{digest:015d}{event.position:010d}"
 
 
-# -- tokens: opaque, and bound to the query they continue ------------------------------------------------------
-
-
-def _query_hash(request: dict[str, Any], operation: str) -> str:
-    query = {k: v for k, v in request.items() if k not in ("nextToken", "limit")}
-    return hashlib.sha256(json.dumps([operation, query], sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _token(request: dict[str, Any], operation: str, offset: int) -> str:
-    raw = json.dumps({"q": _query_hash(request, operation), "o": offset}).encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def _offset(token: Any, request: dict[str, Any], operation: str) -> int:
-    if not token:
-        return 0
-    try:
-        decoded = json.loads(base64.urlsafe_b64decode(str(token).encode()))
-        offset = int(decoded["o"])
-        if decoded["q"] != _query_hash(request, operation) or offset < 0:
-            raise ValueError
-    except (ValueError, KeyError, TypeError):
-        raise InvalidParameterException("The specified nextToken is invalid for this request.") from None
-    return offset
+# -- tokens of one stream's events (listings use ``paging``) ----------------------------------------------------
 
 
 def _stream_token(direction: str, stream: str, position: int) -> str:
@@ -262,3 +238,11 @@ def _stream_position(token: str, stream: str) -> tuple[str, int]:
     if direction not in ("f", "b") or not rest.startswith(digest) or not rest[12:].isdigit():
         raise InvalidParameterException("The specified nextToken is invalid for this log stream.")
     return direction, int(rest[12:])
+
+
+def answer(engine: Any, operation: str, request: dict[str, Any], region: str) -> dict[str, Any]:
+    """The call over the engine's jobs of the Region, at the engine's present time."""
+    with engine.lock:
+        engine.advance()
+        jobs = [job for job in engine.jobs.values() if job.region == region]
+        return call(operation, request, jobs, engine.scenario.account_id, region)

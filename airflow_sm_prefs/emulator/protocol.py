@@ -1,6 +1,7 @@
 """The wire: SageMaker's JSON 1.1 protocol over HTTP, S3 and the control surface's plain JSON beside it.
 
-AWS JSON APIs: ``POST /`` with ``X-Amz-Target: SageMaker.<Operation>`` (or CloudWatch Logs' target);
+AWS JSON APIs: ``POST /`` with ``X-Amz-Target: SageMaker.<Operation>`` (or the target of CloudWatch Logs,
+the Price List API or Service Quotas);
 any credentials are accepted. S3: any request without a JSON target (moto answers it, ``s3.py``).
 Control surface (tests and demos only, loopback clients only): ``/_emulator/...``.
 """
@@ -16,7 +17,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 
-from airflow_sm_prefs.emulator import control, logs, s3
+from airflow_sm_prefs.emulator import control, s3
 from airflow_sm_prefs.emulator.errors import (
     InternalFailure,
     SerializationException,
@@ -25,7 +26,7 @@ from airflow_sm_prefs.emulator.errors import (
     shorten,
 )
 from airflow_sm_prefs.emulator.scenario import ScenarioError
-from airflow_sm_prefs.emulator.service import Emulator
+from airflow_sm_prefs.emulator.service import SERVICES, Emulator
 
 log = logging.getLogger(__name__)
 
@@ -101,23 +102,26 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _declared_body(self, limit: int, length_required: bool) -> bytes:
+        """The body as ``Content-Length`` declares it; BodyRefused (and nothing read) when it breaks a limit."""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            raise BodyRefused(HTTPStatus.LENGTH_REQUIRED, CHUNKED_REFUSED)
+        declared = self.headers.get("Content-Length")
+        if declared is None and length_required:
+            raise BodyRefused(HTTPStatus.LENGTH_REQUIRED, f"a {self.command} needs a Content-Length header")
+        declared = (declared or "0").strip()
+        if not declared.isdigit():
+            raise BodyRefused(HTTPStatus.BAD_REQUEST, "Content-Length must be a non-negative integer")
+        length = int(declared)
+        if length > limit:
+            raise BodyRefused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body of {length} bytes exceeds {limit}")
+        return self.rfile.read(length) if length else b""
+
     def _body(self) -> dict[str, Any]:
         """The JSON object a POST carries; BodyRefused (and nothing read) when it breaks a limit."""
         if self.command != "POST":
             return {}
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            raise BodyRefused(HTTPStatus.LENGTH_REQUIRED, CHUNKED_REFUSED)
-        declared = self.headers.get("Content-Length")
-        if declared is None:
-            raise BodyRefused(HTTPStatus.LENGTH_REQUIRED, "a POST needs a Content-Length header")
-        if not declared.strip().isdigit():
-            raise BodyRefused(HTTPStatus.BAD_REQUEST, "Content-Length must be a non-negative integer")
-        length = int(declared)
-        if length > MAX_BODY_BYTES:
-            raise BodyRefused(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body of {length} bytes exceeds {MAX_BODY_BYTES}"
-            )
-        raw = self.rfile.read(length) if length else b""
+        raw = self._declared_body(MAX_BODY_BYTES, length_required=True)
         if not raw:
             return {}
         try:
@@ -181,8 +185,8 @@ class RequestHandler(BaseHTTPRequestHandler):
         target = self.headers.get("X-Amz-Target", "")
         prefix, _, operation = target.partition(".")
         request = self._body()
-        if prefix == logs.TARGET_PREFIX and operation:
-            return self.server.emulator.call_logs(operation, request, self._signed_region())
+        if prefix in SERVICES and operation:
+            return self.server.emulator.call_service(SERVICES[prefix], operation, request, self._signed_region())
         if prefix != "SageMaker" or not operation:
             raise UnknownOperationException(
                 f"Missing or foreign X-Amz-Target {shorten(target)!r}; expected SageMaker.<Op>"
@@ -229,17 +233,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     def _s3_body(self) -> bytes:
         if self.command in ("GET", "HEAD"):
             return b""
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            raise BodyRefused(HTTPStatus.LENGTH_REQUIRED, CHUNKED_REFUSED)
-        declared = self.headers.get("Content-Length", "0").strip()
-        if not declared.isdigit():
-            raise BodyRefused(HTTPStatus.BAD_REQUEST, "Content-Length must be a non-negative integer")
-        length = int(declared)
-        if length > s3.MAX_OBJECT_BYTES:
-            raise BodyRefused(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body of {length} bytes exceeds {s3.MAX_OBJECT_BYTES}"
-            )
-        return self.rfile.read(length) if length else b""
+        return self._declared_body(s3.MAX_OBJECT_BYTES, length_required=False)
 
     def do_GET(self) -> None:
         if self.path.startswith(control.CONTROL_PREFIX):

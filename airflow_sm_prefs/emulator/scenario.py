@@ -41,6 +41,8 @@ Rate = Annotated[StrictFloat, Field(ge=0, le=1, allow_inf_nan=False)]
 Name = Annotated[StrictStr, Field(min_length=1, max_length=256)]
 BucketName = Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")]
 ObjectKey = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
+Region = Annotated[StrictStr, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")]
+Price = Annotated[StrictFloat | StrictInt, Field(ge=0, le=1e6, allow_inf_nan=False)]
 _SETTINGS = ConfigDict(extra="forbid")
 
 
@@ -111,7 +113,7 @@ class Scenario:
     description: Annotated[StrictStr, Field(max_length=4096)] = ""
     speed: Annotated[StrictFloat, Field(gt=0, le=1e6, allow_inf_nan=False)] = 1.0
     seed: StrictInt = 0
-    region: Annotated[StrictStr, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")] = "us-east-1"
+    region: Region = "us-east-1"
     account_id: Annotated[StrictStr, Field(pattern=r"^\d{12}$")] = "123456789012"
     capacity: dict[Name, Count] = field(default_factory=dict)
     default_capacity: Count = 0
@@ -131,6 +133,9 @@ class Scenario:
     # scenario's jobs read. Created again on every start, so they survive a restart without a state file.
     buckets: dict[BucketName, tuple[ObjectKey, ...]] = field(default_factory=dict)
     behaviour: Behaviour = Behaviour()
+    # On-demand USD per instance-hour the Price List API answers with: Region -> kind -> instance type. A
+    # scenario's prices are made up for rehearsal; they are not AWS's.
+    prices: dict[Region, dict[Literal["training", "processing"], dict[Name, Price]]] = field(default_factory=dict)
 
     def runtime_for(self, instance_type: str) -> float:
         return float(self.runtime_seconds.get(instance_type, self.runtime_seconds.get("default", 300.0)))

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.emulator import logs, s3, service_model
+from airflow_sm_prefs.emulator import logs, pricing, s3, service_model, service_quotas
 from airflow_sm_prefs.emulator.engine import STATE_FORMAT, Engine
 from airflow_sm_prefs.emulator.errors import (
     AccessDeniedException,
@@ -34,6 +34,8 @@ from airflow_sm_prefs.emulator.scenario import Scenario
 log = logging.getLogger(__name__)
 
 UNKNOWN_OPERATIONS = "(unknown operations)"
+# The other AWS APIs served on the same endpoint, by the prefix of their X-Amz-Target.
+SERVICES = {api.TARGET_PREFIX: api for api in (logs, pricing, service_quotas)}
 LIST_TAGS = "ListTags"  # of a job, by its ARN: what rebuilding the capacity ledger from SageMaker reads
 
 
@@ -169,19 +171,18 @@ class Emulator:
         if self.s3 is not None:
             self.s3.close()
 
-    def call_logs(self, operation: str, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
-        """A CloudWatch Logs call on the same endpoint (counted and faulted like any other call)."""
-        counted = f"{logs.TARGET_PREFIX}.{operation}" if operation in logs.KNOWN else UNKNOWN_OPERATIONS
+    def call_service(
+        self, api: Any, operation: str, request: dict[str, Any], region: str | None = None
+    ) -> dict[str, Any]:
+        """A call to one of the other AWS APIs served on this endpoint (``SERVICES``), counted and faulted like
+        any other call and checked against that service's botocore model."""
+        counted = f"{api.TARGET_PREFIX}.{operation}" if operation in api.KNOWN else UNKNOWN_OPERATIONS
         self.engine.calls[counted] += 1
-        self._play_faults(operation, logs.SERVICE)
-        if operation in logs.KNOWN:
-            _check_against_model(operation, request, logs.SERVICE)
-        engine = self.engine
-        region = region or engine.scenario.region
-        with engine.lock:
-            engine.advance()
-            jobs = [job for job in engine.jobs.values() if job.region == region]
-            return logs.call(operation, request, jobs, engine.scenario.account_id, region)
+        self._play_faults(operation, api.SERVICE)
+        if operation in api.KNOWN:
+            _check_against_model(operation, request, api.SERVICE)
+        answer: dict[str, Any] = api.answer(self.engine, operation, request, region or self.engine.scenario.region)
+        return answer
 
     def _play_faults(self, operation: str, service: str = "sagemaker") -> None:
         faults = self.faults

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.demo import WEATHER_SCENARIO, night_record, run_nights
+from airflow_sm_prefs.demo import WEATHER_SCENARIO, certify, night_record, refresh_prices, run_nights
 from airflow_sm_prefs.local_stack import LocalStack
 from tests.helpers import listening_addresses
 
@@ -36,14 +36,26 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture(scope="module")
-def nights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalStack, list[tuple[str, str]]]]:
-    """What `make demo` runs: the nightly pipeline on four nights of the weather scenario."""
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     stack = LocalStack(project_dir=PROJECT, workdir=tmp_path_factory.mktemp("demo"), scenario=WEATHER_SCENARIO)
     try:
         stack.start()
-        yield stack, run_nights(stack)
+        refresh_prices(stack)
+        yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def certification(stack: LocalStack) -> dict:
+    """What `make demo` does first: certify the fine-tuning candidates."""
+    return certify(stack)
+
+
+@pytest.fixture(scope="module")
+def nights(stack: LocalStack, certification: dict) -> tuple[LocalStack, list[tuple[str, str]]]:
+    """What `make demo` runs next: the nightly pipeline on four nights of the weather scenario."""
+    return stack, run_nights(stack)
 
 
 @pytest.fixture(scope="module")
@@ -57,19 +69,33 @@ def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
     from airflow_sm_prefs import ledger, report
 
     stack, runs = nights
-    assert [state for _, state in runs] == ["success", "success", "failed", "success"]
-    ranks = [night_record(stack, run_id, "fine_tune")["selected_rank"] for run_id, _ in runs]
-    assert ranks == [0, 1, 2, 0]
+    assert [state for _, state in runs] == ["success", "success", "success", "success"]
+    trainings = [night_record(stack, run_id, "fine_tune") for run_id, _ in runs]
+    assert [t["selected_rank"] for t in trainings] == [0, 1, 1, 0]
+    # Night 3: both certified types sold out; the job waited in SageMaker's queue instead of falling back to
+    # the uncertified ml.g5.48xlarge, which had room.
+    assert trainings[2]["pending_seconds"] > 600 and trainings[1]["pending_seconds"] < 120
+    assert all(t["certified_run_seconds"] for t in trainings), "each chosen configuration has a benchmark"
     # The evaluation is sized from what fine_tune got: 8 GPUs (1 x p5) or 16 (2 x p4d) over 4-GPU instances.
     evaluations = [night_record(stack, run_id, "evaluate") for run_id, _ in runs]
-    assert evaluations[2] is None, "no evaluation after a failed training night"
-    sizes = [(e["selected_instance_type"], e["selected_instance_count"]) for e in evaluations if e is not None]
-    assert sizes == [("ml.g5.12xlarge", 2), ("ml.g5.12xlarge", 4), ("ml.g5.12xlarge", 2)]
+    sizes = [(e["selected_instance_type"], e["selected_instance_count"]) for e in evaluations]
+    assert sizes == [("ml.g5.12xlarge", 2), ("ml.g5.12xlarge", 4), ("ml.g5.12xlarge", 4), ("ml.g5.12xlarge", 2)]
     rows = {r["task_id"]: r for r in report.summarize(ledger.read(stack.ledger_root).entries)}
     fine_tune = rows["fine_tune"]
-    assert fine_tune["verdict"] == "incompatible_fallback", fine_tune["reason"]
-    assert "ml.g5.48xlarge" in fine_tune["reason"] and fine_tune["failed_after_start"] >= 1
+    assert fine_tune["verdict"] in ("paid_off", "did_not_pay_off"), fine_tune["reason"]
+    assert fine_tune["failed_after_start"] == 0 and fine_tune["rank_counts"] == {"0": 2, "1": 2}
+    assert all(c["run_time_vs_certified_p50"] is not None for c in fine_tune["configurations"])
     assert rows["prepare_data"]["verdict"] == "not_enough_data" and rows["prepare_data"]["fallback_rate"] == 0.0
+
+
+def test_certification_keeps_the_candidates_that_passed_and_the_nightly_dag_lists_only_those(stack, certification):
+    from airflow_sm_prefs import certification as registry
+
+    verdicts = certification["candidates"]
+    assert [label for label, v in verdicts.items() if v["passed"]] == ["1 x ml.p5.48xlarge", "2 x ml.p4d.24xlarge"]
+    assert "CUDA error" in verdicts["4 x ml.g5.48xlarge"]["reason"]
+    written = registry.read(certification["registry"])["nightly-fine-tune"]
+    assert sorted(c.key for c in written) == [("ml.p4d.24xlarge", 2), ("ml.p5.48xlarge", 1)]
 
 
 def test_pipeline_falls_back_and_records_the_choice(demo):
@@ -77,6 +103,9 @@ def test_pipeline_falls_back_and_records_the_choice(demo):
     training = stack.xcom(stack.dag_id, run_id, "fine_tune")
     assert (training["status"], training["selected_rank"], training["fell_back"]) == ("Completed", 1, True)
     assert (training["selected_instance_type"], training["selected_instance_count"]) == ("ml.p4d.24xlarge", 2)
+    # Priced from the emulated Price List API (the scenario's $40 per p4d instance-hour), per billed second.
+    assert training["cost_basis"] == "on-demand"
+    assert training["estimated_cost_usd"] == round(training["billable_seconds"] * 2 * 40 / 3600, 4)
     preparation = stack.xcom(stack.dag_id, run_id, "prepare_data")
     assert (preparation["job_kind"], preparation["selected_rank"]) == ("processing", 0)
     links = stack.task_links(stack.dag_id, run_id, "fine_tune")
@@ -97,7 +126,7 @@ def test_both_jobs_are_in_the_capacity_ledger_and_its_report(demo):
     assert set(entries) == {"prepare_data", "fine_tune", "evaluate"}
     assert (entries["fine_tune"]["outcome"], entries["fine_tune"]["selected_rank"]) == ("completed", 1)
     table = capacity_report(stack)
-    assert "nightly_evaluation / fine_tune" in table and "incompatible_fallback" in table
+    assert "nightly_evaluation / fine_tune" in table and "its certified" in table
 
 
 def test_jobs_read_and_write_s3_so_downstream_tasks_read_their_output(demo):
@@ -198,12 +227,14 @@ def test_the_capacity_page_in_the_airflow_ui(demo):
             frame = page.frame_locator("iframe")
             frame.get_by_role("cell", name="nightly_evaluation / fine_tune").wait_for(timeout=30_000)
             frame.get_by_text(row["verdict"]).first.wait_for(timeout=10_000)
-            assert frame.locator("svg").count() >= 2
+            assert frame.locator("svg").count() >= 3
+            frame.get_by_text("Median estimated cost per job").first.wait_for(timeout=10_000)
             page.screenshot(path=str(ARTIFACTS / "capacity_page.png"), full_page=True)
 
             query = f"dag_id={stack.dag_id}&run_id={urllib.parse.quote(run_id)}&task_id=fine_tune&map_index=-1"
             page.goto(f"{stack.api_url}/sm-prefs/capacity/task-instance?{query}")
             page.get_by_text("ml.p4d.24xlarge x 2 (chosen)").wait_for(timeout=30_000)
+            page.get_by_text("at on-demand prices").wait_for(timeout=10_000)
             page.screenshot(path=str(ARTIFACTS / "capacity_task_instance.png"), full_page=True)
         finally:
             browser.close()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from airflow_sm_prefs.local_stack import LocalStack, StackError
-from tests.faults.invalid import CASES, STATIC_WAYS, static_dag_file, static_dag_id
+from tests.faults.invalid import CASES, STATIC_GUARDRAIL_CASES, STATIC_WAYS, static_dag_file, static_dag_id
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
@@ -54,6 +54,9 @@ class CampaignStack(LocalStack):
                 for way in STATIC_WAYS:
                     dag_file = self.dags_folder / f"{static_dag_id(kind, case, way)}.py"
                     dag_file.write_text(static_dag_file(kind, case, way))
+        for case, (kind, _, _) in STATIC_GUARDRAIL_CASES.items():
+            dag_file = self.dags_folder / f"{static_dag_id(kind, case, 'guardrail')}.py"
+            dag_file.write_text(static_dag_file(kind, case, "guardrail"))
 
     def prepare(self) -> None:
         if self.workdir.exists():

@@ -18,8 +18,11 @@ from airflow_sm_prefs.local_stack import wait_for
 from tests.faults.audit import Expect, Row, airflow_races, audit, jobs_of, task_key, write_report
 from tests.faults.invalid import (
     CASES,
+    STATIC_GUARDRAIL_CASES,
     STATIC_WAYS,
     TEMPLATED_DAG_ID,
+    TEMPLATED_GUARDRAIL_CASES,
+    guardrail_task_id,
     mapped_task_id,
     static_dag_id,
     templated_task_id,
@@ -300,12 +303,21 @@ def test_pending_bound_and_incompatible_fallback(stack: CampaignStack, rows: lis
     assert not row6.problems, "\n".join(row6.problems)
 
 
+def _refused_on_first_try(ti: dict, log: str, expected: str) -> bool:
+    """Failed on its first try, before any create, saying why."""
+    return (
+        ti["state"] == "failed" and ti["try_number"] == 1 and "no SageMaker job was created" in log and expected in log
+    )
+
+
 def test_invalid_configurations_create_nothing(stack: CampaignStack, rows: list[Row]) -> None:
     creates_before = _creates(stack)
     cases = sum(len(c) for c in CASES.values())
+    guardrail_cases = len(STATIC_GUARDRAIL_CASES) + len(TEMPLATED_GUARDRAIL_CASES)
     row = Row(
-        "8. invalid configurations: static, static with a templated role, templated, mapped; both kinds",
-        f"{cases} invalid requests x 4 ways",
+        "8. invalid configurations: static, static with a templated role, templated, mapped; both kinds; "
+        "guardrails (requires=, cost caps, finish_by=, quota preflight)",
+        f"{cases} invalid requests x 4 ways + {guardrail_cases} guardrail cases",
     )
     static = {
         static_dag_id(kind, case, way): (kind, case)
@@ -313,8 +325,9 @@ def test_invalid_configurations_create_nothing(stack: CampaignStack, rows: list[
         for case in cases
         for way in STATIC_WAYS
     }
+    guarded = {static_dag_id(kind, case, "guardrail"): case for case, (kind, _, _) in STATIC_GUARDRAIL_CASES.items()}
     errors = wait_for(
-        lambda: (found := stack.import_errors()).keys() >= static.keys() and found,
+        lambda: (found := stack.import_errors()).keys() >= static.keys() | guarded.keys() and found,
         180,
         "an import error for every static invalid DAG",
         every=3,
@@ -326,9 +339,30 @@ def test_invalid_configurations_create_nothing(stack: CampaignStack, rows: list[
             row.tasks_ok += 1
         else:
             row.problems.append(f"static {kind} {case}: import error lacks {expected!r}: {errors[dag_file][-300:]}")
+    for dag_file, case in guarded.items():
+        row.tasks += 1
+        expected = STATIC_GUARDRAIL_CASES[case][2]
+        if expected in errors[dag_file]:
+            row.tasks_ok += 1
+        else:
+            row.problems.append(f"static guardrail {case}: import error lacks {expected!r}: {errors[dag_file][-300:]}")
     run_id = stack.trigger(TEMPLATED_DAG_ID)
     stack.wait_run_done(TEMPLATED_DAG_ID, run_id, timeout=400)
     instances = {(ti["task_id"], ti["map_index"]): ti for ti in stack.task_instances(TEMPLATED_DAG_ID, run_id)}
+    for case, (_, _, expected) in TEMPLATED_GUARDRAIL_CASES.items():
+        row.tasks += 1
+        ti = instances[(guardrail_task_id(case), -1)]
+        log = stack.task_log(TEMPLATED_DAG_ID, run_id, ti["task_id"], 1)
+        if (
+            ti["state"] == "failed"
+            and ti["try_number"] == 1
+            and "no SageMaker job was created" in log
+            and expected in log
+        ):
+            row.tasks_ok += 1
+        else:
+            state = f"state {ti['state']}, try {ti['try_number']}"
+            row.problems.append(f"templated guardrail {case}: {state}, expected {expected!r} in the log")
     for kind, cases in CASES.items():
         for map_index, (case, (_, expected)) in enumerate(cases.items()):
             # Expanded at run time: judged when Airflow builds the operator, and never retried.
@@ -344,12 +378,7 @@ def test_invalid_configurations_create_nothing(stack: CampaignStack, rows: list[
             row.tasks += 1
             ti = instances[(templated_task_id(kind, case), -1)]
             log = stack.task_log(TEMPLATED_DAG_ID, run_id, ti["task_id"], 1)
-            if (
-                ti["state"] == "failed"
-                and ti["try_number"] == 1
-                and "no SageMaker job was created" in log
-                and expected in log
-            ):
+            if _refused_on_first_try(ti, log, expected):
                 row.tasks_ok += 1
             else:
                 state = f"state {ti['state']}, try {ti['try_number']}"

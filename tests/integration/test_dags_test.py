@@ -170,6 +170,8 @@ def test_three_nights_in_the_ledger_survive_db_clean_and_can_be_rebuilt(tmp_path
         [sys.executable, "-m", "airflow", "db", "migrate"], env=env, capture_output=True, timeout=300
     )
     assert migrated.returncode == 0, migrated.stderr[-3000:]
+    refreshed = _cli(env, "prices", "refresh", "--aws-conn-id", "aws_default")
+    assert refreshed.returncode == 0, refreshed.stderr[-3000:]
     for _ in range(3):
         _airflow_dags_test(env, "sm_prefs_it_training")
     row = _task_report(env, "per_preference")
@@ -181,7 +183,10 @@ def test_three_nights_in_the_ledger_survive_db_clean_and_can_be_rebuilt(tmp_path
         2,
         3,
     )
-    assert configuration["estimated_cost_usd_p50"] is None, "no price is known: shown as unknown, never 0"
+    # Priced with what `prices refresh` read from the emulated Price List API: 2 instances x $40 per hour.
+    assert configuration["estimated_cost_usd_p50"] == pytest.approx(
+        configuration["run_seconds_p50"] * 2 * 40 / 3600, rel=0.02
+    )
 
     cleaned = subprocess.run(
         [
@@ -212,3 +217,46 @@ def test_three_nights_in_the_ledger_survive_db_clean_and_can_be_rebuilt(tmp_path
     assert "0 added, 6 already in the ledger" in again.stdout, again.stdout
     rebuilt = _task_report(env, "per_preference")
     assert (rebuilt["runs"], rebuilt["fallback_rate"], rebuilt["rank_counts"]) == (3, 1.0, {"1": 3})
+
+
+def test_certification_keeps_the_first_choice_and_rejects_the_fallback_that_fails(
+    airflow_home, start_emulator, tmp_path
+):
+    """`certification_dag` over the incompatible-fallback scenario (its first choice given room): the first
+    choice is certified with its measured run time, the fallback whose container fails after starting is
+    not; a strict task that still lists the fallback is then refused, at parse time and at run time."""
+    from airflow_sm_prefs import certification
+
+    server = start_emulator("incompatible-fallback", buckets=_buckets())
+    server.engine.set_capacity({"ml.p5.48xlarge": 1})
+    registry = tmp_path / "certified.yaml"
+    env = airflow_env(
+        airflow_home,
+        HERE / "dags",
+        AIRFLOW_CONN_SM_EMULATOR=_connection(server),
+        SM_PREFS_IT_RESULTS=str(tmp_path),
+        SM_PREFS_IT_REGISTRY=str(registry),
+    )
+    output = _airflow_dags_test(env, "sm_prefs_it_certification")
+    assert "Not certified: 1 x ml.g5.48xlarge: the job ended Failed after starting: AlgorithmError" in output
+    (entry,) = certification.read(registry)["it-fine-tune"]
+    assert (entry.instance_type, entry.instance_count) == ("ml.p5.48xlarge", 1)
+    assert 250 <= entry.run_seconds <= 400 and entry.image_uri.endswith("/eval:1")
+    assert entry.certified_by.startswith("sm_prefs_it_certification / ")
+    assert server.engine.calls["CreateTrainingJob"] == 2
+
+    from airflow_sm_prefs import SageMakerPreferenceTrainingOperator
+    from airflow_sm_prefs.preferences import PreferenceValidationError
+    from tests.helpers import training_request
+
+    strict = {"workload": "it-fine-tune", "certified": "strict", "certification_registry": str(registry)}
+    with pytest.raises(PreferenceValidationError, match=r"preference #2 \(1 x ml\.g5\.48xlarge\): not certified"):
+        SageMakerPreferenceTrainingOperator(
+            task_id="t",
+            config=training_request("x", None),
+            preferences=[("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 1)],
+            **strict,
+        )
+    SageMakerPreferenceTrainingOperator(
+        task_id="t", config=training_request("x", None), preferences=[("ml.p5.48xlarge", 1)], **strict
+    )

@@ -378,7 +378,8 @@ def test_processing_operator_selects_and_completes(start_emulator, aws_connectio
 
 def test_service_rejection_fails_without_retry(start_emulator, aws_connection):
     server = start_emulator("quota-short")
-    operator = training_operator(aws_connection(server))  # lists ml.p4d.24xlarge x2 against a quota of 1
+    # Lists ml.p4d.24xlarge x2 against a quota of 1; without the preflight, SageMaker is the one to refuse.
+    operator = training_operator(aws_connection(server), quota_preflight=False)
     with pytest.raises(AirflowFailException, match="ResourceLimitExceeded"):
         operator.execute(context())
     assert len(server.engine.jobs) == 0

@@ -18,7 +18,7 @@ bag = DagBag(sys.argv[1])
 elapsed = time.perf_counter() - started
 nightly = bag.dags["nightly_evaluation"]
 print(json.dumps({
-    "errors": {k: str(v)[:500] for k, v in bag.import_errors.items()},
+    "errors": {k: str(v)[-1500:] for k, v in bag.import_errors.items()},
     "dags": sorted(bag.dag_ids),
     "heavy": [m for m in ("boto3", "aiobotocore", "airflow_sm_prefs.emulator", "playwright") if m in sys.modules],
     "tasks": sorted(nightly.task_ids),
@@ -44,10 +44,28 @@ def _parse_in_a_fresh_process(script: str, folder: Path, home: Path, **env: str)
     return dict(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
+def _certify_nightly(home: Path) -> None:
+    """What nightly_fine_tune_certification writes when the first two candidates pass."""
+    from airflow_sm_prefs import certification
+    from tests.unit.test_certification import certified
+
+    certification.record(
+        home / "sm_prefs" / "certified.yaml",
+        "nightly-fine-tune",
+        [certified("ml.p5.48xlarge", 1), certified("ml.p4d.24xlarge", 2)],
+    )
+
+
 def test_shipped_dags_parse_without_heavy_imports(tmp_path):
+    _certify_nightly(tmp_path)
     parsed = _parse_in_a_fresh_process(PARSE, ROOT / "dags", tmp_path)
     assert parsed["errors"] == {}
-    assert parsed["dags"] == ["fine_tune_new_way", "fine_tune_old_way", "nightly_evaluation"]
+    assert parsed["dags"] == [
+        "fine_tune_new_way",
+        "fine_tune_old_way",
+        "nightly_evaluation",
+        "nightly_fine_tune_certification",
+    ]
     assert parsed["heavy"] == []
     assert parsed["tasks"] == [
         "evaluate",
@@ -59,6 +77,15 @@ def test_shipped_dags_parse_without_heavy_imports(tmp_path):
     ]
     assert parsed["catchup"] is False and "'0 2 * * *'" in parsed["schedule"]
     print(f"parsed dags/ in {parsed['seconds']:.3f}s")
+
+
+def test_the_nightly_dag_refuses_to_import_until_its_configurations_are_certified(tmp_path):
+    script = PARSE.replace('nightly = bag.dags["nightly_evaluation"]', "nightly = next(iter(bag.dags.values()))")
+    parsed = _parse_in_a_fresh_process(script, ROOT / "dags", tmp_path)
+    (error,) = [text for path, text in parsed["errors"].items() if path.endswith("nightly_evaluation.py")]
+    assert "preference #1 (1 x ml.p5.48xlarge): not certified for workload 'nightly-fine-tune'" in error
+    assert "run the workload's certification first" in error
+    assert "nightly_fine_tune_certification" in parsed["dags"]
 
 
 def test_the_fault_campaign_dags_parse(tmp_path):

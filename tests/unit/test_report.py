@@ -116,7 +116,7 @@ def test_every_format_carries_the_verdict(output_format):
         (parsed,) = list(csv.DictReader(io.StringIO(text)))
         assert (parsed["verdict"], json.loads(parsed["rank_counts"])) == ("paid_off", {"0": 1, "1": 2})
     else:
-        assert "nightly / fine_tune" in text and "paid_off" in text and "cost unknown" in text
+        assert "nightly / fine_tune" in text and "paid_off" in text and "cost p50 unknown" in text
 
 
 def test_entries_round_trip_and_a_rewrite_does_not_count_twice(tmp_path):
@@ -180,3 +180,114 @@ def test_a_plain_local_path_works_as_a_ledger_root(tmp_path):
     root = tmp_path / "ledger"
     assert ledger.write(entry("a", 1), root)
     assert [e["job_name"] for e in ledger.read(root).entries] == ["a"]
+
+
+# -- costs -------------------------------------------------------------------------------------------------------
+
+
+def test_fallbacks_that_finish_sooner_but_cost_too_much_did_not_pay_off():
+    entries = [
+        entry("a", 0, pending=7200, estimated_cost_usd=100.0),
+        entry("b", 1, pending=300, estimated_cost_usd=160.0),
+        entry("c", 1, pending=200, estimated_cost_usd=140.0),
+    ]
+    (row,) = report.summarize(entries)
+    assert row["verdict"] == "did_not_pay_off"
+    assert "+40% against the first choice's $100.00" in row["reason"] and "25% premium" in row["reason"]
+    assert [c["estimated_cost_usd_p50"] for c in row["configurations"]] == [100.0, 140.0]
+    (generous,) = report.summarize(entries, max_cost_premium=0.5)
+    assert generous["verdict"] == "paid_off" and "+40%" in generous["reason"]
+
+
+def test_a_cost_known_on_one_side_only_is_not_judged_and_never_taken_as_zero():
+    entries = [
+        entry("a", 0, pending=7200, estimated_cost_usd=None),
+        entry("b", 1, pending=300, estimated_cost_usd=500.0),
+        entry("c", 1, pending=200, estimated_cost_usd=500.0),
+    ]
+    (row,) = report.summarize(entries)
+    assert row["verdict"] == "paid_off" and "cost not judged" in row["reason"]
+    assert row["configurations"][0]["estimated_cost_usd_p50"] is None
+    assert "cost p50 unknown" in report.render([row], "table")
+    assert "cost p50 $500.00" in report.render([row], "table")
+
+
+def test_entries_written_before_costs_existed_read_as_unknown_cost():
+    old = entry("a", 0)
+    old.pop("estimated_cost_usd", None)
+    old.pop("cost_basis", None)
+    (row,) = report.summarize([old])
+    assert row["configurations"][0]["estimated_cost_usd_p50"] is None
+
+
+# -- compaction ----------------------------------------------------------------------------------------------------
+
+
+def _recorded(name: str, rank: int | None, recorded: str, **extra: Any) -> dict[str, Any]:
+    return {**entry(name, rank, **extra), "recorded_at": recorded}
+
+
+NOW = pendulum.datetime(2026, 11, 30, 12, tz="UTC")
+
+
+def test_compaction_folds_old_entries_by_month_and_the_report_reads_the_same(tmp_path):
+    root = tmp_path / "ledger"
+    for night in range(6):
+        created = f"2026-{10 + night % 2:02d}-{1 + night:02d}T02:00:00+00:00"
+        ledger.write(_recorded(f"n{night}", night % 2, "2026-11-01T00:00:00+00:00", created=created), root)
+    ledger.write(_recorded("today", 0, "2026-11-30T11:00:00+00:00"), root)
+    before = report.summarize(ledger.read(root).entries)
+    result = ledger.compact(root, now=NOW)
+    assert (result.folded, result.kept, result.files) == (6, 1, 2)
+    assert sorted(p.name for p in (root / "nightly" / "compacted").iterdir()) == ["2026-10.jsonl", "2026-11.jsonl"]
+    assert sorted(p.name for p in (root / "nightly").glob("*.json")) == ["today.json"]
+    assert report.summarize(ledger.read(root).entries) == before
+    assert ledger.compact(root, now=NOW).folded == 0  # nothing more to fold
+    assert ledger.known_jobs(root) == {f"n{night}" for night in range(6)} | {"today"}
+
+
+def test_a_jobs_own_file_written_after_compaction_wins_and_a_second_compaction_merges(tmp_path):
+    root = tmp_path / "ledger"
+    ledger.write(_recorded("a", 1, "2026-11-01T00:00:00+00:00", outcome="stopped"), root)
+    ledger.compact(root, now=NOW)
+    ledger.write(_recorded("a", 1, "2026-11-02T00:00:00+00:00"), root)  # a backfill saw it complete
+    ledger.write(_recorded("b", 0, "2026-11-02T00:00:00+00:00"), root)
+    (a,) = [e for e in ledger.read(root).entries if e["job_name"] == "a"]
+    assert a["outcome"] == "completed"
+    ledger.compact(root, now=NOW)
+    reading = ledger.read(root)
+    assert sorted((e["job_name"], e["outcome"]) for e in reading.entries) == [("a", "completed"), ("b", "completed")]
+    (month,) = (root / "nightly" / "compacted").iterdir()
+    assert len(month.read_text().splitlines()) == 2
+
+
+def test_a_bad_line_in_a_month_file_is_counted_not_fatal(tmp_path):
+    root = tmp_path / "ledger"
+    ledger.write(_recorded("a", 0, "2026-11-01T00:00:00+00:00"), root)
+    ledger.compact(root, now=NOW)
+    month = root / "nightly" / "compacted" / "2026-11.jsonl"
+    month.write_text(month.read_text() + "{not json\n" + json.dumps({"format": 1}) + "\n")
+    reading = ledger.read(root)
+    assert [e["job_name"] for e in reading.entries] == ["a"] and reading.bad == 2
+    assert "2026-11.jsonl line 2: not JSON" in reading.bad_examples
+
+
+def test_a_report_reads_only_the_fields_it_needs_of_the_dags_it_may(tmp_path):
+    root = tmp_path / "ledger"
+    ledger.write(entry("a", 0), root)
+    ledger.write({**entry("b", 0), "dag_id": "secret"}, root)
+    reading = ledger.read(root, dags={"nightly"}, fields=ledger.REPORT_FIELDS)
+    (only,) = reading.entries
+    assert only["job_name"] == "a" and set(only) == set(ledger.REPORT_FIELDS)
+
+
+def test_a_configuration_whose_runs_drift_from_its_benchmark_is_flagged():
+    entries = [entry(f"a{n}", 0, run=3000.0, certified_run_seconds=2000.0) for n in range(3)]
+    entries += [entry(f"b{n}", 1, run=3600.0, certified_run_seconds=3500.0) for n in range(3)]
+    (row,) = report.summarize(entries)
+    first, fallback = row["configurations"]
+    assert (first["run_time_vs_certified_p50"], first["drifted"]) == (1.5, True)
+    assert (fallback["run_time_vs_certified_p50"], fallback["drifted"]) == (1.029, False)
+    assert "x1.50 its certified 33m20s DRIFTED" in report.render([row], "table")
+    (lenient,) = report.summarize(entries, drift_tolerance=0.6)
+    assert not lenient["configurations"][0]["drifted"]

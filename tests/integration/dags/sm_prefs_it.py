@@ -86,3 +86,25 @@ with DAG("sm_prefs_it_processing", schedule=None, start_date=pendulum.datetime(2
         **COMMON,
     )
     [uniform, per_preference] >> _report("sm_prefs_it_processing", ["uniform", "per_preference"])
+
+
+def _fits_an_hour(record: dict) -> bool | str:
+    """The certification check: a benchmark run must finish within an hour."""
+    return record["run_seconds"] < 3600 or f"ran {record['run_seconds']:.0f} s, more than an hour"
+
+
+if os.environ.get("SM_PREFS_IT_REGISTRY"):
+    from airflow_sm_prefs.certification_dag import certification_dag
+
+    certification_dag(
+        "sm_prefs_it_certification",
+        workload="it-fine-tune",
+        config=TRAINING_CONFIG,
+        candidates=[("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 1)],
+        registry=os.environ["SM_PREFS_IT_REGISTRY"],
+        validate=_fits_an_hour,
+        max_pending=pendulum.duration(hours=1),
+        aws_conn_id="sm_emulator",
+        check_interval=1,
+        start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
+    )

@@ -1,0 +1,301 @@
+"""The certification registry: per workload, the configurations benchmarked and passed with its production
+image, data and launcher (``certification_dag`` writes it; the operators' ``certified=`` reads it).
+
+A YAML file::
+
+    format: 1
+    workloads:
+      nightly-eval:
+        - instance_type: ml.p5.48xlarge
+          instance_count: 1
+          run_seconds: 1710
+          throughput: {value: 1840.5, unit: samples/s}   # optional
+          image_uri: 123456789012.dkr.ecr.us-east-1.amazonaws.com/eval:1.4
+          image_digest: sha256:...                       # optional
+          certified_at: "2026-11-30"
+          certified_by: nightly_eval_certification / manual__2026-11-30T10:00:00+00:00
+          notes: ""
+
+Checked whole: a malformed registry is refused naming the file, the line and the field. Writers take an
+exclusive lock on ``<file>.lock`` and replace the file atomically, so two certification runs at once lose
+nothing; an entry of the same type and count is updated, never duplicated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+FORMAT = 1
+Mode = Literal["strict", "warn", "off"]
+MODES: tuple[Mode, ...] = ("strict", "warn", "off")
+
+
+class RegistryError(ValueError):
+    """A registry that cannot be read as written: names the file, the line and the field."""
+
+
+@dataclass(frozen=True)
+class Throughput:
+    value: float
+    unit: str
+
+
+@dataclass(frozen=True)
+class CertifiedConfiguration:
+    instance_type: str
+    instance_count: int
+    run_seconds: float
+    image_uri: str
+    certified_at: str
+    certified_by: str
+    image_digest: str | None = None
+    throughput: Throughput | None = None
+    notes: str = ""
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.instance_type, self.instance_count
+
+    def to_yaml(self) -> dict[str, Any]:
+        raw = {k: v for k, v in asdict(self).items() if v not in (None, "")}
+        return raw
+
+
+Registry = dict[str, list[CertifiedConfiguration]]
+
+_FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {  # name: (types, required)
+    "instance_type": (str, True),
+    "instance_count": (int, True),
+    "run_seconds": ((int, float), True),
+    "image_uri": (str, True),
+    "certified_at": ((str, dt.date), True),
+    "certified_by": (str, True),
+    "image_digest": (str, False),
+    "throughput": (dict, False),
+    "notes": (str, False),
+}
+
+
+def _line(node: yaml.Node | None) -> int:
+    return node.start_mark.line + 1 if node is not None else 1
+
+
+def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
+    """The YAML node under ``node`` at ``key`` (for the line number of a problem)."""
+    found: yaml.Node | None = None
+    if isinstance(node, yaml.MappingNode):
+        found = next((value for name, value in node.value if name.value == key), None)
+    elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+        found = node.value[key]
+    return found
+
+
+def _refuse(path: str, node: yaml.Node | None, where: str, problem: str) -> RegistryError:
+    return RegistryError(f"{path}, line {_line(node)}: {where}: {problem}")
+
+
+def parse(text: str, path: str) -> Registry:
+    try:
+        root = yaml.compose(text)
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f", line {mark.line + 1}" if mark is not None else ""
+        raise RegistryError(f"{path}{line}: not valid YAML ({getattr(error, 'problem', error)})") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise _refuse(path, root, "format", f"expected a mapping with format: {FORMAT}")
+    unknown = sorted(set(raw) - {"format", "workloads"})
+    if unknown:
+        raise _refuse(path, _child(root, unknown[0]), unknown[0], "unknown key (format and workloads only)")
+    workloads = raw.get("workloads") or {}
+    workloads_node = _child(root, "workloads")
+    if not isinstance(workloads, dict):
+        raise _refuse(path, workloads_node, "workloads", "expected a mapping of workload name to entries")
+    registry: Registry = {}
+    for workload, entries in workloads.items():
+        node = _child(workloads_node, workload)
+        if not isinstance(workload, str) or not workload:
+            raise _refuse(path, node, "workloads", f"a workload name must be text, got {workload!r}")
+        if not isinstance(entries, list):
+            raise _refuse(path, node, f"workloads.{workload}", "expected a list of certified configurations")
+        registry[workload] = [
+            _entry(entry, f"workloads.{workload}[{index}]", path, _child(node, index))
+            for index, entry in enumerate(entries)
+        ]
+        keys = [entry.key for entry in registry[workload]]
+        duplicates = sorted({key for key in keys if keys.count(key) > 1})
+        if duplicates:
+            raise _refuse(
+                path, node, f"workloads.{workload}", f"{duplicates[0][1]} x {duplicates[0][0]} is listed twice"
+            )
+    return registry
+
+
+def _entry(raw: Any, where: str, path: str, node: yaml.Node | None) -> CertifiedConfiguration:
+    if not isinstance(raw, dict):
+        raise _refuse(path, node, where, "expected a mapping")
+    for key in raw:
+        if key not in _FIELDS:
+            raise _refuse(path, _child(node, key), f"{where}.{key}", f"unknown field; known: {', '.join(_FIELDS)}")
+    for key, (types, required) in _FIELDS.items():
+        value = raw.get(key)
+        if value is None:
+            if required:
+                raise _refuse(path, node, f"{where}.{key}", "missing")
+            continue
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise _refuse(path, _child(node, key), f"{where}.{key}", f"of the wrong type ({type(value).__name__})")
+    if not str(raw["instance_type"]).startswith("ml."):
+        raise _refuse(path, _child(node, "instance_type"), f"{where}.instance_type", "an ml.* instance type")
+    if raw["instance_count"] < 1 or raw["run_seconds"] <= 0:
+        field = "instance_count" if raw["instance_count"] < 1 else "run_seconds"
+        raise _refuse(path, _child(node, field), f"{where}.{field}", "must be positive")
+    throughput = None
+    if raw.get("throughput") is not None:
+        value, unit = raw["throughput"].get("value"), raw["throughput"].get("unit")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not isinstance(unit, str) or not unit:
+            raise _refuse(path, _child(node, "throughput"), f"{where}.throughput", "needs a number value and a unit")
+        throughput = Throughput(float(value), unit)
+    return CertifiedConfiguration(
+        instance_type=raw["instance_type"],
+        instance_count=raw["instance_count"],
+        run_seconds=float(raw["run_seconds"]),
+        image_uri=raw["image_uri"],
+        certified_at=str(raw["certified_at"]),
+        certified_by=raw["certified_by"],
+        image_digest=raw.get("image_digest"),
+        throughput=throughput,
+        notes=raw.get("notes") or "",
+    )
+
+
+def read(path: str | Path) -> Registry:
+    """The registry at ``path``; an empty one if the file does not exist yet."""
+    location = Path(path)
+    try:
+        text = location.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as error:
+        raise RegistryError(f"{location}: cannot be read ({error})") from None
+    return parse(text, str(location))
+
+
+def registry_path(explicit: str | None) -> str:
+    """The operator's ``certification_registry`` if given, else ``[sm_prefs] certification_registry``, else
+    ``$AIRFLOW_HOME/sm_prefs/certified.yaml`` (beside the default ledger)."""
+    if explicit:
+        return os.path.expanduser(explicit)
+    from airflow.configuration import conf
+
+    configured = conf.get("sm_prefs", "certification_registry", fallback=None)
+    if configured:
+        return os.path.expanduser(configured)
+    home = os.environ.get("AIRFLOW_HOME") or conf.get("core", "airflow_home", fallback="~/airflow")
+    return os.path.join(os.path.expanduser(home), "sm_prefs", "certified.yaml")
+
+
+def certified_for(registry: Registry, workload: str, instance_type: str, count: int) -> CertifiedConfiguration | None:
+    return next((c for c in registry.get(workload, []) if c.key == (instance_type, count)), None)
+
+
+# -- writing ---------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def record(path: str | Path, workload: str, passed: Sequence[CertifiedConfiguration]) -> Registry:
+    """Add or update ``passed`` under ``workload``, under the file's lock, replacing the file atomically."""
+    location = Path(path)
+    with _locked(location):
+        registry = read(location)
+        entries = {entry.key: entry for entry in registry.get(workload, [])}
+        for entry in passed:
+            entries[entry.key] = entry
+        registry[workload] = sorted(entries.values(), key=lambda e: (e.instance_type, e.instance_count))
+        document = {
+            "format": FORMAT,
+            "workloads": {name: [e.to_yaml() for e in entries] for name, entries in sorted(registry.items())},
+        }
+        text = yaml.safe_dump(document, sort_keys=False)
+        parse(text, str(location))  # never write what the readers would refuse
+        handle, temporary = tempfile.mkstemp(dir=location.parent, prefix=f".{location.name}.")
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, location)
+    return registry
+
+
+# -- what the operators ask ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Certification:
+    """An operator's ``workload`` / ``certified`` / ``certification_registry``, judged."""
+
+    workload: str | None
+    mode: Mode
+    registry: str | None
+
+    @classmethod
+    def judged(cls, workload: Any, certified: Any, registry: Any) -> Certification:
+        from airflow_sm_prefs import preferences as rules
+
+        problems = []
+        if workload is not None and (not isinstance(workload, str) or not workload.strip()):
+            problems.append(f"workload must be a workload name of the certification registry, got {workload!r:.60}")
+        mode: Any = certified if certified is not None else ("warn" if workload else "off")
+        if mode not in MODES:
+            problems.append(f"certified must be 'strict', 'warn' or 'off', got {certified!r:.40}")
+        elif mode != "off" and not workload:
+            problems.append(f"certified={mode!r} needs workload= (the registry's name for this job)")
+        if registry is not None and not isinstance(registry, str):
+            problems.append(f"certification_registry must be a file path, got {type(registry).__name__}")
+        path = registry_path(registry) if not problems else None
+        if problems:
+            raise rules.PreferenceValidationError(problems)
+        return cls(workload, mode, path)
+
+    def uncertified(self, entries: Sequence[tuple[str, int, str]]) -> list[str]:
+        """Of ``(type, count, label)`` entries, those the registry does not certify for the workload."""
+        if self.mode == "off" or self.workload is None or self.registry is None:
+            return []
+        registry = read(self.registry)
+        known = ", ".join(f"{c.instance_count} x {c.instance_type}" for c in registry.get(self.workload, [])) or (
+            "none yet: run the workload's certification first"
+        )
+        return [
+            f"{label}: not certified for workload {self.workload!r} in {self.registry} (certified: {known})"
+            for instance_type, count, label in entries
+            if certified_for(registry, self.workload, instance_type, count) is None
+        ]
+
+    def certified_run_seconds(self, instance_type: str | None, count: int | None) -> float | None:
+        if self.workload is None or self.registry is None or instance_type is None or not count:
+            return None
+        try:
+            found = certified_for(read(self.registry), self.workload, instance_type, count)
+        except RegistryError:
+            return None
+        return found.run_seconds if found else None

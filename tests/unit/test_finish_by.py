@@ -1,0 +1,102 @@
+"""finish_by=: the deadline planned with a frozen clock (what fits, the bound, who enforces it)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pendulum
+import pytest
+
+from airflow_sm_prefs import finish_by
+from airflow_sm_prefs.jobs import PROCESSING, TRAINING
+from airflow_sm_prefs.preferences import PreferenceValidationError
+from tests.helpers import GPU_PAIR, processing_request, training_request
+
+NOW = pendulum.datetime(2026, 11, 30, 2, 0, tz="UTC")
+
+
+def no_history(instance_type: str, count: int) -> None:
+    return None
+
+
+def test_the_bound_is_the_deadline_less_the_longest_expected_run_and_sagemaker_enforces_it():
+    request = training_request("x", GPU_PAIR)  # MaxRuntimeInSeconds 3600
+    deadline = finish_by.plan(TRAINING, request, NOW.add(hours=4), NOW, no_history)
+    assert (deadline.dropped, deadline.pending_seconds) == ({}, 3 * 3600)
+    sent, pending_until = finish_by.applied(TRAINING, request, deadline, NOW)
+    assert sent["StoppingCondition"]["MaxPendingTimeInSeconds"] == 3 * 3600 and pending_until is None
+
+
+def test_the_ledger_history_sets_the_expected_run_and_entries_that_cannot_fit_are_dropped():
+    def history(instance_type: str, count: int):
+        return (600.0, 5) if instance_type == "ml.p4d.24xlarge" else None
+
+    request = training_request("x", GPU_PAIR)
+    deadline = finish_by.plan(TRAINING, request, NOW.add(minutes=50), NOW, history)
+    (reason,) = deadline.dropped.values()
+    assert reason.startswith("preference #1 (1 x ml.p5.48xlarge): expected to run 1h00m00s (MaxRuntimeInSeconds")
+    assert "finish_by=2026-11-30T02:50:00Z" in reason
+    assert deadline.expected_seconds == {1: 600.0} and deadline.pending_seconds == 40 * 60
+    assert "median of this task's 5 completed job(s)" in deadline.explained[1]
+
+
+def test_below_sagemakers_floor_the_task_enforces_the_bound_itself():
+    request = training_request("x", GPU_PAIR)
+    deadline = finish_by.plan(TRAINING, request, NOW.add(minutes=80), NOW, no_history)
+    sent, pending_until = finish_by.applied(TRAINING, request, deadline, NOW)
+    assert deadline.pending_seconds == 20 * 60
+    assert "MaxPendingTimeInSeconds" not in sent["StoppingCondition"]
+    assert pending_until == "2026-11-30T02:20:00Z"
+
+
+def test_processing_is_always_enforced_by_the_task():
+    request = processing_request("p", [{"InstanceType": "ml.g5.12xlarge", "InstanceCount": 1}])
+    deadline = finish_by.plan(PROCESSING, request, NOW.add(hours=5), NOW, no_history)
+    _, pending_until = finish_by.applied(PROCESSING, request, deadline, NOW)
+    assert pending_until == NOW.add(hours=4).to_iso8601_string()
+
+
+def test_a_users_smaller_pending_limit_is_kept():
+    request = training_request("x", GPU_PAIR)
+    request["StoppingCondition"]["MaxPendingTimeInSeconds"] = 2400
+    deadline = finish_by.plan(TRAINING, request, NOW.add(hours=6), NOW, no_history)
+    sent, _ = finish_by.applied(TRAINING, request, deadline, NOW)
+    assert sent["StoppingCondition"]["MaxPendingTimeInSeconds"] == 2400
+
+
+def test_when_nothing_fits_the_task_fails_early_naming_the_deadline():
+    with pytest.raises(PreferenceValidationError) as refused:
+        finish_by.plan(TRAINING, training_request("x", GPU_PAIR), NOW.add(minutes=30), NOW, no_history)
+    problems = refused.value.problems
+    assert problems[0] == "no preference can finish by finish_by=2026-11-30T02:30:00Z (30m00s from now)"
+    assert len(problems) == 4 and problems[-1] == "no SageMaker job was created"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2026-12-01T06:00:00+00:00", pendulum.datetime(2026, 12, 1, 6, tz="UTC")),
+        (" 2026-12-01T07:00:00+01:00 ", pendulum.datetime(2026, 12, 1, 6, tz="UTC")),
+        (dt.datetime(2026, 12, 1, 6, tzinfo=dt.UTC), pendulum.datetime(2026, 12, 1, 6, tz="UTC")),
+        (pendulum.datetime(2026, 12, 1, 6, tz="Europe/Paris"), pendulum.datetime(2026, 12, 1, 5, tz="UTC")),
+    ],
+)
+def test_deadlines_are_read_as_utc_times(value, expected):
+    assert finish_by.deadline_of(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("tomorrow-ish", "finish_by must be a datetime or an ISO 8601 time"),
+        (6, "finish_by must be a datetime"),
+        (dt.datetime(2026, 12, 1, 6), "has no time zone"),
+    ],
+)
+def test_bad_deadlines_are_refused(value, named):
+    with pytest.raises(PreferenceValidationError, match=named):
+        finish_by.deadline_of(value)
+
+
+def test_a_template_is_left_for_rendering():
+    assert finish_by.judged("{{ data_interval_end.add(hours=6) }}") == "{{ data_interval_end.add(hours=6) }}"

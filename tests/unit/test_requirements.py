@@ -1,0 +1,158 @@
+"""requires=: the instance catalogue and the hardware check, at parse time and before submission."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import botocore.session
+import pytest
+
+from airflow_sm_prefs import InstanceRequirements, instance_catalogue, requirements
+from airflow_sm_prefs.operators import SageMakerPreferenceProcessingOperator, SageMakerPreferenceTrainingOperator
+from airflow_sm_prefs.preferences import ACCELERATED_PREFIXES, PreferenceValidationError
+from tests.helpers import processing_request, training_request
+
+CATALOGUE = instance_catalogue.shipped()
+
+
+def _enum(kind: str) -> set[str]:
+    return set(botocore.session.get_session().get_service_model("sagemaker").shape_for(kind).enum)
+
+
+def test_the_catalogue_covers_every_accelerated_type_botocore_knows_but_the_ones_it_names():
+    shipped = json.loads((Path(instance_catalogue.__file__).parent / "data" / "instances.json").read_text())
+    accelerated = {
+        name
+        for name in _enum("TrainingInstanceType") | _enum("ProcessingInstanceType")
+        if name.startswith(ACCELERATED_PREFIXES)
+    }
+    assert accelerated - set(CATALOGUE) == set(shipped["not_found"]) == {"ml.p6e-gb200.36xlarge"}
+    assert shipped["retrieved"] and len(shipped["sources"]) == 3
+    assert all(CATALOGUE[name].accelerators > 0 for name in accelerated - set(shipped["not_found"]))
+
+
+def test_the_catalogue_agrees_with_the_sagemaker_sdks_gpu_table():
+    """sagemaker-core ships AWS's own GPU count and memory for some types; the catalogue must not contradict it."""
+    tables = sorted(
+        Path(".venv-sdk").glob("lib/python*/site-packages/sagemaker/core/image_uri_config/instance_gpu_info.json")
+    )
+    if not tables:
+        pytest.skip("sagemaker-core's venv is not built here (make sdk-venv)")
+    sdk = json.loads(tables[0].read_text())["us-east-1"]
+    compared = 0
+    for name, gpu in sdk.items():
+        if name not in CATALOGUE:
+            continue
+        hardware = CATALOGUE[name]
+        assert hardware.accelerators == gpu["Count"], name
+        total = hardware.accelerators * (hardware.accelerator_memory_gib or 0) * 1024
+        assert abs(total - gpu["TotalGpuMemoryInMiB"]) <= 0.1 * gpu["TotalGpuMemoryInMiB"], name
+        compared += 1
+    assert compared >= 20
+
+
+def test_gpu_memory_refuses_g5_and_accepts_p4d():
+    needs = InstanceRequirements(min_gpu_memory_gib=40)
+    assert requirements.shortfalls(needs, CATALOGUE["ml.p4d.24xlarge"], 1) == []
+    (problem,) = requirements.shortfalls(needs, CATALOGUE["ml.g5.48xlarge"], 1)
+    assert "per accelerator, below min_gpu_memory_gib=40" in problem
+
+
+def test_efa_architecture_total_gpus_and_accelerator_kind():
+    assert requirements.shortfalls(InstanceRequirements(efa=True), CATALOGUE["ml.g5.xlarge"], 1) == [
+        "no EFA (Elastic Fabric Adapter) support"
+    ]
+    assert requirements.shortfalls(InstanceRequirements(efa=True), CATALOGUE["ml.p5.48xlarge"], 1) == []
+    hopper = InstanceRequirements(gpu_architectures=("hopper",))
+    assert "ampere is not one of hopper" in requirements.shortfalls(hopper, CATALOGUE["ml.p4d.24xlarge"], 1)[0]
+    sixteen = InstanceRequirements(min_total_gpus=16)
+    assert requirements.shortfalls(sixteen, CATALOGUE["ml.p4d.24xlarge"], 2) == []
+    assert "8 x 1 = 8 accelerators" in requirements.shortfalls(sixteen, CATALOGUE["ml.p4d.24xlarge"], 1)[0]
+    assert requirements.shortfalls(InstanceRequirements(accelerator="trainium"), CATALOGUE["ml.trn1.32xlarge"], 1) == []
+    assert (
+        "has no gpu"
+        in requirements.shortfalls(InstanceRequirements(accelerator="gpu"), CATALOGUE["ml.m5.xlarge"], 1)[0]
+    )
+
+
+def test_a_static_list_that_cannot_meet_requires_fails_at_parse_time_naming_the_entry():
+    with pytest.raises(PreferenceValidationError) as refused:
+        SageMakerPreferenceTrainingOperator(
+            task_id="t",
+            config=training_request("x", None),
+            preferences=[("ml.p4d.24xlarge", 1), ("ml.g5.48xlarge", 1)],
+            requires={"min_gpu_memory_gib": 40},
+        )
+    assert "preference #2 (1 x ml.g5.48xlarge)" in str(refused.value)
+    assert "preference #1" not in str(refused.value)
+
+
+def test_with_drop_or_a_templated_list_the_run_decides():
+    SageMakerPreferenceTrainingOperator(
+        task_id="t",
+        config=training_request("x", None),
+        preferences=[("ml.p4d.24xlarge", 1), ("ml.g5.48xlarge", 1)],
+        requires=InstanceRequirements(min_gpu_memory_gib=40),
+        on_violation="drop",
+    )
+    SageMakerPreferenceProcessingOperator(
+        task_id="p",
+        config=processing_request("x", None),
+        preferences="{{ params.prefs }}",
+        requires={"efa": True},
+    )
+
+
+@pytest.mark.parametrize(
+    ("requires", "named"),
+    [
+        ({"min_gpu_memory": 40}, "unknown field(s) min_gpu_memory"),
+        ({"min_gpu_memory_gib": -1}, "requires.min_gpu_memory_gib must be a positive number"),
+        ({"min_total_gpus": 2.5}, "requires.min_total_gpus must be a positive integer"),
+        ({"gpu_architectures": []}, "requires.gpu_architectures must be a non-empty list"),
+        ({"efa": "yes"}, "requires.efa must be True or False"),
+        ({"accelerator": "tpu"}, "requires.accelerator must be one of"),
+        (["efa"], "requires must be an InstanceRequirements or a dict"),
+    ],
+)
+def test_bad_requirements_fail_at_parse_time(requires, named):
+    with pytest.raises(PreferenceValidationError, match=None) as refused:
+        SageMakerPreferenceTrainingOperator(
+            task_id="t", config=training_request("x", None), preferences=["ml.p4d.24xlarge"], requires=requires
+        )
+    assert named in str(refused.value)
+
+
+def test_a_type_the_catalogue_lacks_is_refused_unless_the_user_adds_it(tmp_path, monkeypatch):
+    preferences = [("ml.p6e-gb200.36xlarge", 1)]
+    with pytest.raises(PreferenceValidationError, match="not in the instance catalogue"):
+        SageMakerPreferenceTrainingOperator(
+            task_id="t", config=training_request("x", None), preferences=preferences, requires={"efa": True}
+        )
+    mine = tmp_path / "catalogue.json"
+    entry = {
+        "vcpus": 144,
+        "memory_gib": 1000,
+        "accelerator": "gpu",
+        "accelerator_model": "gb200",
+        "accelerators": 4,
+        "accelerator_memory_gib": 185,
+        "gpu_architecture": "blackwell",
+        "efa_interfaces": 8,
+        "cpu_architecture": "arm64",
+        "source": "our own measurement",
+    }
+    mine.write_text(json.dumps({"format": 1, "instances": {"ml.p6e-gb200.36xlarge": entry}}))
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__INSTANCE_CATALOGUE", str(mine))
+    SageMakerPreferenceTrainingOperator(
+        task_id="t", config=training_request("x", None), preferences=preferences, requires={"efa": True}
+    )
+
+
+def test_a_malformed_user_catalogue_names_the_file_and_the_entry(tmp_path, monkeypatch):
+    mine = tmp_path / "catalogue.json"
+    mine.write_text(json.dumps({"format": 1, "instances": {"ml.x": {"vcpus": "many"}}}))
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__INSTANCE_CATALOGUE", str(mine))
+    with pytest.raises(instance_catalogue.CatalogueError, match=r"catalogue\.json: instances\.ml\.x\.vcpus"):
+        instance_catalogue.current()
