@@ -13,7 +13,7 @@ SDK_VENV := .venv-sdk
 SAGEMAKER_CORE := sagemaker-core==2.27.0
 SDK_STAMP := $(SDK_VENV)/.installed-$(shell echo $(SAGEMAKER_CORE) | sha1sum | cut -c1-12)
 
-.PHONY: venv sdk-venv lock browser test lint typecheck unit demo emulator bench faults clean
+.PHONY: venv sdk-venv lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
 
 venv: $(STAMP)
 
@@ -66,6 +66,15 @@ demo: venv
 faults: venv
 	SM_PREFS_RELIABILITY_REPORT=docs/reliability.md $(BIN)/pytest -q -ra tests/faults
 
+# The production topology (PostgreSQL, Redis, CeleryExecutor, 2 workers, 2 triggerers, the emulator) on
+# 127.0.0.1 until Ctrl-C; PostgreSQL and Redis come from Debian's packages (installed when missing, as root).
+stack: venv
+	$(BIN)/python -m tests.production.stack .stack
+
+# The fault campaign on that topology (make test runs it too). Rewrites docs/reliability-production.md.
+production-faults: venv
+	SM_PREFS_PRODUCTION_RELIABILITY_REPORT=docs/reliability-production.md $(BIN)/pytest -q -ra tests/production
+
 # Not part of `make test`: about 85 minutes on 2 cores. Results go to docs/performance.md by hand.
 bench: venv
 	$(BIN)/python -m benchmarks.emulator_describe
@@ -79,4 +88,4 @@ emulator: venv
 	$(BIN)/airflow-sm-prefs emulator --scenario gpu-shortage --port 8907
 
 clean:
-	rm -rf $(VENV) $(SDK_VENV) .lock-venv .pytest_cache .mypy_cache .ruff_cache artifacts .demo
+	rm -rf $(VENV) $(SDK_VENV) .lock-venv .pytest_cache .mypy_cache .ruff_cache artifacts .demo .stack

@@ -210,6 +210,14 @@ def _cost_cell(entry: ledger.LedgerEntry) -> str:
     return f"{_usd(entry['estimated_cost_usd'])} at on-demand prices"
 
 
+def _benchmark(configuration: dict[str, Any], key: str) -> str:
+    """How the median run compares with the configuration's certified run time, on the run-time chart."""
+    ratio = configuration.get("run_time_vs_certified_p50")
+    if key != "run_seconds_p50" or ratio is None:
+        return ""
+    return f", x{ratio:.2f} its benchmark" + (" - DRIFTED" if configuration.get("drifted") else "")
+
+
 def _configuration_chart(
     configurations: list[dict[str, Any]], key: str, caption: str, show: Callable[[Any], str], width: int = 640
 ) -> str:
@@ -231,7 +239,7 @@ def _configuration_chart(
             f"<text x='4' y='{y + 16}' font-size='12'>{html.escape(label)}</text>"
             f"<rect x='{left}' y='{y + 4}' width='{length:.1f}' height='{bar_height - 8}' fill='{colour}'/>"
             f"<text x='{left + length + 6:.1f}' y='{y + 16}' font-size='12'>"
-            f"{show(configuration[key])} ({_jobs(configuration['jobs'])})</text>"
+            f"{show(configuration[key])} ({_jobs(configuration['jobs'])}{_benchmark(configuration, key)})</text>"
         )
     return (
         f"<figure><figcaption>{html.escape(caption)}</figcaption>"

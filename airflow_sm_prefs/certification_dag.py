@@ -24,10 +24,18 @@ def _slug(instance_type: str, count: int) -> str:
     return re.sub(r"[^a-z0-9]+", "_", f"{instance_type.removeprefix('ml.')}_x{count}").strip("_")
 
 
-def _image(kind: str, config: Mapping[str, Any]) -> str:
+def _image(kind: str, request: Mapping[str, Any]) -> str:
     if kind == "training":
-        return str((config.get("AlgorithmSpecification") or {}).get("TrainingImage") or "")
-    return str((config.get("AppSpecification") or {}).get("ImageUri") or "")
+        return str((request.get("AlgorithmSpecification") or {}).get("TrainingImage") or "")
+    return str((request.get("AppSpecification") or {}).get("ImageUri") or "")
+
+
+def _image_run(kind: str, job_name: str, aws_conn_id: str) -> str:
+    """The image the job ran, as SageMaker describes it (the DAG's config may hold a template)."""
+    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+    from airflow_sm_prefs.jobs import KINDS
+
+    return _image(kind, SageMakerPreferenceHook(aws_conn_id=aws_conn_id).describe_job(KINDS[kind], job_name))
 
 
 def verdict(record: Mapping[str, Any] | None, validate: Validate | None) -> dict[str, Any]:
@@ -89,7 +97,6 @@ def certification_dag(
         raise rules.PreferenceValidationError([f"give each candidate a count: {', '.join(missing)}"])
     path = certification.registry_path(registry)
     operator = SageMakerPreferenceTrainingOperator if kind == "training" else SageMakerPreferenceProcessingOperator
-    image = _image(kind, config)
     runs = {}
     dag_kwargs.setdefault("schedule", None)
     dag_kwargs.setdefault("tags", ["sm-prefs-certification"])
@@ -125,6 +132,7 @@ def certification_dag(
                     print(f"Not certified: {label}: {result['reason']}")
                     continue
                 throughput = result.get("throughput")
+                image = _image_run(kind, record["job_name"], aws_conn_id)
                 passed.append(
                     certification.CertifiedConfiguration(
                         instance_type=entry["InstanceType"],

@@ -75,6 +75,8 @@ class LocalStack:
     dag_id: str = "nightly_evaluation"
     dags_folder: Path | None = None  # default: the project's dags/
     separate_components: bool = False  # one process per component instead of `airflow standalone`
+    # With separate components: each component's name (its log file's) and its `airflow` arguments.
+    airflow_components: dict[str, tuple[str, ...]] = field(default_factory=lambda: {c: (c,) for c in COMPONENTS})
     parallelism: int = 2
     extra_env: dict[str, str] = field(default_factory=dict)
     aws_config_kwargs: dict[str, Any] | None = None  # botocore Config for the connection (retries, ...)
@@ -202,12 +204,14 @@ class LocalStack:
         )
         if migrate.returncode != 0:
             raise StackError(f"airflow db migrate failed: {migrate.stderr.decode()[-2000:]}")
-        for component in COMPONENTS:
+        for component in self.airflow_components:
             self.start_component(component)
 
     def start_component(self, component: str) -> None:
         self.components[component] = self._spawn(
-            [sys.executable, "-m", "airflow", component], f"{component}.log", self.airflow_env()
+            [sys.executable, "-m", "airflow", *self.airflow_components[component]],
+            f"{component}.log",
+            self.airflow_env(),
         )
 
     def wait_healthy(self, timeout: float = 240) -> None:

@@ -181,10 +181,39 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             yield stream
 
     async def on_kill(self) -> None:
-        """The user marked the deferred task failed/success or cleared it: stop the job (best effort)."""
+        """The user marked the deferred task failed/success or cleared it: stop the job (best effort).
+
+        Airflow 3.3 also calls ``on_kill`` when a trigger leaves a triggerer because another triggerer took it
+        over (two or more triggerers); the task is then still deferred, and its job must go on."""
         from airflow_sm_prefs.hooks import SageMakerPreferenceHook
 
         if not self.stop_on_kill:
             self.log.info("stop_on_kill is off: leaving SageMaker job %s running", self.job_name)
             return
+        if await self._task_still_deferred():
+            self.log.info(
+                "SageMaker job %s keeps running: its task is still deferred (another triggerer took this trigger "
+                "over), so this is not a user's action",
+                self.job_name,
+            )
+            return
         await SageMakerPreferenceHook(**self.hook_kwargs).stop_job_async(self.kind, self.job_name, self.log)
+
+    async def _task_still_deferred(self) -> bool:
+        """Whether the task instance is still deferred, as the Execution API says; False when it cannot say."""
+        ti = getattr(self, "task_instance", None)
+        if ti is None:
+            return False
+        try:
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+            from asgiref.sync import sync_to_async
+
+            map_index = getattr(ti, "map_index", -1)
+            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
+                dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=map_index
+            )
+        except Exception as error:  # no Execution API here (a test, an old Airflow): treat it as a user's action
+            self.log.debug("Could not read the task's state (%s); stopping the job", error)
+            return False
+        key = ti.task_id if map_index is None or map_index < 0 else f"{ti.task_id}_{map_index}"
+        return bool(states.get(ti.run_id, {}).get(key) == "deferred")

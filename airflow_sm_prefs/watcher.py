@@ -3,8 +3,11 @@
 Triggers register the job they wait for and receive updates; they never poll on their own clock. Each
 interval the watcher asks SageMaker once which jobs changed (``List*Jobs`` with ``LastModifiedTimeAfter``,
 paginated) and describes only those, so the calls per interval do not grow with the number of waiting jobs.
-A long per-job Describe is kept as a safety net, and if listing is denied or misbehaves the watcher falls
-back to describing each job on its own interval (and says so once in the log). One client per watcher, a
+The safety net scales with pages too: every half hour a sweep lists every job modified since the oldest
+change the watcher knows of and describes only the watched jobs whose summary differs from what it holds
+(or that the sweep did not find), where a Describe per job per half hour would need 5.6 calls/s for 10,000
+jobs. If listing is denied or misbehaves the watcher falls back to describing each job on its own interval
+(and says so once in the log). One client per watcher, a
 rate limiter shared per account and Region, backoff on throttling and 5xx, and an adaptive interval: short
 when a change is imminent (provisioning, uploading, stopping), long while everything queues for capacity.
 """
@@ -31,7 +34,7 @@ from airflow_sm_prefs.ratelimit import AdaptiveRateLimiter
 log = logging.getLogger(__name__)
 
 IDLE_LINGER_SECONDS = 30.0
-SAFETY_NET_SECONDS = 1800.0  # a Describe per job at least this often, whatever listing says
+SAFETY_NET_SECONDS = 1800.0  # a sweep of every watched job this often, whatever incremental listing says
 LIST_OVERLAP_SECONDS = 10.0  # re-list this much service time: timestamps travel in whole seconds
 LIST_PAGE_SIZE = 100
 
@@ -106,10 +109,12 @@ class JobWatcher(LoopShared):
         self._listing = True
         self._cursor: float | None = None  # service time after which changes are not yet seen
         self._next_list = 0.0
+        self._next_sweep: float | None = None
         self._list_failures = 0
         self.calls = 0
         self.list_calls = 0
         self.list_rounds = 0
+        self.sweep_calls = 0
 
     @classmethod
     def shared(
@@ -165,11 +170,13 @@ class JobWatcher(LoopShared):
         if self._cursor is None or known.last_modified < self._cursor:
             self._cursor = known.last_modified
         own_clock = not self._listing or (not self.kind.summary_shows_selection and known.selected is None)
-        # Spread first safety-net checks over the whole period, so a fan-out of thousands of tasks does not
-        # come back as a burst of Describes half an hour later.
-        delay = job.state_interval * random.uniform(0.9, 1.1) if own_clock else SAFETY_NET_SECONDS * random.random()
-        job.next_due = asyncio.get_running_loop().time() + delay
-        self._next_list = min(self._next_list or float("inf"), asyncio.get_running_loop().time() + job.interval)
+        now = asyncio.get_running_loop().time()
+        # On the listing's clock a job has no Describe of its own: the incremental listing and the sweep find
+        # its changes.
+        job.next_due = now + job.state_interval * random.uniform(0.9, 1.1) if own_clock else float("inf")
+        self._next_list = min(self._next_list or float("inf"), now + job.interval)
+        if self._next_sweep is None:
+            self._next_sweep = now + SAFETY_NET_SECONDS * random.uniform(0.9, 1.1)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -191,12 +198,16 @@ class JobWatcher(LoopShared):
                             if name in self._jobs:
                                 due[name] = self._jobs[name]
                         self._next_list = loop.time() + self._list_interval()
+                    if self._listing_active and self._next_sweep is not None and now >= self._next_sweep:
+                        for name in await self._sweep(client):
+                            due[name] = self._jobs[name]
+                        self._next_sweep = loop.time() + SAFETY_NET_SECONDS * random.uniform(0.9, 1.1)
                     if due:
                         await asyncio.gather(*(self._poll(client, job) for job in due.values()))
                         continue
                     next_due = min((job.next_due for job in self._jobs.values()), default=now + IDLE_LINGER_SECONDS)
                     if self._listing_active:
-                        next_due = min(next_due, self._next_list)
+                        next_due = min(next_due, self._next_list, self._next_sweep or float("inf"))
                     self._wake.clear()
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, next_due - now))
@@ -257,8 +268,9 @@ class JobWatcher(LoopShared):
         job.state_interval = interval_for(job.interval, view.status, view.secondary_status, view.selected is not None)
         # A selection that changes nothing a summary shows keeps the job on its own clock until then.
         own_clock = not self._listing or (not self.kind.summary_shows_selection and view.selected is None)
-        delay = job.state_interval if own_clock else max(SAFETY_NET_SECONDS, job.state_interval)
-        job.next_due = loop.time() + delay * random.uniform(0.9, 1.1)
+        job.next_due = loop.time() + job.state_interval * random.uniform(0.9, 1.1) if own_clock else float("inf")
+        if not own_clock and self._next_sweep is None:
+            self._next_sweep = loop.time() + SAFETY_NET_SECONDS * random.uniform(0.9, 1.1)
 
     def _transient(self, error: BaseException) -> bool:
         """Whether to retry after ``error``; a throttling answer also slows the shared rate limiter."""
@@ -328,6 +340,51 @@ class JobWatcher(LoopShared):
         self._limiter.succeeded()
         self._cursor = newest
         return changed
+
+    async def _sweep(self, client: Any) -> list[str]:
+        """The safety net: watched jobs on the listing's clock whose summary, listed afresh, differs from what
+        the watcher holds, or that the listing did not return. One call per page of jobs, not per job."""
+        watched = {name: job for name, job in self._jobs.items() if job.next_due == float("inf")}
+        known = [job.summary_key[2] for job in watched.values() if job.summary_key and job.summary_key[2]]
+        if not watched:
+            return []
+        if len(known) < len(watched):
+            return [name for name, job in watched.items() if not (job.summary_key and job.summary_key[2])]
+        after = dt.datetime.fromtimestamp(min(known) - LIST_OVERLAP_SECONDS, tz=dt.UTC)
+        seen: set[str] = set()
+        differs: list[str] = []
+        token: str | None = None
+        try:
+            while True:
+                await self._limiter.acquire()
+                self.calls += 1
+                self.sweep_calls += 1
+                request: dict[str, Any] = {"LastModifiedTimeAfter": after, "MaxResults": LIST_PAGE_SIZE}
+                if token:
+                    request["NextToken"] = token
+                page = await SageMakerPreferenceHook.list_jobs_async(client, self.kind, **request)
+                for summary in page.get(self.kind.summaries_field, []):
+                    name = summary.get(self.kind.name_field, "")
+                    job = watched.get(name)
+                    if job is None:
+                        continue
+                    seen.add(name)
+                    modified = _timestamp(summary.get("LastModifiedTime"))
+                    if (
+                        summary.get(self.kind.status_field),
+                        summary.get("SecondaryStatus"),
+                        modified,
+                    ) != job.summary_key:
+                        differs.append(name)
+                token = page.get("NextToken")
+                if not token:
+                    break
+        except Exception as exc:  # the sweep is a net: on any failure, look at every watched job instead
+            self._transient(exc)
+            log.info("SageMaker %s sweep failed (%s); describing the watched jobs", self.kind.name, exc)
+            return list(watched)
+        self._limiter.succeeded()
+        return differs + [name for name in watched if name not in seen]
 
     def _publish(self, job: _Watched, update: JobUpdate) -> None:
         job.last = update

@@ -96,6 +96,8 @@ def test_certification_keeps_the_candidates_that_passed_and_the_nightly_dag_list
     assert "CUDA error" in verdicts["4 x ml.g5.48xlarge"]["reason"]
     written = registry.read(certification["registry"])["nightly-fine-tune"]
     assert sorted(c.key for c in written) == [("ml.p4d.24xlarge", 2), ("ml.p5.48xlarge", 1)]
+    # The image the jobs ran (the DAG's config holds a template for it).
+    assert {c.image_uri for c in written} == {"123456789012.dkr.ecr.us-east-1.amazonaws.com/llm-eval:2026.11"}
 
 
 def test_pipeline_falls_back_and_records_the_choice(demo):

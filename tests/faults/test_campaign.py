@@ -35,6 +35,10 @@ pytestmark = pytest.mark.airflow
 QUEUED = {"ml.p5.48xlarge": 0, "ml.p4d.24xlarge": 0}
 LOG_LINE = re.compile(r"^\[[^\]/]+/algo-\d+-\d+\] ")
 ARTIFACTS = PROJECT_DIR / "artifacts" / "faults"
+PRODUCTION_NOTE = (
+    "The same scenarios on the production topology (PostgreSQL, Redis, CeleryExecutor, two workers, two "
+    "triggerers): [reliability-production.md](reliability-production.md)."
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +49,7 @@ def rows(notes: list[str]) -> Iterator[list[Row]]:
     seconds = time.monotonic() - started
     races = airflow_races(ARTIFACTS / "stack" / "scheduler.log")
     for path in filter(None, [ARTIFACTS / "reliability.md", os.environ.get("SM_PREFS_RELIABILITY_REPORT")]):
-        write_report(collected, Path(path), seconds, races, notes)
+        write_report(collected, Path(path), seconds, races, [*notes, PRODUCTION_NOTE])
 
 
 @pytest.fixture(scope="module")

@@ -178,3 +178,30 @@ def test_bad_arguments_are_rejected():
         SageMakerPreferenceJobTrigger(job_name="j", job_kind="tuning")
     with pytest.raises(ValueError, match="wait_for"):
         SageMakerPreferenceJobTrigger(job_name="j", job_kind="training", wait_for="forever")
+
+
+@pytest.mark.parametrize(("state", "stopped"), [("deferred", False), ("failed", True), (None, True), ("success", True)])
+async def test_on_kill_stops_the_job_only_when_the_task_left_deferred(
+    start_emulator, aws_connection, monkeypatch, state, stopped
+):
+    """With two triggerers Airflow calls on_kill when another triggerer takes a trigger over: the task is still
+    deferred then, and its job must go on. A user's mark failed / success or clear leaves it not deferred."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    server = start_emulator("all-busy-then-free")
+    boto_client(server.endpoint_url).create_training_job(**training_request("moved", GPU_PAIR))
+    trigger = _trigger(aws_connection(server), "moved")
+    trigger.task_instance = SimpleNamespace(dag_id="nightly", task_id="train", run_id="r1", map_index=2)
+    asked = []
+
+    def task_states(**query):
+        asked.append(query)
+        return {"r1": {"train_2": state, "train_3": "failed"}}
+
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(task_states))
+    await trigger.on_kill()
+    assert asked == [{"dag_id": "nightly", "task_ids": ["train"], "run_ids": ["r1"], "map_index": 2}]
+    status = server.engine.describe("training", "moved")["TrainingJobStatus"]
+    assert status == ("Stopping" if stopped else "InProgress")

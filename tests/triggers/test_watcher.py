@@ -243,3 +243,26 @@ def test_several_triggerers_watching_the_same_job_each_deliver_exactly_one_event
             [("selected", name)],
             [("selected", name)],
         ]
+
+
+async def test_the_safety_net_lists_pages_and_describes_only_what_differs(start_emulator, aws_connection, monkeypatch):
+    """With the incremental listing missing everything, the half-hourly sweep (here every second) finds the 5
+    jobs of 30 that changed with one page per sweep, and describes those only."""
+    server = start_emulator("all-busy-then-free")
+    names = _queue_jobs(server, 30)
+
+    async def listing_that_misses_everything(self, client):
+        return []
+
+    monkeypatch.setattr(JobWatcher, "_list_changes", listing_that_misses_everything)
+    monkeypatch.setattr(watcher_module, "SAFETY_NET_SECONDS", 1.0)
+    conn = aws_connection(server)
+    running = asyncio.ensure_future(_run_for([_trigger(conn, n, server=server) for n in names], 6.0))
+    await asyncio.sleep(0.5)
+    control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 5})  # room for 5 of the 30
+    payloads = await running
+    assert len(payloads) == 5 and {p["status"] for p in payloads} == {"selected"}
+    (watcher,) = JobWatcher._by_loop[asyncio.get_running_loop()].values()
+    assert watcher.sweep_calls >= 3, "a sweep a second, one page each"
+    # Only the 5 that changed, once per change a sweep saw (selected, then starting): never the 25 still queued.
+    assert 5 <= server.engine.calls["DescribeTrainingJob"] <= 15

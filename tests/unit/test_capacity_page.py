@@ -80,3 +80,15 @@ def test_unreadable_entries_are_counted_on_the_page_not_a_crash(ledger_with_two_
     page = signed_in.get("/capacity")
     assert page.status_code == 200 and "1 ledger entries could not be read" in page.text
     assert "nightly / fine_tune" in page.text
+
+
+def test_costs_and_benchmarks_are_charted_when_known(tmp_path, monkeypatch, signed_in):
+    from airflow.sdk import ObjectStoragePath
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
+    root = ObjectStoragePath(f"file://{tmp_path}/ledger")
+    for name, rank in (("a", 0), ("b", 1), ("c", 1)):
+        ledger.write(entry(name, rank, estimated_cost_usd=12.5, certified_run_seconds=2000.0), root)
+    page = signed_in.get("/capacity").text
+    assert page.count("<svg") == 3, "wait, run time and cost"
+    assert "$12.50 (2 jobs)" in page and "x1.80 its benchmark - DRIFTED" in page

@@ -89,3 +89,49 @@ def test_no_fixed_admin_password_and_ui_on_loopback():
     assert environment["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] == "admin:admin"  # user:role, no password
     assert not any("PASSWORD" in key for key in environment)
     assert SERVICES["airflow-apiserver"]["ports"] == ["127.0.0.1:8080:8080"]
+
+
+def test_the_production_stack_runs_what_the_compose_file_declares():
+    """tests/production/stack.py is the compose file's topology without Docker: the same components, as many
+    of each, with the same commands (less the flags one host needs), and the settings that make it that
+    topology: CeleryExecutor, PostgreSQL through psycopg2, Redis as the broker, results in PostgreSQL."""
+    from tests.production.services import Services
+    from tests.production.stack import components
+
+    host_only = {"--celery-hostname", "--concurrency", "--skip-serve-logs"}
+
+    def command(args: tuple[str, ...]) -> str:
+        kept, skip = [], False
+        for arg in args:
+            if skip:
+                skip = False
+            elif arg in host_only:
+                skip = arg != "--skip-serve-logs"
+            else:
+                kept.append(arg)
+        return " ".join(kept)
+
+    declared = {}
+    for service in COMPOSE["services"].values():
+        if isinstance(service.get("command"), str) and service["command"] in (
+            "api-server",
+            "scheduler",
+            "dag-processor",
+            "celery worker",
+            "triggerer",
+        ):
+            declared[service["command"]] = service.get("deploy", {}).get("replicas", 1)
+    ran: dict[str, int] = {}
+    for args in components().values():
+        ran[command(args)] = ran.get(command(args), 0) + 1
+    assert ran == declared
+    compose_env = COMPOSE["x-airflow-common"]["environment"]
+    stack_env = Services(postgres_port=5432, redis_port=6379).airflow_env()
+    assert stack_env["AIRFLOW__CORE__EXECUTOR"] == compose_env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    for key, scheme in (
+        ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql+psycopg2://airflow:airflow@"),
+        ("AIRFLOW__CELERY__RESULT_BACKEND", "db+postgresql://airflow:airflow@"),
+        ("AIRFLOW__CELERY__BROKER_URL", "redis://"),
+    ):
+        assert stack_env[key].startswith(scheme) and compose_env[key].startswith(scheme), key
+    assert set(COMPOSE["services"]) >= {"postgres", "redis"}
