@@ -285,24 +285,34 @@ class JobWatcher(LoopShared):
         intervals = [job.state_interval or job.interval for job in jobs]
         return max(1.0, min(intervals)) * random.uniform(0.9, 1.1)
 
+    async def _pages(self, client: Any, after: dt.datetime) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+        """(number, page) of every job modified after ``after``: one rate-limited call per page."""
+        token: str | None = None
+        number = 0
+        while True:
+            await self._limiter.acquire()
+            self.calls += 1
+            request: dict[str, Any] = {"LastModifiedTimeAfter": after, "MaxResults": LIST_PAGE_SIZE}
+            if token:
+                request["NextToken"] = token
+            page = await SageMakerPreferenceHook.list_jobs_async(client, self.kind, **request)
+            yield number, page
+            token = page.get("NextToken")
+            if not token:
+                return
+            number += 1
+
     async def _list_changes(self, client: Any) -> list[str]:
         """Names of watched jobs whose summary changed since the cursor (one call per page, usually one)."""
         assert self._cursor is not None
         after = dt.datetime.fromtimestamp(self._cursor - LIST_OVERLAP_SECONDS, tz=dt.UTC)
         newest = self._cursor
         changed: list[str] = []
-        token: str | None = None
         self.list_rounds += 1
         try:
-            while True:
-                await self._limiter.acquire()
-                self.calls += 1
+            async for number, page in self._pages(client, after):
                 self.list_calls += 1
-                request: dict[str, Any] = {"LastModifiedTimeAfter": after, "MaxResults": LIST_PAGE_SIZE}
-                if token:
-                    request["NextToken"] = token
-                page = await SageMakerPreferenceHook.list_jobs_async(client, self.kind, **request)
-                if token is None:
+                if number == 0:
                     # Everything modified before the service answered the first page is in this listing, so
                     # the next one can start from the service's clock: a quiet account then lists nothing.
                     served_at = service_time(page)
@@ -316,9 +326,6 @@ class JobWatcher(LoopShared):
                     key = (summary.get(self.kind.status_field), summary.get("SecondaryStatus"), modified)
                     if job is not None and key != job.summary_key:
                         changed.append(job.name)
-                token = page.get("NextToken")
-                if not token:
-                    break
         except Exception as exc:
             if self._transient(exc):
                 self._list_failures += 1
@@ -353,16 +360,9 @@ class JobWatcher(LoopShared):
         after = dt.datetime.fromtimestamp(min(known) - LIST_OVERLAP_SECONDS, tz=dt.UTC)
         seen: set[str] = set()
         differs: list[str] = []
-        token: str | None = None
         try:
-            while True:
-                await self._limiter.acquire()
-                self.calls += 1
+            async for _, page in self._pages(client, after):
                 self.sweep_calls += 1
-                request: dict[str, Any] = {"LastModifiedTimeAfter": after, "MaxResults": LIST_PAGE_SIZE}
-                if token:
-                    request["NextToken"] = token
-                page = await SageMakerPreferenceHook.list_jobs_async(client, self.kind, **request)
                 for summary in page.get(self.kind.summaries_field, []):
                     name = summary.get(self.kind.name_field, "")
                     job = watched.get(name)

@@ -129,15 +129,20 @@ async def test_denied_listing_falls_back_to_describes_and_says_so_once(start_emu
     assert len(warnings) == 1 and "sagemaker:ListTrainingJobs" in warnings[0].getMessage()
 
 
-async def test_safety_net_catches_a_change_listing_missed(start_emulator, aws_connection, monkeypatch):
-    server = start_emulator("all-busy-then-free")
-    names = _queue_jobs(server, 3)
+@pytest.fixture
+def listing_misses_everything(monkeypatch):
+    """The incremental listing finds no change, and the safety net runs every second."""
 
-    async def listing_that_misses_everything(self, client):
+    async def nothing(self, client):
         return []
 
-    monkeypatch.setattr(JobWatcher, "_list_changes", listing_that_misses_everything)
+    monkeypatch.setattr(JobWatcher, "_list_changes", nothing)
     monkeypatch.setattr(watcher_module, "SAFETY_NET_SECONDS", 1.0)
+
+
+async def test_safety_net_catches_a_change_listing_missed(start_emulator, aws_connection, listing_misses_everything):
+    server = start_emulator("all-busy-then-free")
+    names = _queue_jobs(server, 3)
     conn = aws_connection(server)
     running = asyncio.ensure_future(_run_for([_trigger(conn, n) for n in names], 30.0))
     await asyncio.sleep(0.5)
@@ -245,17 +250,13 @@ def test_several_triggerers_watching_the_same_job_each_deliver_exactly_one_event
         ]
 
 
-async def test_the_safety_net_lists_pages_and_describes_only_what_differs(start_emulator, aws_connection, monkeypatch):
+async def test_the_safety_net_lists_pages_and_describes_only_what_differs(
+    start_emulator, aws_connection, listing_misses_everything
+):
     """With the incremental listing missing everything, the half-hourly sweep (here every second) finds the 5
     jobs of 30 that changed with one page per sweep, and describes those only."""
     server = start_emulator("all-busy-then-free")
     names = _queue_jobs(server, 30)
-
-    async def listing_that_misses_everything(self, client):
-        return []
-
-    monkeypatch.setattr(JobWatcher, "_list_changes", listing_that_misses_everything)
-    monkeypatch.setattr(watcher_module, "SAFETY_NET_SECONDS", 1.0)
     conn = aws_connection(server)
     running = asyncio.ensure_future(_run_for([_trigger(conn, n, server=server) for n in names], 6.0))
     await asyncio.sleep(0.5)
