@@ -77,6 +77,9 @@ class LocalStack:
     separate_components: bool = False  # one process per component instead of `airflow standalone`
     # With separate components: each component's name (its log file's) and its `airflow` arguments.
     airflow_components: dict[str, tuple[str, ...]] = field(default_factory=lambda: {c: (c,) for c in COMPONENTS})
+    # With separate components: `airflow` commands run after the migration, before any component starts
+    # (users and roles an auth manager must know before the DAG processor syncs DAGs' permissions).
+    setup_commands: tuple[tuple[str, ...], ...] = ()
     parallelism: int = 2
     extra_env: dict[str, str] = field(default_factory=dict)
     aws_config_kwargs: dict[str, Any] | None = None  # botocore Config for the connection (retries, ...)
@@ -204,6 +207,12 @@ class LocalStack:
         )
         if migrate.returncode != 0:
             raise StackError(f"airflow db migrate failed: {migrate.stderr.decode()[-2000:]}")
+        for command in self.setup_commands:
+            done = subprocess.run(
+                [sys.executable, "-m", "airflow", *command], env=env, capture_output=True, timeout=300
+            )
+            if done.returncode != 0:
+                raise StackError(f"airflow {' '.join(command[:2])} failed: {done.stderr.decode()[-2000:]}")
         for component in self.airflow_components:
             self.start_component(component)
 

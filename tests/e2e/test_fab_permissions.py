@@ -29,52 +29,58 @@ FAB = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
 USERS = {"admin": ("Admin", "admin-password-for-this-test"), "alice": ("team_a", "alice-password-for-this-test")}
 
 
-def _airflow(stack: LocalStack, *args: str) -> str:
+def _sync_permissions(stack: LocalStack) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "airflow", *args], env=stack.airflow_env(), capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "airflow", "sync-perm", "--include-dags"],
+        env=stack.airflow_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    return result.stdout
 
 
 @pytest.fixture(scope="module")
 def fab_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     pytest.importorskip("airflow.providers.fab", reason="the FAB provider is part of the test extra")
+    # The roles must exist before the DAG processor first syncs the DAGs' access_control: it refuses a DAG
+    # naming an unknown role, so they are made between the migration and the components' start.
+    users = tuple(
+        (
+            "users",
+            "create",
+            "-u",
+            name,
+            "-p",
+            password,
+            "-r",
+            role,
+            "-f",
+            name,
+            "-l",
+            "test",
+            "-e",
+            f"{name}@example.com",
+        )
+        for name, (role, password) in USERS.items()
+    )
     stack = LocalStack(
         project_dir=PROJECT,
         workdir=tmp_path_factory.mktemp("fab"),
         dags_folder=Path(__file__).parent / "dags_fab",
         separate_components=True,
         extra_env={"AIRFLOW__CORE__AUTH_MANAGER": FAB},
+        setup_commands=(("roles", "create", "team_a", "team_b"), *users),
     )
     try:
         stack.prepare()
         stack.start_emulator()
         stack.start_airflow()
-        _airflow(stack, "roles", "create", "team_a", "team_b")
-        for name, (role, password) in USERS.items():
-            _airflow(
-                stack,
-                "users",
-                "create",
-                "--username",
-                name,
-                "--password",
-                password,
-                "--role",
-                role,
-                "--firstname",
-                name,
-                "--lastname",
-                "test",
-                "--email",
-                f"{name}@example.com",
-            )
         stack.wait_healthy()
         stack.token = stack.login("admin", USERS["admin"][1])
         for dag_id in ("team_a_pipeline", "team_b_pipeline"):
             wait_for(lambda dag_id=dag_id: stack.dag_known(dag_id), 120, f"{dag_id} to be parsed", every=2)
-        _airflow(stack, "sync-perm", "--include-dags")
+        _sync_permissions(stack)
         for dag_id in ("team_a_pipeline", "team_b_pipeline"):
             for night in range(3):
                 ledger.write({**entry(f"{dag_id}-{night}", night % 2), "dag_id": dag_id}, stack.ledger_root)  # type: ignore[arg-type]
