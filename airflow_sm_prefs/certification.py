@@ -35,6 +35,8 @@ from typing import Any, Literal
 
 import yaml
 
+from airflow_sm_prefs.paths import default_file
+
 FORMAT = 1
 Mode = Literal["strict", "warn", "off"]
 MODES: tuple[Mode, ...] = ("strict", "warn", "off")
@@ -203,8 +205,7 @@ def registry_path(explicit: str | None) -> str:
     configured = conf.get("sm_prefs", "certification_registry", fallback=None)
     if configured:
         return os.path.expanduser(configured)
-    home = os.environ.get("AIRFLOW_HOME") or conf.get("core", "airflow_home", fallback="~/airflow")
-    return os.path.join(os.path.expanduser(home), "sm_prefs", "certified.yaml")
+    return default_file("certified.yaml")
 
 
 def certified_for(registry: Registry, workload: str, instance_type: str, count: int) -> CertifiedConfiguration | None:

@@ -97,14 +97,22 @@ def _demo(args: argparse.Namespace) -> int:
     return main(Path(args.project_dir).resolve(), exit_when_done)
 
 
+def _duration(text: str) -> Any:
+    """``30d``, ``12h``, ``90m`` as a ``timedelta``; None for anything else."""
+    import datetime as dt
+
+    units = {"d": "days", "h": "hours", "m": "minutes"}
+    number, unit = text[:-1], text[-1:]
+    return dt.timedelta(**{units[unit]: int(number)}) if unit in units and number.isdigit() else None
+
+
 def _since(text: str) -> Any:
     """``30d``, ``12h``, ``90m`` (that long ago) or an ISO 8601 date or time."""
     import pendulum
 
-    units = {"d": "days", "h": "hours", "m": "minutes"}
-    number, unit = text[:-1], text[-1:]
-    if unit in units and number.isdigit():
-        return pendulum.now("UTC").subtract(**{units[unit]: int(number)})
+    age = _duration(text)
+    if age is not None:
+        return pendulum.now("UTC") - age
     try:
         moment = pendulum.parse(text)
     except (ValueError, TypeError):
@@ -218,13 +226,10 @@ def _compact(args: argparse.Namespace) -> int:
 
 def _age(text: str) -> Any:
     """``1d``, ``12h``, ``90m``: an age."""
-    import datetime as dt
-
-    units = {"d": "days", "h": "hours", "m": "minutes"}
-    number, unit = text[:-1], text[-1:]
-    if unit not in units or not number.isdigit():
+    age = _duration(text)
+    if age is None:
         raise argparse.ArgumentTypeError(f"--older-than takes 1d, 12h or 90m, not {text[:40]!r}")
-    return dt.timedelta(**{units[unit]: int(number)})
+    return age
 
 
 def build_parser() -> argparse.ArgumentParser:

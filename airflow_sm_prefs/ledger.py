@@ -29,6 +29,7 @@ from typing import Any, Literal, TypedDict
 import pendulum
 
 from airflow_sm_prefs.job_view import JobView, iso
+from airflow_sm_prefs.paths import default_file
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +151,7 @@ def location() -> Any:
     from airflow.configuration import conf
     from airflow.sdk import ObjectStoragePath
 
-    home = os.environ.get("AIRFLOW_HOME") or conf.get("core", "airflow_home", fallback="~/airflow")
-    default = f"file://{os.path.abspath(os.path.expanduser(home))}/sm_prefs/ledger"
+    default = f"file://{os.path.abspath(default_file('ledger'))}"
     path = conf.get(CONFIG_SECTION, "ledger_path", fallback=None) or default
     conn_id = conf.get(CONFIG_SECTION, "ledger_conn_id", fallback=None)
     return ObjectStoragePath(path, conn_id=conn_id) if conn_id else ObjectStoragePath(path)

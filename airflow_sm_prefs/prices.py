@@ -22,6 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from airflow_sm_prefs.paths import default_file
+
 if TYPE_CHECKING:
     from airflow_sm_prefs.job_view import JobView
 
@@ -142,8 +144,7 @@ def user_table_path() -> Path:
     configured = conf.get("sm_prefs", "price_table", fallback=None)
     if configured:
         return Path(os.path.expanduser(configured))
-    home = os.environ.get("AIRFLOW_HOME") or conf.get("core", "airflow_home", fallback="~/airflow")
-    return Path(os.path.expanduser(home)) / "sm_prefs" / "prices.json"
+    return Path(default_file("prices.json"))
 
 
 _cache: dict[tuple[str, float], PriceTable] = {}
