@@ -13,7 +13,7 @@ SDK_VENV := .venv-sdk
 SAGEMAKER_CORE := sagemaker-core==2.27.0
 SDK_STAMP := $(SDK_VENV)/.installed-$(shell echo $(SAGEMAKER_CORE) | sha1sum | cut -c1-12)
 
-.PHONY: venv sdk-venv lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
+.PHONY: venv sdk-venv lock browser test lint typecheck unit demo emulator bench faults stack production-faults e2e-production clean
 
 venv: $(STAMP)
 
@@ -62,7 +62,7 @@ test: lint typecheck browser sdk-venv
 demo: venv
 	$(BIN)/airflow-sm-prefs demo --project-dir .
 
-# The fault campaign alone (make test runs it too); about 4 minutes. Rewrites docs/reliability.md.
+# The fault campaign alone (make test runs it too); about 6 minutes. Rewrites its column of docs/reliability.md.
 faults: venv
 	SM_PREFS_RELIABILITY_REPORT=docs/reliability.md $(BIN)/pytest -q -ra tests/faults
 
@@ -71,9 +71,13 @@ faults: venv
 stack: venv
 	$(BIN)/python -m tests.production.stack .stack
 
-# The fault campaign on that topology (make test runs it too). Rewrites docs/reliability-production.md.
+# The fault campaign on that topology (make test runs it too). Rewrites its column of docs/reliability.md.
 production-faults: venv
-	SM_PREFS_PRODUCTION_RELIABILITY_REPORT=docs/reliability-production.md $(BIN)/pytest -q -ra tests/production
+	SM_PREFS_RELIABILITY_REPORT=docs/reliability.md $(BIN)/pytest -q -ra tests/production
+
+# The end-to-end demo and browser tests on that stack (screenshots in artifacts/e2e-production/).
+e2e-production: venv browser
+	SM_PREFS_E2E_TOPOLOGY=production $(BIN)/pytest -q -ra tests/e2e/test_demo_e2e.py
 
 # Not part of `make test`: about 85 minutes on 2 cores. Results go to docs/performance.md by hand.
 bench: venv

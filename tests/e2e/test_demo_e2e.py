@@ -1,10 +1,13 @@
 """The `make demo` path, headless: emulator + `airflow standalone`, the nightly pipeline, REST and a real browser.
 
-Screenshots are kept in artifacts/e2e/ as test artifacts.
+Screenshots are kept in artifacts/e2e/ as test artifacts. With SM_PREFS_E2E_TOPOLOGY=production (`make
+e2e-production`) the same tests run on the production topology instead (PostgreSQL, Redis, two Celery
+workers, two triggerers; tests/production/stack.py), their screenshots in artifacts/e2e-production/.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import urllib.error
 import urllib.parse
@@ -21,7 +24,8 @@ from tests.helpers import listening_addresses
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
 
 PROJECT = Path(__file__).resolve().parents[2]
-ARTIFACTS = PROJECT / "artifacts" / "e2e"
+PRODUCTION = os.environ.get("SM_PREFS_E2E_TOPOLOGY") == "production"
+ARTIFACTS = PROJECT / "artifacts" / ("e2e-production" if PRODUCTION else "e2e")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -37,7 +41,10 @@ CHROMIUM_ARGS = [
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    stack = LocalStack(project_dir=PROJECT, workdir=tmp_path_factory.mktemp("demo"), scenario=WEATHER_SCENARIO)
+    from tests.production.stack import ProductionDemoStack
+
+    kind = ProductionDemoStack if PRODUCTION else LocalStack
+    stack = kind(project_dir=PROJECT, workdir=tmp_path_factory.mktemp("demo"), scenario=WEATHER_SCENARIO)
     try:
         stack.start()
         refresh_prices(stack)

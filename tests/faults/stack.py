@@ -14,6 +14,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from airflow_sm_prefs.local_stack import LocalStack, StackError
 from tests.faults.invalid import CASES, STATIC_GUARDRAIL_CASES, STATIC_WAYS, static_dag_file, static_dag_id
 
@@ -68,8 +70,11 @@ class CampaignStack(LocalStack):
 
     @staticmethod
     def _kill(process: subprocess.Popen[bytes]) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        # Every descendant, not only the process group: the Task SDK puts each task process in a group of its
+        # own, and a lost machine takes those too.
+        for pid in [process.pid, *descendants(process.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         process.wait(timeout=30)
 
     def kill_component(self, component: str) -> None:
@@ -82,13 +87,33 @@ class CampaignStack(LocalStack):
         self.emulator = None
 
     def kill_task_process(self, ti_id: str) -> int:
-        """SIGKILL the process running a task instance's code (the Task SDK titles it with the TI's id)."""
-        title = f"airflow worker -- {ti_id}".encode()
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            with contextlib.suppress(OSError):
-                if (entry / "cmdline").read_bytes().replace(b"\0", b" ").strip() == title:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    return int(entry.name)
-        raise StackError(f"no process runs task instance {ti_id}")
+        """SIGKILL the process running a task instance's code."""
+        pid = task_process(ti_id)
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def component_running(self, ti_id: str) -> str:
+        """The component (a worker) that started the process running a task instance's code."""
+        ancestors = {parent.pid for parent in psutil.Process(task_process(ti_id)).parents()}
+        for name, process in self.components.items():
+            if process.pid in ancestors:
+                return name
+        raise StackError(f"task instance {ti_id} runs outside every component")
+
+
+def descendants(pid: int) -> list[int]:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    return []
+
+
+def task_process(ti_id: str) -> int:
+    """The process running a task instance's code (the Task SDK titles it with the TI's id)."""
+    title = f"airflow worker -- {ti_id}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if (entry / "cmdline").read_bytes().replace(b"\0", b" ").strip() == title:
+                return int(entry.name)
+    raise StackError(f"no process runs task instance {ti_id}")

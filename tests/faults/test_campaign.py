@@ -1,21 +1,19 @@
 """The fault campaign: a real Airflow against the emulator, one injected fault per scenario, then an audit.
 
-`make faults` runs this module alone and rewrites docs/reliability.md; `make test` runs it too. Scenarios
+`make faults` runs this module alone and rewrites its column of docs/reliability.md; `make test` runs it too. Scenarios
 share one Airflow (started once) and run in order; each audits only its own DAG runs.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from airflow_sm_prefs.local_stack import wait_for
-from tests.faults.audit import Expect, Row, airflow_races, audit, jobs_of, task_key, write_report
+from tests.faults.audit import Expect, Row, audit, jobs_of, task_key
 from tests.faults.invalid import (
     CASES,
     STATIC_GUARDRAIL_CASES,
@@ -27,6 +25,7 @@ from tests.faults.invalid import (
     static_dag_id,
     templated_task_id,
 )
+from tests.faults.report import SQLITE, collect_rows
 from tests.faults.stack import PROJECT_DIR, CampaignStack
 from tests.helpers import listening_addresses
 
@@ -35,21 +34,11 @@ pytestmark = pytest.mark.airflow
 QUEUED = {"ml.p5.48xlarge": 0, "ml.p4d.24xlarge": 0}
 LOG_LINE = re.compile(r"^\[[^\]/]+/algo-\d+-\d+\] ")
 ARTIFACTS = PROJECT_DIR / "artifacts" / "faults"
-PRODUCTION_NOTE = (
-    "The same scenarios on the production topology (PostgreSQL, Redis, CeleryExecutor, two workers, two "
-    "triggerers): [reliability-production.md](reliability-production.md)."
-)
 
 
 @pytest.fixture(scope="module")
 def rows(notes: list[str]) -> Iterator[list[Row]]:
-    collected: list[Row] = []
-    started = time.monotonic()
-    yield collected
-    seconds = time.monotonic() - started
-    races = airflow_races(ARTIFACTS / "stack" / "scheduler.log")
-    for path in filter(None, [ARTIFACTS / "reliability.md", os.environ.get("SM_PREFS_RELIABILITY_REPORT")]):
-        write_report(collected, Path(path), seconds, races, [*notes, PRODUCTION_NOTE])
+    yield from collect_rows(SQLITE, ARTIFACTS / "stack" / "scheduler.log", notes)
 
 
 @pytest.fixture(scope="module")

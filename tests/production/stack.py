@@ -16,8 +16,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from airflow_sm_prefs.local_stack import LocalStack
 from tests.faults.stack import CampaignStack
 from tests.production.services import Services
+
+HEARTBEAT_TIMEOUT = 45
 
 
 def components(workers: int = 2, triggerers: int = 2) -> dict[str, tuple[str, ...]]:
@@ -38,27 +41,47 @@ def components(workers: int = 2, triggerers: int = 2) -> dict[str, tuple[str, ..
 
 
 @dataclass
-class ProductionStack(CampaignStack):
+class ProductionTopology:
+    """Any local stack on the production topology: put this class before the stack's class in the bases.
+
+    Not a LocalStack itself: a dataclass base carries every inherited field's default, and would put back
+    the defaults the stack's own class changed."""
+
     services: Services = field(default_factory=Services)
+    separate_components: bool = True
     airflow_components: dict[str, tuple[str, ...]] = field(default_factory=components)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.extra_env.update(self.services.airflow_env())
+    def airflow_env(self) -> dict[str, str]:
+        env: dict[str, str] = super().airflow_env()  # type: ignore[misc]
+        env.update(self.services.airflow_env())
+        # A lost worker's task is failed (and retried) once its heartbeat is this old: 5 minutes by default,
+        # shortened so the campaign's lost-worker scenario fits a test run.
+        env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] = str(HEARTBEAT_TIMEOUT)
+        return env
 
     def start(self) -> None:
         self.services.start()
         try:
-            super().start()
+            super().start()  # type: ignore[misc]
         except BaseException:
             self.services.stop()
             raise
 
     def stop(self) -> None:
         try:
-            super().stop()
+            super().stop()  # type: ignore[misc]
         finally:
             self.services.stop()
+
+
+@dataclass
+class ProductionDemoStack(ProductionTopology, LocalStack):
+    """The demo's stack (the project's DAGs, the weather scenario) on the production topology."""
+
+
+@dataclass
+class ProductionStack(ProductionTopology, CampaignStack):
+    """The fault campaign's stack on the production topology."""
 
     def kill_component(self, component: str) -> None:
         # The campaign kills "the triggerer": here, the first of two (the second must take its triggers over).
