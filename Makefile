@@ -13,7 +13,7 @@ SDK_VENV := .venv-sdk
 SAGEMAKER_CORE := sagemaker-core==2.27.0
 SDK_STAMP := $(SDK_VENV)/.installed-$(shell echo $(SAGEMAKER_CORE) | sha1sum | cut -c1-12)
 
-.PHONY: venv sdk-venv lock browser test lint typecheck unit demo emulator bench faults stack production-faults e2e-production clean
+.PHONY: venv sdk-venv lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
 
 venv: $(STAMP)
 
@@ -73,11 +73,7 @@ stack: venv
 
 # The fault campaign on that topology (make test runs it too). Rewrites its column of docs/reliability.md.
 production-faults: venv
-	SM_PREFS_RELIABILITY_REPORT=docs/reliability.md $(BIN)/pytest -q -ra tests/production
-
-# The end-to-end demo and browser tests on that stack (screenshots in artifacts/e2e-production/).
-e2e-production: venv browser
-	SM_PREFS_E2E_TOPOLOGY=production $(BIN)/pytest -q -ra tests/e2e/test_demo_e2e.py
+	SM_PREFS_RELIABILITY_REPORT=docs/reliability.md $(BIN)/pytest -q -ra tests/production/test_production_campaign.py
 
 # Not part of `make test`: about 85 minutes on 2 cores. Results go to docs/performance.md by hand.
 bench: venv

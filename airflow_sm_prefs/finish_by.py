@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,14 +72,18 @@ def plan(
     finish_by: pendulum.DateTime,
     now: pendulum.DateTime,
     history: RunTimeHistory,
+    excluded: Collection[int] = (),
 ) -> DeadlinePlan:
-    """What the deadline leaves of the list; ``PreferenceValidationError`` if no entry can finish in time."""
+    """What the deadline leaves of the list; ``PreferenceValidationError`` if no entry can finish in time.
+    Ranks in ``excluded`` (already dropped by the guardrails) are neither judged nor counted."""
     left = (finish_by - now).total_seconds()
     runtime = guardrails.max_runtime_seconds(request)
     expected: dict[int, float] = {}
     explained: dict[int, str] = {}
     dropped: dict[int, str] = {}
     for entry in guardrails.entries(kind, request):
+        if entry.rank in excluded:
+            continue
         past = history(entry.instance_type, entry.count)
         seconds, source = (
             (past[0], f"the median of this task's {past[1]} completed job(s) on it")
@@ -130,7 +134,7 @@ def ledger_history(dag_id: str, task_id: str, kind: JobKind) -> RunTimeHistory:
     from airflow_sm_prefs import ledger, report
 
     runs: dict[tuple[str, int], list[float]] = {}
-    for entry in ledger.read(dag_id=dag_id).entries:
+    for entry in ledger.read(dag_id=dag_id, fields=ledger.REPORT_FIELDS).entries:
         if entry["task_id"] != task_id or entry["job_kind"] != kind.name or entry["outcome"] != "completed":
             continue
         if entry["run_seconds"] is None or entry["selected_instance_type"] is None:

@@ -17,6 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from airflow_sm_prefs import user_files
+
 FORMAT = 1
 ACCELERATORS = ("gpu", "trainium", "inferentia", "other")
 
@@ -87,13 +89,12 @@ def shipped() -> dict[str, Hardware]:
     return parse(json.loads(text), "airflow_sm_prefs/data/instances.json")
 
 
-@functools.cache
-def _users(path: str, stamp: float) -> dict[str, Hardware]:
+def _read_users(path: Path) -> dict[str, Hardware]:
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise CatalogueError(f"{path}: cannot be read as JSON ({error})") from None
-    return parse(raw, path)
+    return parse(raw, str(path))
 
 
 def current() -> dict[str, Hardware]:
@@ -105,7 +106,7 @@ def current() -> dict[str, Hardware]:
         return shipped()
     path = os.path.expanduser(path)
     try:
-        stamp = os.stat(path).st_mtime
+        users = user_files.parsed(Path(path), _read_users)
     except OSError as error:
         raise CatalogueError(f"[sm_prefs] instance_catalogue: {path}: {error.strerror or error}") from None
-    return {**shipped(), **_users(path, stamp)}
+    return {**shipped(), **users}

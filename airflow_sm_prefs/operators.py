@@ -287,7 +287,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
                     self.log.warning("Uncertified %s", problem)
                 if uncertified:
                     context["ti"].xcom_push(key=UNCERTIFIED_XCOM_KEY, value=uncertified)
-            request, dropped = guardrails.enforce(
+            guarded, dropped = guardrails.enforce(
                 self.job_kind,
                 request,
                 self._guardrails(),
@@ -298,28 +298,37 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             )
             pending_until = None
             if self.finish_by is not None:
-                request, late, pending_until = self._fitted_to_deadline(context, request)
-                dropped = [*dropped, *late]
-            self.job_kind.validate(request)  # what is left is still a request SageMaker accepts
+                # Judged on the full list, past what the guardrails dropped, so ranks stay the user's own.
+                guarded, dropped, pending_until = self._fitted_to_deadline(context, request, dropped)
+            # What is left is still a request SageMaker accepts; warn of what only the changes brought
+            # (a list left with CPU types only makes a pending bound meaningless).
+            already_warned = set(self.job_kind.validate(request))
+            for warning in self.job_kind.validate(guarded):
+                if warning not in already_warned:
+                    self.log.warning(warning)
+            request = guarded
         if dropped:
             context["ti"].xcom_push(key=DROPPED_XCOM_KEY, value=dropped)
         return Prepared(request, pending_until)
 
     def _fitted_to_deadline(
-        self, context: Context, request: dict[str, Any]
+        self, context: Context, request: dict[str, Any], guarded_out: list[guardrails.DroppedPreference]
     ) -> tuple[dict[str, Any], list[guardrails.DroppedPreference], str | None]:
         ti = context["ti"]
         now = pendulum.now("UTC")
+        earlier = {removed["rank"]: removed["reason"] for removed in guarded_out}
         deadline = finish_by_module.plan(
             self.job_kind,
             request,
             finish_by_module.deadline_of(self.finish_by),
             now,
             finish_by_module.ledger_history(ti.dag_id, ti.task_id, self.job_kind),
+            excluded=earlier,
         )
-        request, dropped = guardrails.apply(self.job_kind, request, deadline.dropped, "drop")
+        request, dropped = guardrails.apply(self.job_kind, request, {**deadline.dropped, **earlier}, "drop")
         for removed in dropped:
-            self.log.warning("Dropped %s", removed["reason"])
+            if removed["rank"] in deadline.dropped:
+                self.log.warning("Dropped %s", removed["reason"])
         request, pending_until = finish_by_module.applied(self.job_kind, request, deadline, now)
         self.log.info(
             "finish_by=%s: the job may wait for capacity %s, until %s (the longest expected run kept: %s), %s",

@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from airflow_sm_prefs import user_files
 from airflow_sm_prefs.paths import default_file
 
 if TYPE_CHECKING:
@@ -147,29 +148,20 @@ def user_table_path() -> Path:
     return Path(default_file("prices.json"))
 
 
-_cache: dict[tuple[str, float], PriceTable] = {}
-
-
 def current() -> PriceTable:
     """The shipped table with the user's over it (re-read when the user's file changes).
 
     A user's table that cannot be read is reported and left out: a cost estimate is never a reason to fail
     a job's task (a cost cap, which depends on it, refuses in ``guardrails``)."""
     table = shipped()
-    path = user_table_path()
     try:
-        stamp = path.stat().st_mtime
+        users = user_files.parsed(user_table_path(), read_file)
     except OSError:
         return table
-    key = (str(path), stamp)
-    if key not in _cache:
-        try:
-            _cache.clear()
-            _cache[key] = read_file(path)
-        except PriceTableError as error:
-            log.warning("Price table left out: %s", error)
-            return table
-    return table.layered(_cache[key])
+    except PriceTableError as error:
+        log.warning("Price table left out: %s", error)
+        return table
+    return table.layered(users)
 
 
 @dataclass(frozen=True)

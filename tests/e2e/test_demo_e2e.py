@@ -1,13 +1,11 @@
 """The `make demo` path, headless: emulator + `airflow standalone`, the nightly pipeline, REST and a real browser.
 
-Screenshots are kept in artifacts/e2e/ as test artifacts. With SM_PREFS_E2E_TOPOLOGY=production (`make
-e2e-production`) the same tests run on the production topology instead (PostgreSQL, Redis, two Celery
-workers, two triggerers; tests/production/stack.py), their screenshots in artifacts/e2e-production/.
+Screenshots are kept in artifacts/e2e/ as test artifacts. tests/production/test_e2e_on_production.py runs
+the same tests on the production topology.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import urllib.error
 import urllib.parse
@@ -24,8 +22,7 @@ from tests.helpers import listening_addresses
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
 
 PROJECT = Path(__file__).resolve().parents[2]
-PRODUCTION = os.environ.get("SM_PREFS_E2E_TOPOLOGY") == "production"
-ARTIFACTS = PROJECT / "artifacts" / ("e2e-production" if PRODUCTION else "e2e")
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -41,16 +38,20 @@ CHROMIUM_ARGS = [
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    from tests.production.stack import ProductionDemoStack
-
-    kind = ProductionDemoStack if PRODUCTION else LocalStack
-    stack = kind(project_dir=PROJECT, workdir=tmp_path_factory.mktemp("demo"), scenario=WEATHER_SCENARIO)
+    stack = LocalStack(project_dir=PROJECT, workdir=tmp_path_factory.mktemp("demo"), scenario=WEATHER_SCENARIO)
     try:
         stack.start()
         refresh_prices(stack)
         yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def screenshots() -> Path:
+    folder = PROJECT / "artifacts" / "e2e"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +155,9 @@ def test_credentials_never_reach_logs(demo):
     # Both SageMaker tasks and the summary task wrote a log: the check below read real task output.
     assert {p.parent.name for p in task_logs} >= {f"task_id={task}" for task in ("prepare_data", "fine_tune")}
     assert any("SageMaker selected" in p.read_text(errors="replace") for p in task_logs)
-    for path in [*task_logs, stack.workdir / "airflow.log", stack.workdir / "emulator.log"]:
+    component_logs = list(stack.workdir.glob("*.log"))  # airflow.log (standalone) or one per component
+    assert "emulator.log" in {p.name for p in component_logs} and len(component_logs) >= 2
+    for path in [*task_logs, *component_logs]:
         assert stack.secret_key not in path.read_text(errors="replace"), path
 
 
@@ -178,13 +181,12 @@ def _signed_in_page(browser, stack: LocalStack, height: int):
     return page
 
 
-def test_ui_shows_the_chosen_configuration_and_the_sagemaker_link(demo):
+def test_ui_shows_the_chosen_configuration_and_the_sagemaker_link(demo, screenshots):
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian's chromium is required for the browser test (`make browser` installs it)")
     stack, run_id = demo
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     task_page = f"{stack.api_url}/dags/{stack.dag_id}/runs/{urllib.parse.quote(run_id)}/tasks/fine_tune"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -196,13 +198,13 @@ def test_ui_shows_the_chosen_configuration_and_the_sagemaker_link(demo):
             page.get_by_role("button", name="Expand all extra JSON").click()
             page.get_by_text("ml.p4d.24xlarge").first.wait_for(timeout=30_000)
             page.get_by_text("selected_rank").first.wait_for(timeout=10_000)
-            page.screenshot(path=str(ARTIFACTS / "fine_tune_xcom.png"), full_page=True)
+            page.screenshot(path=str(screenshots / "fine_tune_xcom.png"), full_page=True)
 
             page.goto(task_page + "/details")
             link = page.get_by_role("link", name="SageMaker job")
             link.wait_for(timeout=30_000)
             assert "/sagemaker/home?region=us-east-1#/jobs/" in (link.get_attribute("href") or "")
-            page.screenshot(path=str(ARTIFACTS / "fine_tune_links.png"), full_page=True)
+            page.screenshot(path=str(screenshots / "fine_tune_links.png"), full_page=True)
         finally:
             browser.close()
 
@@ -219,7 +221,7 @@ def test_every_capacity_route_refuses_an_unauthenticated_request(demo):
         assert refused.value.code == 401, route
 
 
-def test_the_capacity_page_in_the_airflow_ui(demo):
+def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
     """Signed in, the navigation's Capacity page shows the task's row and its charts, and a task instance
     shows its own capacity view; the figures are the ledger's."""
     from playwright.sync_api import sync_playwright
@@ -238,12 +240,12 @@ def test_the_capacity_page_in_the_airflow_ui(demo):
             frame.get_by_text(row["verdict"]).first.wait_for(timeout=10_000)
             assert frame.locator("svg").count() >= 3
             frame.get_by_text("Median estimated cost per job").first.wait_for(timeout=10_000)
-            page.screenshot(path=str(ARTIFACTS / "capacity_page.png"), full_page=True)
+            page.screenshot(path=str(screenshots / "capacity_page.png"), full_page=True)
 
             query = f"dag_id={stack.dag_id}&run_id={urllib.parse.quote(run_id)}&task_id=fine_tune&map_index=-1"
             page.goto(f"{stack.api_url}/sm-prefs/capacity/task-instance?{query}")
             page.get_by_text("ml.p4d.24xlarge x 2 (chosen)").wait_for(timeout=30_000)
             page.get_by_text("at on-demand prices").wait_for(timeout=10_000)
-            page.screenshot(path=str(ARTIFACTS / "capacity_task_instance.png"), full_page=True)
+            page.screenshot(path=str(screenshots / "capacity_task_instance.png"), full_page=True)
         finally:
             browser.close()

@@ -248,3 +248,46 @@ def test_finish_by_that_nothing_can_meet_fails_before_any_create(start_emulator,
 def test_a_bad_finish_by_fails_at_parse_time():
     with pytest.raises(PreferenceValidationError, match="finish_by must be a datetime or an ISO 8601 time"):
         training_operator("unused", finish_by="at dawn")
+
+
+def test_finish_by_after_a_guardrail_drop_names_entries_by_their_place_in_the_users_list(
+    start_emulator, aws_connection, monkeypatch
+):
+    """requires= drops #1; the deadline then drops #3 (its history says two hours). The record names #1 and
+    #3, as the user wrote the list, not the places they had in what the guardrails left."""
+    from airflow_sm_prefs import finish_by as finish_by_module
+
+    history = {("ml.p4d.24xlarge", 1): (2 * 3600.0, 5)}
+    monkeypatch.setattr(finish_by_module, "ledger_history", lambda *_: lambda kind, count: history.get((kind, count)))
+    server = start_emulator("ample")
+    operator = training_operator(
+        aws_connection(server),
+        preferences=[("ml.g5.48xlarge", 1), ("ml.p5.48xlarge", 1), ("ml.p4d.24xlarge", 1)],
+        requires={"min_gpu_memory_gib": 40},
+        on_violation="drop",
+    )
+    operator.finish_by = pendulum.now("UTC").add(minutes=90)  # MaxRuntimeInSeconds (1 hour) fits, 2 hours not
+    ti = FakeTI()
+    with pytest.raises(TaskDeferred):
+        operator.execute(context(ti))
+    (job,) = server.engine.jobs.values()
+    assert [p["InstanceType"] for p in job.request["ResourceConfig"]["InstancePreferences"]] == ["ml.p5.48xlarge"]
+    dropped = ti.xcoms["dropped_preferences"]
+    assert [(d["rank"], d["entry"]["InstanceType"]) for d in dropped] == [(0, "ml.g5.48xlarge"), (2, "ml.p4d.24xlarge")]
+    assert "preference #3 (1 x ml.p4d.24xlarge): expected to run 2h" in dropped[1]["reason"]
+
+
+def test_a_drop_that_leaves_only_cpu_types_warns_that_the_pending_bound_is_moot(
+    start_emulator, aws_connection, task_log
+):
+    server = start_emulator("ample")
+    operator = training_operator(
+        aws_connection(server),
+        preferences=[("ml.p5.48xlarge", 1), ("ml.m5.xlarge", 1)],
+        max_pending=3600,
+        requires={"accelerator": "none"},
+        on_violation="drop",
+    )
+    with pytest.raises(TaskDeferred):
+        operator.execute(context())
+    assert any(m.startswith("MaxPendingTimeInSeconds has no effect") for m in task_log.messages)

@@ -100,3 +100,23 @@ def test_bad_deadlines_are_refused(value, named):
 
 def test_a_template_is_left_for_rendering():
     assert finish_by.judged("{{ data_interval_end.add(hours=6) }}") == "{{ data_interval_end.add(hours=6) }}"
+
+
+def test_the_ledger_history_is_the_median_of_this_tasks_completed_runs_per_configuration(tmp_path, monkeypatch):
+    from airflow_sm_prefs import ledger
+    from tests.unit.test_report import entry
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}")
+    for written in (
+        entry("a", 1, run=600.0),
+        entry("b", 1, run=900.0),
+        entry("c", 1, run=1200.0),
+        entry("d", 1, outcome="failed_after_start", run=60.0),  # not a completed run
+        entry("e", 1, run=60.0, task_id="other_task"),  # another task's
+        entry("f", 0, run=3000.0),
+    ):
+        assert ledger.write(written)  # type: ignore[arg-type]
+    history = finish_by.ledger_history("nightly", "fine_tune", TRAINING)
+    assert history("ml.p4d.24xlarge", 2) == (900.0, 3)
+    assert history("ml.p5.48xlarge", 1) == (3000.0, 1)
+    assert history("ml.p4d.24xlarge", 1) is None
