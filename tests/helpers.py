@@ -91,6 +91,7 @@ class FakeTI:
     try_number: int = 1
     max_tries: int = 0  # retries=0; Airflow raises it to try_number + retries when a user clears the task
     xcoms: dict[str, Any] = field(default_factory=dict)
+    state: str = "running"
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcoms[key] = value

@@ -36,9 +36,9 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    stack = LocalStack(project_dir=PROJECT, workdir=tmp_path_factory.mktemp("demo"), scenario=WEATHER_SCENARIO)
+def running_demo(kind: type[LocalStack], workdir: Path) -> Iterator[LocalStack]:
+    """The body of a module's ``stack`` fixture: the demo's stack of that kind, with the demo's prices."""
+    stack = kind(project_dir=PROJECT, workdir=workdir, scenario=WEATHER_SCENARIO)
     try:
         stack.start()
         refresh_prices(stack)
@@ -47,11 +47,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         stack.stop()
 
 
-@pytest.fixture(scope="module")
-def screenshots() -> Path:
-    folder = PROJECT / "artifacts" / "e2e"
+def screenshot_folder(name: str) -> Path:
+    folder = PROJECT / "artifacts" / name
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    yield from running_demo(LocalStack, tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="module")
+def screenshots() -> Path:
+    return screenshot_folder("e2e")
 
 
 @pytest.fixture(scope="module")

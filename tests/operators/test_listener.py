@@ -1,4 +1,5 @@
-"""The API-server listener stops the job of a task a user set to a final state, and nothing else."""
+"""The listener stops the job of a task a user set to a final state, or of one that failed for good while its
+job had not ended (a lost worker's task, failed by the scheduler), and nothing else."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from tests.helpers import GPU_PAIR, FakeTI, boto_client, training_request
 pytestmark = pytest.mark.emulator
 
 SCHEDULED_TI = FakeTI(run_id="scheduled__2026-11-30T02:00:00+00:00")
+RETRYING_TI = FakeTI(run_id="scheduled__2026-11-30T02:00:00+00:00", state=TaskInstanceState.UP_FOR_RETRY)
+FAILED_TI = FakeTI(run_id="scheduled__2026-11-30T02:00:00+00:00", state=TaskInstanceState.FAILED)
 
 
 class Backend:
@@ -63,19 +66,32 @@ def test_marked_success_by_hand_stops_it_too(queued_job):
     assert _status(server) in ("Stopping", "Stopped")
 
 
+def test_a_task_failed_for_good_while_its_job_runs_has_its_job_stopped(queued_job, caplog):
+    """What the scheduler reports when a lost worker's task runs out of heartbeat and of retries."""
+    server, install = queued_job
+    install()
+    listener.on_task_instance_failed(
+        previous_state=TaskInstanceState.RUNNING, task_instance=FAILED_TI, error="heartbeat timed out"
+    )
+    assert _status(server) in ("Stopping", "Stopped")
+    assert "failed with no retry left while its job had not ended" in caplog.text
+
+
 @pytest.mark.parametrize(
-    ("previous_state", "changes"),
+    ("previous_state", "ti", "changes"),
     [
-        (TaskInstanceState.RUNNING, {}),  # the task's own failure: the task decides
-        (None, {"phase": FINISHED}),  # the task already reported the job's outcome
-        (None, {"stop_on_kill": False}),
-        (None, {"job_kind": None}),  # a claim written before claims named their job's kind
+        (TaskInstanceState.RUNNING, RETRYING_TI, {}),  # a retry is to come: it reattaches to the job
+        (TaskInstanceState.RUNNING, FAILED_TI, {"phase": FINISHED}),  # the task reported the job's outcome
+        (None, SCHEDULED_TI, {"phase": FINISHED}),
+        (None, SCHEDULED_TI, {"stop_on_kill": False}),
+        (TaskInstanceState.RUNNING, FAILED_TI, {"stop_on_kill": False}),
+        (None, SCHEDULED_TI, {"job_kind": None}),  # a claim written before claims named their job's kind
     ],
 )
-def test_the_listener_leaves_other_jobs_alone(queued_job, previous_state, changes):
+def test_the_listener_leaves_other_jobs_alone(queued_job, previous_state, ti, changes):
     server, install = queued_job
     install(**changes)
-    listener.on_task_instance_failed(previous_state=previous_state, task_instance=SCHEDULED_TI, error=None)
+    listener.on_task_instance_failed(previous_state=previous_state, task_instance=ti, error=None)
     assert _status(server) == "InProgress"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.demo import WEATHER_SCENARIO, refresh_prices
+from airflow_sm_prefs.local_stack import LocalStack
 from tests.e2e import test_demo_e2e as e2e
 from tests.production.stack import ProductionDemoStack
 
@@ -17,23 +17,13 @@ pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProductionDemoStack]:
-    production = ProductionDemoStack(
-        project_dir=e2e.PROJECT, workdir=tmp_path_factory.mktemp("demo"), scenario=WEATHER_SCENARIO
-    )
-    try:
-        production.start()
-        refresh_prices(production)
-        yield production
-    finally:
-        production.stop()
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    yield from e2e.running_demo(ProductionDemoStack, tmp_path_factory.mktemp("demo"))
 
 
 @pytest.fixture(scope="module")
 def screenshots() -> Path:
-    folder = e2e.PROJECT / "artifacts" / "e2e-production"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    return e2e.screenshot_folder("e2e-production")
 
 
 certification = e2e.certification
@@ -62,7 +52,7 @@ test_every_capacity_route_refuses_an_unauthenticated_request = (
 test_the_capacity_page_in_the_airflow_ui = e2e.test_the_capacity_page_in_the_airflow_ui
 
 
-def test_the_demo_ran_on_postgres_and_celery(stack: ProductionDemoStack) -> None:
+def test_the_demo_ran_on_postgres_and_celery(stack: LocalStack) -> None:
     env = stack.airflow_env()
     assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")

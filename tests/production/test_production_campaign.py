@@ -83,35 +83,44 @@ def test_the_stack_is_postgres_and_celery_with_two_workers_and_two_triggerers(st
 
 
 def test_a_celery_worker_lost_while_its_task_waits_on_a_running_job(stack: ProductionStack, rows: list[Row]) -> None:
-    """A task waiting in its worker slot (deferrable=False) loses its whole Celery worker, task process
-    included. The scheduler times the task's heartbeat out, the retry runs on the other worker, reattaches to
-    the running job and waits it out: one job, never stopped."""
-    dag_id = "fault_worker_lost"
-    run_id = stack.trigger(dag_id)
+    """Two tasks waiting in their worker slots (deferrable=False) lose their Celery workers, task processes
+    included. The scheduler times their heartbeats out. The one with retries runs again on a live worker,
+    reattaches to its running job and waits it out: one job, never stopped. The one without retries fails
+    for good, and its job, which nothing would watch again, is stopped (the listener, in the scheduler)."""
+    retried, for_good = "fault_worker_lost", "fault_worker_lost_for_good"
+    runs = {dag_id: stack.trigger(dag_id) for dag_id in (retried, for_good)}
 
-    def job_running() -> bool:
-        job = campaign._job(stack, dag_id, run_id, "blocking_wait")
-        return bool(job and job["secondary_status"] == "Training")
+    def jobs_running() -> bool:
+        jobs = [campaign._job(stack, dag_id, run_id, "blocking_wait") for dag_id, run_id in runs.items()]
+        return all(job and job["secondary_status"] == "Training" for job in jobs)
 
-    wait_for(job_running, 180, "the job to run while its task waits in a worker slot")
-    (ti,) = stack.task_instances(dag_id, run_id)
-    lost = stack.component_running(ti["id"])
-    stack.kill_component(lost)
-    wait_for(lambda: stack.task_instances(dag_id, run_id)[0]["try_number"] >= 2, 240, "the scheduler to retry")
-    stack.start_component(lost)
-    stack.wait_run_done(dag_id, run_id, timeout=300)
+    wait_for(jobs_running, 180, "both jobs to run while their tasks wait in worker slots")
+    lost = {stack.component_running(stack.task_instances(d, r)[0]["id"]) for d, r in runs.items()}
+    for worker in sorted(lost):
+        stack.kill_component(worker)
+    wait_for(
+        lambda: stack.task_instances(for_good, runs[for_good])[0]["state"] == "failed",
+        240,
+        "the scheduler to fail the task without retries",
+    )
+    for worker in sorted(lost):
+        stack.start_component(worker)
+    for dag_id, run_id in runs.items():
+        stack.wait_run_done(dag_id, run_id, timeout=300)
     row = audit(
         stack,
-        "1b. a Celery worker lost (SIGKILL to all its processes) while its task waits on a running job",
-        f"SIGKILL to the worker running the task and every process it started; heartbeat timeout {HEARTBEAT_TIMEOUT} s",
-        Expect(dag_id, run_id, {"blocking_wait": "success"}),
+        "1b. Celery workers lost (SIGKILL to each and every process it started) while tasks wait on running jobs",
+        f"SIGKILL to the workers running both tasks; heartbeat timeout {HEARTBEAT_TIMEOUT} s; one task has no retries",
+        Expect(retried, runs[retried], {"blocking_wait": "success"}),
+        Expect(for_good, runs[for_good], {"blocking_wait": "failed"}),
     )
-    later = stack.task_logs(dag_id, run_id, "blocking_wait")[1:]
+    later = stack.task_logs(retried, runs[retried], "blocking_wait")[1:]
     if not later or "reattach" not in later[0] or any(": create (" in log for log in later):
         row.problems.append(f"try 2 should reattach and no later try create a job ({len(later) + 1} tries)")
-    job = campaign._job(stack, dag_id, run_id, "blocking_wait", 0)
-    if not job or job["status"] != "Completed":
-        row.problems.append(f"the job should have run to completion, once: {job and job['status']}")
+    for dag_id, wanted in ((retried, "Completed"), (for_good, "Stopped")):
+        job = campaign._job(stack, dag_id, runs[dag_id], "blocking_wait", 0)
+        if not job or job["status"] != wanted:
+            row.problems.append(f"{dag_id}: the job should have ended {wanted}: {job and job['status']}")
     campaign._record(rows, row)
 
 

@@ -81,16 +81,24 @@ with dag("fault_run_marked_failed", RETRYING):
     training("pending", [("ml.p5.48xlarge", 1)])
     training("running", [("ml.g5.24xlarge", 1)])
 
-with dag("fault_worker_lost", RETRYING):
-    # Waits in its worker slot, so losing the worker loses the wait (tests/production: a Celery worker lost).
-    # The job runs 150 s (campaign.yaml), longer than the lost try's heartbeat timeout and its retry's start.
-    SageMakerPreferenceTrainingOperator(
+
+def blocking_wait() -> Any:
+    """Waits in its worker slot, so losing the worker loses the wait (tests/production: a Celery worker lost).
+    The job runs 150 s (campaign.yaml), longer than the lost try's heartbeat timeout and its retry's start."""
+    return SageMakerPreferenceTrainingOperator(
         task_id="blocking_wait",
         config={**TRAINING_CONFIG, "StoppingCondition": {"MaxRuntimeInSeconds": 4 * 3600}},
         preferences=[("ml.g5.8xlarge", 1)],
         check_interval=2,
         deferrable=False,
     )
+
+
+with dag("fault_worker_lost", RETRYING):
+    blocking_wait()
+
+with dag("fault_worker_lost_for_good", {"retries": 0}):
+    blocking_wait()
 
 with dag("fault_pending_bound", FINAL):
     training("training_without_capacity", [("ml.p5.48xlarge", 1)], max_pending=timedelta(minutes=30))
