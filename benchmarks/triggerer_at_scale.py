@@ -229,7 +229,7 @@ def _measure(stack: ScaleStack, tasks: int, window: float) -> dict[str, Any]:
 def _table(result: dict[str, Any], window: float, topology: str) -> str:
     lines = [
         f"{topology}: {result['tasks']} deferred mapped tasks ({window:.0f} s window; all {result['tasks']} deferred "
-        f"after {result['ramp_minutes']:.1f} min of worker start-ups); {result['calls_per_job_minute']:.3f} SageMaker "
+        f"after {result['ramp_minutes']:.1f} min of worker start-ups); {result['calls_per_job_minute']:.4f} SageMaker "
         "calls per job per minute over all triggerers.",
         "",
         "| triggerer | triggers held | CPU (share of a core) | RSS of its tree (MB; idle) | blocked-loop warnings |",

@@ -22,9 +22,16 @@ pytestmark = pytest.mark.airflow
 ARTIFACTS = PROJECT_DIR / "artifacts" / "production"
 
 
+LEFT_OUT = (
+    "Not run on this topology, to keep `make test` under its time budget: 2b (a triggerer killed while a job "
+    "logs; the log reading does not depend on the executor or the database) and 8 (invalid configurations: "
+    "refused at parse time or on the first try, before any job, whatever runs the task)."
+)
+
+
 @pytest.fixture(scope="module")
 def notes() -> list[str]:
-    return []
+    return [LEFT_OUT]
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +116,7 @@ def test_a_celery_worker_lost_while_its_task_waits_on_a_running_job(stack: Produ
         stack.wait_run_done(dag_id, run_id, timeout=300)
     row = audit(
         stack,
-        "1b. Celery workers lost (SIGKILL to each and every process it started) while tasks wait on running jobs",
+        "1b. Celery workers lost (each SIGKILLed with every process it started) while tasks wait on running jobs",
         f"SIGKILL to the workers running both tasks; heartbeat timeout {HEARTBEAT_TIMEOUT} s; one task has no retries",
         Expect(retried, runs[retried], {"blocking_wait": "success"}),
         Expect(for_good, runs[for_good], {"blocking_wait": "failed"}),
