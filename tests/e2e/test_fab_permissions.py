@@ -20,7 +20,7 @@ import pytest
 
 from airflow_sm_prefs import ledger
 from airflow_sm_prefs.local_stack import LocalStack, StackError, wait_for
-from tests.e2e.test_demo_e2e import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, PROJECT
+from tests.e2e.test_demo_e2e import CHROMIUM, CHROMIUM_ARGS, PROJECT, screenshot_folder
 from tests.unit.test_report import entry
 
 pytestmark = pytest.mark.airflow
@@ -127,7 +127,6 @@ def test_the_capacity_page_for_a_team_member_in_the_browser(fab_stack):
             page.goto(fab_stack.api_url + "/sm-prefs/capacity")
             page.get_by_role("cell", name="team_a_pipeline / fine_tune").wait_for(timeout=30_000)
             assert page.get_by_text("team_b_pipeline").count() == 0
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "capacity_page_fab_team_a.png"), full_page=True)
+            page.screenshot(path=str(screenshot_folder("e2e") / "capacity_page_fab_team_a.png"), full_page=True)
         finally:
             browser.close()
