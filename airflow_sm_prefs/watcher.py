@@ -20,7 +20,7 @@ import datetime as dt
 import json
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,14 +169,21 @@ class JobWatcher(LoopShared):
         job.state_interval = interval_for(job.interval, known.status, known.secondary, known.selected is not None)
         if self._cursor is None or known.last_modified < self._cursor:
             self._cursor = known.last_modified
-        own_clock = not self._listing or (not self.kind.summary_shows_selection and known.selected is None)
         now = asyncio.get_running_loop().time()
-        # On the listing's clock a job has no Describe of its own: the incremental listing and the sweep find
-        # its changes.
-        job.next_due = now + job.state_interval * random.uniform(0.9, 1.1) if own_clock else float("inf")
+        self._schedule(job, known.selected, now)
         self._next_list = min(self._next_list or float("inf"), now + job.interval)
+
+    def _schedule(self, job: _Watched, selected: Any, now: float) -> None:
+        """When the job is next described on its own: after its state's interval on its own clock; never on
+        the listing's clock, where the incremental listing and the sweep find its changes."""
+        # A selection that changes nothing a summary shows keeps the job on its own clock until then.
+        own_clock = not self._listing or (not self.kind.summary_shows_selection and selected is None)
+        if own_clock:
+            job.next_due = now + job.state_interval * random.uniform(0.9, 1.1)
+            return
+        job.next_due = float("inf")
         if self._next_sweep is None:
-            self._next_sweep = now + SAFETY_NET_SECONDS * random.uniform(0.9, 1.1)
+            self._next_sweep = _sweep_time(now)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -201,7 +208,7 @@ class JobWatcher(LoopShared):
                     if self._listing_active and self._next_sweep is not None and now >= self._next_sweep:
                         for name in await self._sweep(client):
                             due[name] = self._jobs[name]
-                        self._next_sweep = loop.time() + SAFETY_NET_SECONDS * random.uniform(0.9, 1.1)
+                        self._next_sweep = _sweep_time(loop.time())
                     if due:
                         await asyncio.gather(*(self._poll(client, job) for job in due.values()))
                         continue
@@ -252,8 +259,8 @@ class JobWatcher(LoopShared):
             return
         self._limiter.succeeded()
         job.failures = 0
-        modified = _timestamp(response.get("LastModifiedTime"))
-        job.summary_key = (response.get(self.kind.status_field), response.get("SecondaryStatus"), modified)
+        job.summary_key = self._summary_key(response)
+        modified = job.summary_key[2]
         # A Describe shows the job as of now, so it never needs to rewind the cursor (that would make every
         # listing re-read old jobs); it only starts one.
         if self._cursor is None and modified is not None:
@@ -266,11 +273,7 @@ class JobWatcher(LoopShared):
         else:
             job.last = JobUpdate(description=description)
         job.state_interval = interval_for(job.interval, view.status, view.secondary_status, view.selected is not None)
-        # A selection that changes nothing a summary shows keeps the job on its own clock until then.
-        own_clock = not self._listing or (not self.kind.summary_shows_selection and view.selected is None)
-        job.next_due = loop.time() + job.state_interval * random.uniform(0.9, 1.1) if own_clock else float("inf")
-        if not own_clock and self._next_sweep is None:
-            self._next_sweep = loop.time() + SAFETY_NET_SECONDS * random.uniform(0.9, 1.1)
+        self._schedule(job, view.selected, loop.time())
 
     def _transient(self, error: BaseException) -> bool:
         """Whether to retry after ``error``; a throttling answer also slows the shared rate limiter."""
@@ -319,11 +322,10 @@ class JobWatcher(LoopShared):
                     if served_at is not None:
                         newest = max(newest, served_at)
                 for summary in page.get(self.kind.summaries_field, []):
-                    modified = _timestamp(summary.get("LastModifiedTime"))
-                    if modified is not None:
-                        newest = max(newest, modified)
+                    key = self._summary_key(summary)
+                    if key[2] is not None:
+                        newest = max(newest, key[2])
                     job = self._jobs.get(summary.get(self.kind.name_field, ""))
-                    key = (summary.get(self.kind.status_field), summary.get("SecondaryStatus"), modified)
                     if job is not None and key != job.summary_key:
                         changed.append(job.name)
         except Exception as exc:
@@ -352,9 +354,9 @@ class JobWatcher(LoopShared):
         """The safety net: watched jobs on the listing's clock whose summary, listed afresh, differs from what
         the watcher holds, or that the listing did not return. One call per page of jobs, not per job."""
         watched = {name: job for name, job in self._jobs.items() if job.next_due == float("inf")}
-        known = [job.summary_key[2] for job in watched.values() if job.summary_key and job.summary_key[2]]
         if not watched:
             return []
+        known = [job.summary_key[2] for job in watched.values() if job.summary_key and job.summary_key[2]]
         if len(known) < len(watched):
             return [name for name, job in watched.items() if not (job.summary_key and job.summary_key[2])]
         after = dt.datetime.fromtimestamp(min(known) - LIST_OVERLAP_SECONDS, tz=dt.UTC)
@@ -369,22 +371,22 @@ class JobWatcher(LoopShared):
                     if job is None:
                         continue
                     seen.add(name)
-                    modified = _timestamp(summary.get("LastModifiedTime"))
-                    if (
-                        summary.get(self.kind.status_field),
-                        summary.get("SecondaryStatus"),
-                        modified,
-                    ) != job.summary_key:
+                    if self._summary_key(summary) != job.summary_key:
                         differs.append(name)
-                token = page.get("NextToken")
-                if not token:
-                    break
         except Exception as exc:  # the sweep is a net: on any failure, look at every watched job instead
             self._transient(exc)
             log.info("SageMaker %s sweep failed (%s); describing the watched jobs", self.kind.name, exc)
             return list(watched)
         self._limiter.succeeded()
         return differs + [name for name in watched if name not in seen]
+
+    def _summary_key(self, fields: Mapping[str, Any]) -> tuple[Any, Any, float | None]:
+        """What a listing's summary and a Describe both show of a job: status, secondary status, last change."""
+        return (
+            fields.get(self.kind.status_field),
+            fields.get("SecondaryStatus"),
+            _timestamp(fields.get("LastModifiedTime")),
+        )
 
     def _publish(self, job: _Watched, update: JobUpdate) -> None:
         job.last = update
@@ -405,3 +407,8 @@ def _hook_client_factory(hook_kwargs: dict[str, Any]) -> ClientFactory:
         return await SageMakerPreferenceHook(**hook_kwargs).get_async_conn()
 
     return factory
+
+
+def _sweep_time(now: float) -> float:
+    """When the next sweep is due, spread so that many triggerers' sweeps do not coincide."""
+    return now + SAFETY_NET_SECONDS * random.uniform(0.9, 1.1)
