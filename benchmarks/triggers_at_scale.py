@@ -25,10 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-from airflow_sm_prefs.local_stack import free_port
+from airflow_sm_prefs.local_stack import control, free_port
 from benchmarks.scenarios import publish
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,11 +44,6 @@ PREFERENCES = [
 ]
 
 
-def _control(url: str, route: str) -> dict:
-    with urllib.request.urlopen(f"{url}/_emulator/{route}", timeout=30) as response:
-        return json.loads(response.read())
-
-
 def _start_emulator(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     scenario = workdir / "scenario.yaml"
     scenario.write_text(SCENARIO)
@@ -62,7 +56,7 @@ def _start_emulator(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
-            _control(url, "health")
+            control(url, "health")
             return process, url
         except OSError:
             time.sleep(0.1)
@@ -144,18 +138,18 @@ async def _load(
     for task in tasks:
         task.add_done_callback(lambda _, done_at=done_at: done_at.append(time.monotonic()))
     await asyncio.sleep(warmup)
-    calls_before = _control(url, "calls")["calls"]
+    calls_before = control(url, "calls")["calls"]
     cpu_before = time.process_time()
     wall_before = time.monotonic()
     measuring = True
     await asyncio.sleep(window / 2)
     changed_at = time.monotonic()  # one job gets its first choice: how long until its trigger says so
-    await asyncio.to_thread(_set_capacity, url, {"ml.p5.48xlarge": 1})
+    await asyncio.to_thread(control, url, "capacity", {"ml.p5.48xlarge": 1})
     await asyncio.sleep(window / 2)
     measuring = False
     cpu = time.process_time() - cpu_before
     wall = time.monotonic() - wall_before
-    calls_after = _control(url, "calls")["calls"]
+    calls_after = control(url, "calls")["calls"]
     finished = sum(task.done() for task in tasks)
     for task in [*tasks, probe_task]:
         task.cancel()
@@ -174,17 +168,6 @@ async def _load(
         "finished_early": finished,
         "change_to_event_s": min((t - changed_at for t in done_at if t >= changed_at), default=None),
     }
-
-
-def _set_capacity(url: str, capacity: dict[str, int]) -> None:
-    request = urllib.request.Request(
-        f"{url}/_emulator/capacity",
-        data=json.dumps(capacity).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        response.read()
 
 
 def _run_load(
