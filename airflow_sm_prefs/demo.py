@@ -157,48 +157,46 @@ def main(project_dir: Path, exit_when_done: bool) -> int:
     stack = LocalStack(project_dir=project_dir, workdir=project_dir / ".demo", scenario=WEATHER_SCENARIO)
     print(f"Starting the SageMaker emulator ({stack.scenario}) and Airflow on 127.0.0.1 ...", flush=True)
     try:
-        stack.start()
-        priced = refresh_prices(stack)
-        print(
-            f"Read {priced} prices from the emulated Price List API (the scenario's own, made up: not AWS's).",
-            flush=True,
-        )
-        print(f"Certifying the fine-tuning candidates ({CERTIFICATION_DAG}) ...", flush=True)
-        decided = certify(stack)
-        print(certification_table(decided))
-        print(f"Registry written: {decided['registry']}\n")
-        print(Path(decided["registry"]).read_text())
-        print(
-            f"Airflow is up at {stack.api_url}; running the nightly_evaluation pipeline for {NIGHTS} nights of "
-            "GPU weather ...",
-            flush=True,
-        )
-        nights = run_nights(stack)
-        for night, (run_id, state) in enumerate(nights, start=1):
-            records = {task_id: night_record(stack, run_id, task_id) for task_id in SAGEMAKER_TASKS}
-            print(f"\nNight {night}: the run {state}")
-            print(results_table(records))
-        last_good = next((run_id for run_id, state in reversed(nights) if state == "success"), None)
-        if last_good is not None:
-            model = stack.xcom(stack.dag_id, last_good, "inspect_model")
-            files = ", ".join(model["files"])
-            print(f"\nModel written by fine_tune: {model['model_artifact']} ({model['bytes']} bytes: {files})")
-        print("\nThe capacity report (`airflow-sm-prefs report`):\n")
-        print(capacity_report(stack))
-        print()
-        print("Times are the emulator's virtual seconds (its scenarios run 60x faster than real time).")
-        print(f"Capacity page: {stack.api_url}/plugin/sm-prefs-capacity")
-        print(f"Log in as admin with the password generated for this run: {stack.admin_password()}")
-        if exit_when_done:
-            return 0
-        print("Explore the UI; press Ctrl-C to stop.", flush=True)
-        while all(process.poll() is None for process in stack.processes):
-            time.sleep(1)
-        return 1
+        with stack:
+            priced = refresh_prices(stack)
+            print(
+                f"Read {priced} prices from the emulated Price List API (the scenario's own, made up: not AWS's).",
+                flush=True,
+            )
+            print(f"Certifying the fine-tuning candidates ({CERTIFICATION_DAG}) ...", flush=True)
+            decided = certify(stack)
+            print(certification_table(decided))
+            print(f"Registry written: {decided['registry']}\n")
+            print(Path(decided["registry"]).read_text())
+            print(
+                f"Airflow is up at {stack.api_url}; running the nightly_evaluation pipeline for {NIGHTS} nights of "
+                "GPU weather ...",
+                flush=True,
+            )
+            nights = run_nights(stack)
+            for night, (run_id, state) in enumerate(nights, start=1):
+                records = {task_id: night_record(stack, run_id, task_id) for task_id in SAGEMAKER_TASKS}
+                print(f"\nNight {night}: the run {state}")
+                print(results_table(records))
+            last_good = next((run_id for run_id, state in reversed(nights) if state == "success"), None)
+            if last_good is not None:
+                model = stack.xcom(stack.dag_id, last_good, "inspect_model")
+                files = ", ".join(model["files"])
+                print(f"\nModel written by fine_tune: {model['model_artifact']} ({model['bytes']} bytes: {files})")
+            print("\nThe capacity report (`airflow-sm-prefs report`):\n")
+            print(capacity_report(stack))
+            print()
+            print("Times are the emulator's virtual seconds (its scenarios run 60x faster than real time).")
+            print(f"Capacity page: {stack.api_url}/plugin/sm-prefs-capacity")
+            print(f"Log in as admin with the password generated for this run: {stack.admin_password()}")
+            if exit_when_done:
+                return 0
+            print("Explore the UI; press Ctrl-C to stop.", flush=True)
+            while all(process.poll() is None for process in stack.processes):
+                time.sleep(1)
+            return 1
     except KeyboardInterrupt:
         return 0
     except (StackError, TimeoutError) as error:
         print(f"demo failed: {error}", file=sys.stderr)
         return 1
-    finally:
-        stack.stop()

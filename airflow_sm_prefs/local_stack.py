@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 T = TypeVar("T")
 
@@ -256,6 +256,19 @@ class LocalStack:
                 process.wait(timeout=10)
         self.processes.clear()
         self.components.clear()
+
+    def __enter__(self) -> Self:
+        """``with stack:`` starts it and stops everything it started on the way out, also when starting fails
+        half-way (the processes already up are stopped)."""
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
     # -- the REST API, as a user -------------------------------------------------------------------------
 

@@ -127,16 +127,13 @@ def main() -> int:
         project_dir=ROOT, workdir=ROOT / "artifacts" / "start_latency", scenario=str(scenario), patience=args.patience
     )
     results: dict[tuple[str, str], list[float]] = {}
-    try:
-        stack.start()
+    with stack:
         for case, capacity in CASES.items():
             for way in WAYS:
                 for _ in range(args.repeats):
                     latency = measure(stack, way, capacity)
                     results.setdefault((case, way), []).append(latency)
                     print(f"{case:24} {way}: {latency:6.1f} s", flush=True)
-    finally:
-        stack.stop()
     lines = [
         f"Start latency, seconds from capacity becoming free to the task knowing its selection "
         f"(real Airflow, {args.repeats} runs each, old way's patience {args.patience} s, new way check_interval 5 s):",

@@ -157,17 +157,14 @@ def main() -> int:
         tasks=args.tasks,
         window=args.window,
     )
-    try:
+    with stack:
         result = _measure(stack, args.tasks, args.window)
-    finally:
-        stack.stop()
     topology = "PostgreSQL + Celery" if args.production else "SQLite + LocalExecutor"
     publish(_table(result, args.window, topology), args.output)
     return 0
 
 
 def _measure(stack: ScaleStack, tasks: int, window: float) -> dict[str, Any]:
-    stack.start()
     time.sleep(20)
     pids = {name: stack.components[name].pid for name in stack.triggerers}
     idle_rss = {name: _tree_usage(pid)[1] for name, pid in pids.items()}  # idle triggerers, for comparison

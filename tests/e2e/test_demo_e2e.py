@@ -38,13 +38,9 @@ CHROMIUM_ARGS = [
 
 def running_demo(kind: type[LocalStack], workdir: Path) -> Iterator[LocalStack]:
     """The body of a module's ``stack`` fixture: the demo's stack of that kind, with the demo's prices."""
-    stack = kind(project_dir=PROJECT, workdir=workdir, scenario=WEATHER_SCENARIO)
-    try:
-        stack.start()
+    with kind(project_dir=PROJECT, workdir=workdir, scenario=WEATHER_SCENARIO) as stack:
         refresh_prices(stack)
         yield stack
-    finally:
-        stack.stop()
 
 
 def screenshot_folder(name: str) -> Path:

@@ -32,11 +32,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         dags_folder=PROJECT / "tests" / "e2e" / "dags",
         extra_env={"AIRFLOW_VAR_SM_PREFS_API_TOKEN": SECRET, "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False"},
     )
-    try:
-        stack.start()
+    with stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 def _places_holding(stack: LocalStack, text: str) -> list[str]:

@@ -49,12 +49,8 @@ def notes() -> list[str]:
 
 @pytest.fixture(scope="module")
 def stack(rows: list[Row]) -> Iterator[CampaignStack]:
-    campaign = CampaignStack(project_dir=PROJECT_DIR, workdir=ARTIFACTS / "stack")
-    try:
-        campaign.start()
+    with CampaignStack(project_dir=PROJECT_DIR, workdir=ARTIFACTS / "stack") as campaign:
         yield campaign
-    finally:
-        campaign.stop()
 
 
 def _record(rows: list[Row], row: Row) -> None:

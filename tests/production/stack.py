@@ -60,12 +60,9 @@ class ProductionTopology:
         return env
 
     def start(self) -> None:
+        # Start with ``with stack:``: a start that fails half-way then stops the services too.
         self.services.start()
-        try:
-            super().start()  # type: ignore[misc]
-        except BaseException:
-            self.services.stop()
-            raise
+        super().start()  # type: ignore[misc]
 
     def stop(self) -> None:
         try:
@@ -95,21 +92,19 @@ def main() -> int:
     workdir = Path(sys.argv[1] if len(sys.argv) > 1 else ".stack").resolve()
     stack = ProductionStack(project_dir=Path(__file__).resolve().parents[2], workdir=workdir)
     print("Starting PostgreSQL, Redis, the emulator and Airflow (2 Celery workers, 2 triggerers) ...", flush=True)
-    stack.start()
-    print(
-        f"Up: Airflow {stack.api_url}, emulator {stack.emulator_url}, {stack.services.database_url}, "
-        f"{stack.services.broker_url}; logs in {workdir}. Ctrl-C stops and removes everything.",
-        flush=True,
-    )
     try:
-        while all(process.poll() is None for process in stack.processes):
-            time.sleep(1)
-        print("a component exited; see the logs", file=sys.stderr)
-        return 1
+        with stack:
+            print(
+                f"Up: Airflow {stack.api_url}, emulator {stack.emulator_url}, {stack.services.database_url}, "
+                f"{stack.services.broker_url}; logs in {workdir}. Ctrl-C stops and removes everything.",
+                flush=True,
+            )
+            while all(process.poll() is None for process in stack.processes):
+                time.sleep(1)
+            print("a component exited; see the logs", file=sys.stderr)
+            return 1
     except KeyboardInterrupt:
         return 0
-    finally:
-        stack.stop()
 
 
 if __name__ == "__main__":

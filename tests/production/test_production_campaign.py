@@ -41,12 +41,8 @@ def rows(notes: list[str]) -> Iterator[list[Row]]:
 
 @pytest.fixture(scope="module")
 def stack(rows: list[Row]) -> Iterator[ProductionStack]:
-    production = ProductionStack(project_dir=PROJECT_DIR, workdir=ARTIFACTS / "stack")
-    try:
-        production.start()
+    with ProductionStack(project_dir=PROJECT_DIR, workdir=ARTIFACTS / "stack") as production:
         yield production
-    finally:
-        production.stop()
 
 
 def test_a_trigger_taken_over_by_the_other_triggerer_leaves_its_job_running(
