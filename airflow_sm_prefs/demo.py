@@ -91,6 +91,8 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
     """The pipeline once a night on the weather scenario: night 1 is the DAG's scheduled run; before each
     later night the emulator's clock moves to that night (a virtual day on), then a run is triggered.
     Returns each night's (run id, state); a night whose run failed is part of the story, not an error."""
+    import datetime as dt
+
     import pendulum
 
     from airflow_sm_prefs.local_stack import control
@@ -98,13 +100,20 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
     start = float(control(stack.emulator_url, "health")["scenario_start"])
     first = run_pipeline(stack, timeout=timeout + 120, allow_failure=True)
     runs = [(first, stack.run_state(stack.dag_id, first))]
+    # Before 02:00 UTC the scheduled run is yesterday's, not today's: later nights count back from it.
+    logical_date = stack.dag_run(stack.dag_id, first)["logical_date"]
+    scheduled_day = (
+        pendulum.instance(dt.datetime.fromisoformat(logical_date))
+        if logical_date
+        else pendulum.today("UTC").add(hours=2)
+    )
     for night in range(1, nights):
         # A minute after that night's weather changes (the scenario's nights are a virtual day apart).
         behind = start + night * NIGHT_SECONDS + 60.0 - float(control(stack.emulator_url, "health")["virtual_time"])
         if behind > 0:
             control(stack.emulator_url, "advance", {"seconds": behind})
         # Each later night runs for a day before the scheduled run's (a run needs a day: templates use ``ds``).
-        day = pendulum.today("UTC").subtract(days=night).add(hours=2)
+        day = scheduled_day.subtract(days=night)
         run_id = stack.trigger(stack.dag_id, day.to_iso8601_string())
         runs.append((run_id, stack.wait_run_done(stack.dag_id, run_id, timeout=timeout)))
     return runs

@@ -315,8 +315,11 @@ class LocalStack:
     def _run_path(self, dag_id: str, run_id: str) -> str:
         return f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
 
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return dict(self.get(self._run_path(dag_id, run_id)))
+
     def run_state(self, dag_id: str, run_id: str) -> str:
-        return str(self.get(self._run_path(dag_id, run_id))["state"])
+        return str(self.dag_run(dag_id, run_id)["state"])
 
     def wait_run_done(self, dag_id: str, run_id: str, timeout: float = 240) -> str:
         def ended() -> str | None:
