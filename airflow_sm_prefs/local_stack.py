@@ -30,6 +30,7 @@ T = TypeVar("T")
 
 HEALTHY_PARTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+SERVER_ERROR_RETRIES = 4  # tries after the first, for a 5xx answer of the REST API
 
 
 class StackError(RuntimeError):
@@ -289,12 +290,19 @@ class LocalStack:
         headers = {"Content-Type": "application/json"}
         if auth and self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(self.api_url + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as error:
-            raise StackError(f"{method} {path}: HTTP {error.code}: {error.read()[:500]!r}") from error
+        # A 5xx is what the API server answers when SQLite is busy ("Database error"): its transaction was
+        # rolled back, so the request is retried as a user's client would, a few times with a growing pause.
+        for attempt in range(SERVER_ERROR_RETRIES + 1):
+            request = urllib.request.Request(self.api_url + path, data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    return json.loads(response.read() or b"null")
+            except urllib.error.HTTPError as error:
+                if error.code >= 500 and attempt < SERVER_ERROR_RETRIES:
+                    time.sleep(0.5 * 2**attempt)
+                    continue
+                raise StackError(f"{method} {path}: HTTP {error.code}: {error.read()[:500]!r}") from error
+        raise AssertionError("unreachable")
 
     def get(self, path: str, auth: bool = True) -> Any:
         return self.request("GET", path, auth=auth)
