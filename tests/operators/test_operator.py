@@ -508,3 +508,36 @@ def test_a_ledger_that_cannot_be_written_never_fails_the_task(start_emulator, aw
     server = start_emulator("gpu-shortage")
     result = training_operator(aws_connection(server), deferrable=False).execute(context())
     assert result["status"] == "Completed"
+
+
+def test_a_deferred_task_times_out_fifteen_minutes_after_its_wait_would(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    operator = training_operator(aws_connection(server), wait_timeout=3600)
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context())
+    margin = deferred.value.timeout - dt.timedelta(seconds=3600)
+    assert dt.timedelta(minutes=14, seconds=50) < margin <= dt.timedelta(minutes=15)
+
+
+def test_a_job_that_ended_before_its_selection_was_seen_still_announces_it(start_emulator, aws_connection):
+    """The trigger waited for the selection but first saw the job ended: the selection XCom, the log line and
+    the metric come then, once."""
+    from airflow_sm_prefs.job_view import jsonable
+
+    server = start_emulator("all-busy-then-free")
+    operator = training_operator(aws_connection(server), preferences=[("ml.p5.48xlarge", 1), ("ml.p4d.24xlarge", 1)])
+    ctx = context()
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(ctx)
+    assert deferred.value.trigger.wait_for == "selection" and "selection" not in ctx["ti"].xcoms
+    control(server.endpoint_url, "advance", {"seconds": 5000})
+    ended = jsonable(server.engine.describe("training", "eval-job"))
+    assert ended["TrainingJobStatus"] == "Completed"
+    event = {"status": "finished", "job_name": "eval-job", "description": ended, "announced": False}
+    result = operator.execute_complete(ctx, event)
+    selection = ctx["ti"].xcoms["selection"]
+    assert (selection["selected_instance_type"], selection["selected_rank"]) == ("ml.p5.48xlarge", 0)
+    assert result["selected_instance_type"] == "ml.p5.48xlarge"
+    ctx["ti"].xcoms.pop("selection")
+    operator.execute_complete(ctx, event | {"announced": True})
+    assert "selection" not in ctx["ti"].xcoms, "an announced selection is not pushed again"

@@ -178,6 +178,33 @@ def test_serialize_round_trip():
     assert rebuilt.serialize() == (classpath, kwargs)
 
 
+def test_serialize_carries_every_argument_the_constructor_takes():
+    """A triggerer rebuilds the trigger from ``serialize()`` alone: an argument it drops (the log cursor, the
+    known state) is lost on every restart or move. Each argument gets a value unlike its default."""
+    import inspect
+
+    given = {
+        "job_name": "j",
+        "job_kind": "processing",
+        "hook_kwargs": {"aws_conn_id": "c", "region_name": "r"},
+        "wait_for": "selection",
+        "deadline": "2026-12-01T00:00:00+00:00",
+        "pending_deadline": "2026-11-30T12:00:00+00:00",
+        "poll_interval": 7.5,
+        "stop_on_kill": False,
+        "known_state": {"status": "InProgress", "secondary": "Pending", "selected": None, "last_modified": 1.0},
+        "stream_logs": True,
+        "log_cursor": {"start_ms": 5, "seen": ["s/1"]},
+    }
+    legacy = {"aws_conn_id", "region_name"}  # 0.1.0's form, folded into hook_kwargs
+    parameters = set(inspect.signature(SageMakerPreferenceJobTrigger.__init__).parameters) - {"self"}
+    assert parameters - legacy == set(given), "a new constructor argument needs a value here"
+    for name, value in given.items():
+        assert value != inspect.signature(SageMakerPreferenceJobTrigger.__init__).parameters[name].default, name
+    _, kwargs = SageMakerPreferenceJobTrigger(**given).serialize()
+    assert kwargs == given
+
+
 def test_a_trigger_serialized_by_0_1_0_still_builds_its_clients_from_the_same_connection():
     legacy = SageMakerPreferenceJobTrigger(job_name="j", job_kind="training", aws_conn_id="c", region_name="r")
     assert legacy.hook_kwargs == {"aws_conn_id": "c", "region_name": "r"}

@@ -89,19 +89,28 @@ def test_a_static_list_that_cannot_meet_requires_fails_at_parse_time_naming_the_
 
 
 def test_with_drop_or_a_templated_list_the_run_decides():
-    SageMakerPreferenceTrainingOperator(
+    from airflow_sm_prefs import guardrails
+
+    dropping = SageMakerPreferenceTrainingOperator(
         task_id="t",
         config=training_request("x", None),
         preferences=[("ml.p4d.24xlarge", 1), ("ml.g5.48xlarge", 1)],
         requires=InstanceRequirements(min_gpu_memory_gib=40),
         on_violation="drop",
     )
-    SageMakerPreferenceProcessingOperator(
+    assert dropping._request is not None
+    violations = guardrails.requirement_violations(
+        dropping.job_kind, dropping._request, dropping._guardrails().requires
+    )
+    assert list(violations) == [1], "the import passed, and the run will drop entry #2"
+    templated = SageMakerPreferenceProcessingOperator(
         task_id="p",
         config=processing_request("x", None),
         preferences="{{ params.prefs }}",
         requires={"efa": True},
     )
+    assert templated._request is not None
+    assert guardrails.entries(templated.job_kind, templated._request) == [], "nothing to judge before rendering"
 
 
 @pytest.mark.parametrize(
