@@ -123,6 +123,7 @@ def _capacity_body(rows: list[dict[str, Any]], entries: list[ledger.LedgerEntry]
         mine = [e for e in entries if e["dag_id"] == row["dag_id"] and e["task_id"] == row["task_id"]]
         parts.append(f"<h2>{html.escape(row['dag_id'])} / {html.escape(row['task_id'])}</h2>")
         parts.append(_wait_chart(mine))
+        parts.append(_survival_chart(row["first_choice_wait"], row["break_even_wait_seconds"]))
         parts.append(
             _configuration_chart(
                 row["configurations"], "run_seconds_p50", "Median run time per configuration", _seconds
@@ -192,6 +193,55 @@ def _wait_chart(entries: Iterable[ledger.LedgerEntry], width: int = 640, height:
         f"<line x1='{left}' y1='20' x2='{left}' y2='{height - bottom}' stroke='#999'/>"
         f"<text x='4' y='{height - bottom}' font-size='11'>0 s</text>"
         f"<text x='4' y='26' font-size='11'>{_seconds(y_high)}</text>{''.join(marks)}</svg></figure>"
+    )
+
+
+def _survival_chart(wait: dict[str, Any] | None, break_even: float | None, width: int = 640, height: int = 220) -> str:
+    """The share of jobs the first choice would still have kept waiting, against time: a step line, with the
+    break-even wait marked (the fallback pays off where the line is above one half there)."""
+    if wait is None or not (wait["observed"] or wait["censored"]):
+        return ""
+    left, bottom, top = 60, 30, 20
+    horizon = max(float(wait["longest_seconds"]), break_even or 0.0, 1.0) * 1.05
+    plot_width, plot_height = width - left - 20, height - bottom - top
+
+    def x(seconds: float) -> float:
+        return left + seconds / horizon * plot_width
+
+    def y(share: float) -> float:
+        return top + (1.0 - share) * plot_height
+
+    path = [f"M{x(0):.1f},{y(1.0):.1f}"]
+    remaining = 1.0
+    for at, after in wait["survival"]:
+        path.append(f"H{x(at):.1f}V{y(after):.1f}")
+        remaining = after
+    path.append(f"H{x(wait['longest_seconds']):.1f}")
+    marks = ""
+    if break_even is not None:
+        marks = (
+            f"<line x1='{x(break_even):.1f}' y1='{top}' x2='{x(break_even):.1f}' y2='{height - bottom}' "
+            f"stroke='#b91c1c' stroke-dasharray='4 3'/><text x='{x(break_even) + 4:.1f}' y='{top + 12}' "
+            f"font-size='11' fill='#b91c1c'>break-even {_seconds(break_even)}</text>"
+        )
+    where = "at the times jobs fell back" if wait["basis"] == "same times" else "on this task's other nights"
+    caption = (
+        f"Share of jobs the first choice ({wait['instance_count']} x {wait['instance_type']}) would still have kept "
+        f"waiting, {where}: {wait['observed']} seen free, {wait['censored']} seen busy; p50 "
+        f"{_seconds(wait['p50_seconds'])}, ends at {remaining:.0%} after {_seconds(wait['longest_seconds'])}"
+    )
+    return (
+        f"<figure><figcaption>{html.escape(caption)}</figcaption>"
+        f"<svg role='img' aria-label='first-choice wait survival' width='{width}' height='{height}' "
+        f"viewBox='0 0 {width} {height}'>"
+        f"<line x1='{left}' y1='{height - bottom}' x2='{width - 10}' y2='{height - bottom}' stroke='#999'/>"
+        f"<line x1='{left}' y1='{top}' x2='{left}' y2='{height - bottom}' stroke='#999'/>"
+        f"<line x1='{left}' y1='{y(0.5):.1f}' x2='{width - 20}' y2='{y(0.5):.1f}' stroke='#ddd'/>"
+        f"<text x='4' y='{top + 4}' font-size='11'>100%</text>"
+        f"<text x='4' y='{y(0.5) + 4:.1f}' font-size='11'>50%</text>"
+        f"<text x='4' y='{height - bottom}' font-size='11'>0%</text>"
+        f"<text x='{width - 90}' y='{height - 8}' font-size='11'>{_seconds(horizon)}</text>"
+        f"<path d='{''.join(path)}' fill='none' stroke='{RANK_COLOURS[0]}' stroke-width='2'/>{marks}</svg></figure>"
     )
 
 

@@ -57,6 +57,10 @@ REPORT_FIELDS = (
     "cost_basis",
     "certified_run_seconds",
     "created_at",
+    # The first choice's wait at the times jobs fell back is read from every job's list, Region and account.
+    "preferences",
+    "region",
+    "job_arn",
 )
 
 

@@ -1,20 +1,28 @@
 """The capacity report: for each pipeline task, whether letting SageMaker pick a configuration paid off.
 
-Built from the capacity ledger (``ledger.py``). The verdict rules, in order (README, "The capacity report"):
+Built from the capacity ledger (``ledger.py``). A fallback pays off when it finished sooner than waiting for
+the first choice would have, which is never observed: ``counterfactual.py`` estimates the first choice's wait
+at the times the fallbacks happened, from every job in the ledger that listed it then. The verdict rules, in
+order (the same in ``docs/report.md``):
 
 1. ``not_enough_data``: fewer than ``MIN_JOBS`` jobs got capacity in the window.
 2. ``incompatible_fallback``: a fallback configuration failed after starting in a larger share of its jobs
    than the first choice did (and at least once): the list hides a configuration the workload cannot use.
 3. ``not_enough_data``: no job fell back, so the list has not been put to the test.
-4. ``did_not_pay_off``: no job that fell back completed; or they took longer (wait + run, at the median)
-   than the jobs that got the first choice.
-5. ``did_not_pay_off``: they were no slower, but their median estimated cost per job exceeds the first
-   choice's by more than ``max_cost_premium`` (default 25%).
-6. ``paid_off``: otherwise (no slower, and within the premium); or the first choice never completed a job
-   in the window and the fallbacks did.
+4. ``did_not_pay_off``: no job that fell back completed.
+5. The break-even wait: for each completed fallback, its wait + run less the first choice's median run on
+   this task (less nothing when no first-choice run is known, an upper bound); the task's is their median.
+   Against the first choice's estimated wait at the fallbacks' times (Kaplan-Meier, ``survival.py``):
+   a median wait above the break-even goes on to rule 6; at or below it, ``did_not_pay_off`` (waiting would
+   have finished sooner); no median but evidence that the first choice stayed busy past the break-even in
+   most fallbacks goes on to rule 6; otherwise ``not_enough_data``, and the reason states the break-even wait
+   and the evidence that would decide it. The task's own first-choice waits on other nights never decide:
+   they come from the nights the first choice had room.
+6. ``did_not_pay_off`` when the fallbacks' median estimated cost per job exceeds the first choice's by more
+   than ``max_cost_premium`` (default 25%); else ``paid_off``.
 
 Costs come from the price table (``prices.py``). When either side has no known cost (no price, or
-plan-backed), rule 5 is skipped and the reason says the cost was not judged.
+plan-backed), rule 6 is skipped and the reason says the cost was not judged.
 """
 
 from __future__ import annotations
@@ -26,8 +34,10 @@ import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from airflow_sm_prefs import counterfactual
 from airflow_sm_prefs.ledger import LedgerEntry
 
 MIN_JOBS = 3
@@ -92,10 +102,34 @@ def _cost_check(first: list[LedgerEntry], fallbacks: list[LedgerEntry], max_prem
     return premium <= max_premium, said
 
 
-def verdict(entries: list[LedgerEntry], max_cost_premium: float = MAX_COST_PREMIUM) -> tuple[str, str]:
+@dataclass(frozen=True)
+class Judgement:
+    label: str
+    reason: str
+    estimate: counterfactual.Estimate | None = None
+    first_choice_run: float | None = None
+    break_even: float | None = None  # the task's: the median of its completed fallbacks'
+
+
+def _first_choice_run(first: list[LedgerEntry]) -> float | None:
+    return percentile([float(e["run_seconds"]) for e in first if e["outcome"] == "completed" and e["run_seconds"]], 0.5)
+
+
+def _break_even(fallbacks: list[LedgerEntry], first_run: float | None) -> float | None:
+    return percentile([b for e in fallbacks if (b := counterfactual.break_even(e, first_run)) is not None], 0.5)
+
+
+def verdict(
+    entries: list[LedgerEntry],
+    max_cost_premium: float = MAX_COST_PREMIUM,
+    timeline: counterfactual.Timeline | None = None,
+) -> Judgement:
+    """The task's verdict; ``timeline``: every job the evidence may come from (default: these entries)."""
     placed = [e for e in entries if e["selected_rank"] is not None]
     if len(placed) < MIN_JOBS:
-        return "not_enough_data", f"{len(placed)} job(s) got capacity in the window; at least {MIN_JOBS} are needed"
+        return Judgement(
+            "not_enough_data", f"{len(placed)} job(s) got capacity in the window; at least {MIN_JOBS} are needed"
+        )
     first = [e for e in placed if e["selected_rank"] == 0]
     fallbacks = [e for e in placed if e["selected_rank"]]
     by_configuration: dict[tuple[Any, ...], list[LedgerEntry]] = defaultdict(list)
@@ -106,37 +140,84 @@ def verdict(entries: list[LedgerEntry], max_cost_premium: float = MAX_COST_PREMI
         failures = sum(e["outcome"] == "failed_after_start" for e in group)
         if failures and _failure_share(group) > first_share:
             first_failures = sum(e["outcome"] == "failed_after_start" for e in first)
-            return (
+            return Judgement(
                 "incompatible_fallback",
                 f"{_configuration_label(group[0])} failed after starting in {failures} of {len(group)} jobs; the "
                 f"first choice in {first_failures} of {len(first)}",
             )
     if not fallbacks:
-        return "not_enough_data", "no job fell back in the window: the list has not been put to the test"
-    fallback_ttr = percentile([t for e in fallbacks if (t := _time_to_result(e)) is not None], 0.5)
-    first_ttr = percentile([t for e in first if (t := _time_to_result(e)) is not None], 0.5)
-    if fallback_ttr is None:
-        return "did_not_pay_off", "no job that fell back completed"
-    if first_ttr is None:
-        return (
-            "paid_off",
-            f"the first choice never completed a job in the window; {len(fallbacks)} job(s) fell back and finished "
-            f"in a median {_median_text(fallback_ttr)} (wait + run)",
+        return Judgement("not_enough_data", "no job fell back in the window: the list has not been put to the test")
+    first_run = _first_choice_run(first)
+    threshold = _break_even(fallbacks, first_run)
+    if threshold is None:
+        return Judgement("did_not_pay_off", "no job that fell back completed", first_choice_run=first_run)
+    estimate = counterfactual.estimate(entries, fallbacks, timeline or counterfactual.Timeline(entries))
+    said = _break_even_text(threshold, first_run)
+    if estimate is None:
+        return Judgement(
+            "not_enough_data", f"{said}; the jobs' lists name no first choice with a count", None, first_run, threshold
         )
-    if fallback_ttr <= first_ttr:
-        affordable, cost = _cost_check(first, fallbacks, max_cost_premium)
-        timing = (
-            f"jobs that fell back finished in a median {_median_text(fallback_ttr)} (wait + run), the first choice's "
-            f"in {_median_text(first_ttr)}"
+    wait = estimate.at_fallbacks
+    evidence = _evidence_text(wait)
+    if wait.p50 is not None and wait.p50 <= threshold:
+        return Judgement(
+            "did_not_pay_off",
+            f"waiting would have finished sooner: at the times jobs fell back, the first choice was free after a "
+            f"median {_median_text(wait.p50)} ({evidence}); {said}",
+            estimate,
+            first_run,
+            threshold,
         )
-        if not affordable:
-            return "did_not_pay_off", f"{timing}, but at {cost}: above the {max_cost_premium:.0%} premium allowed"
-        return "paid_off", f"{timing}; {cost}"
-    return (
-        "did_not_pay_off",
-        f"jobs that fell back took a median {_median_text(fallback_ttr)} (wait + run), longer than the first "
-        f"choice's {_median_text(first_ttr)}: the alternatives did not shorten the wait",
+    if wait.p50 is None and wait.curve.longest < threshold:
+        history = estimate.history
+        hint = (
+            f"; this task's own first-choice waits on other nights (median {_median_text(history.p50)}) are left "
+            "out, for they come from the nights the first choice had room"
+            if history is not None and history.p50 is not None
+            else ""
+        )
+        return Judgement(
+            "not_enough_data",
+            f"{said}; at the times jobs fell back the ledger shows it busy for at most "
+            f"{_median_text(wait.curve.longest)} ({evidence}): a job listing {_label(wait.configuration)} then, in "
+            f"another task or DAG of the same account and Region, would decide it{hint}",
+            estimate,
+            first_run,
+            threshold,
+        )
+    longer = (
+        f"a median {_median_text(wait.p50)}"
+        if wait.p50 is not None
+        else f"more than {_median_text(wait.curve.longest)} in most"
     )
+    timing = f"at the times jobs fell back, the first choice would have taken {longer} ({evidence}); {said}"
+    affordable, cost = _cost_check(first, fallbacks, max_cost_premium)
+    if not affordable:
+        return Judgement(
+            "did_not_pay_off",
+            f"{timing}, but at {cost}: above the {max_cost_premium:.0%} premium allowed",
+            estimate,
+            first_run,
+            threshold,
+        )
+    return Judgement("paid_off", f"{timing}; {cost}", estimate, first_run, threshold)
+
+
+def _label(configuration: tuple[str, int]) -> str:
+    return f"{configuration[1]} x {configuration[0]}"
+
+
+def _break_even_text(threshold: float, first_run: float | None) -> str:
+    basis = "" if first_run is not None else " (no first-choice run known, so counting none: an upper bound)"
+    return (
+        "the fallback pays off if the first choice would have stayed unavailable for more than "
+        f"{_median_text(threshold)}{basis}"
+    )
+
+
+def _evidence_text(wait: counterfactual.FirstChoiceWait) -> str:
+    sources = ", ".join(wait.sources)
+    return f"{wait.curve.observed} seen free, {wait.curve.censored} seen busy, from {sources}"
 
 
 def _certified(group: list[LedgerEntry], run_p50: float | None, tolerance: float) -> dict[str, Any]:
@@ -151,7 +232,9 @@ def _certified(group: list[LedgerEntry], run_p50: float | None, tolerance: float
     }
 
 
-def _configurations(entries: list[LedgerEntry], drift_tolerance: float = DRIFT_TOLERANCE) -> list[dict[str, Any]]:
+def _configurations(
+    entries: list[LedgerEntry], drift_tolerance: float = DRIFT_TOLERANCE, first_run: float | None = None
+) -> list[dict[str, Any]]:
     groups: dict[tuple[Any, ...], list[LedgerEntry]] = defaultdict(list)
     for entry in entries:
         if entry["selected_instance_type"] is not None:
@@ -172,6 +255,8 @@ def _configurations(entries: list[LedgerEntry], drift_tolerance: float = DRIFT_T
                 "estimated_cost_usd_p50": percentile([c for e in group if (c := _cost(e)) is not None], 0.5),
                 "plan_backed": any(e["plan_backed"] for e in group),
                 "failed_after_start": sum(e["outcome"] == "failed_after_start" for e in group),
+                # How long the first choice would have had to stay busy for these jobs to finish sooner.
+                "break_even_wait_seconds": _break_even(group, first_run) if rank else None,
                 **_certified(
                     sorted(group, key=lambda e: e["created_at"] or ""), percentile(runs, 0.5), drift_tolerance
                 ),
@@ -188,9 +273,12 @@ def summarize(
     max_cost_premium: float = MAX_COST_PREMIUM,
     drift_tolerance: float = DRIFT_TOLERANCE,
 ) -> list[dict[str, Any]]:
-    """One row per (dag_id, task_id), in that order."""
+    """One row per (dag_id, task_id), in that order. The filters choose the rows; the evidence about the first
+    choice's wait comes from every entry given, whatever the filters."""
+    given = list(entries)
+    timeline = counterfactual.Timeline(given)
     groups: dict[tuple[str, str], list[LedgerEntry]] = defaultdict(list)
-    for entry in entries:
+    for entry in given:
         if dag_id is not None and entry["dag_id"] != dag_id:
             continue
         if task_id is not None and entry["task_id"] != task_id:
@@ -204,7 +292,7 @@ def summarize(
         fell_back = sum(1 for e in placed if e["selected_rank"])
         ranks = sorted(Counter(e["selected_rank"] for e in placed).items())
         outcomes = Counter(e["outcome"] for e in group)
-        label, reason = verdict(group, max_cost_premium)
+        judged = verdict(group, max_cost_premium, timeline)
         pending = [float(e["pending_seconds"]) for e in group]
         rows.append(
             {
@@ -220,9 +308,11 @@ def summarize(
                 "rank_counts": {str(rank): n for rank, n in ranks},
                 "pending_seconds_p50": percentile(pending, 0.5),
                 "pending_seconds_p90": percentile(pending, 0.9),
-                "configurations": _configurations(group, drift_tolerance),
-                "verdict": label,
-                "reason": reason,
+                "first_choice_wait": judged.estimate.shown.as_json() if judged.estimate else None,
+                "break_even_wait_seconds": judged.break_even,
+                "configurations": _configurations(group, drift_tolerance, judged.first_choice_run),
+                "verdict": judged.label,
+                "reason": judged.reason,
             }
         )
     return rows
@@ -276,6 +366,22 @@ def _cost_text(configuration: dict[str, Any]) -> str:
     return format_usd(configuration["estimated_cost_usd_p50"])
 
 
+def _wait_text(wait: dict[str, Any]) -> str:
+    where = "at the times jobs fell back" if wait["basis"] == "same times" else "on this task's other nights"
+    p50 = _median_text(wait["p50_seconds"]) if wait["p50_seconds"] is not None else "unknown"
+    p90 = _median_text(wait["p90_seconds"]) if wait["p90_seconds"] is not None else "unknown"
+    return (
+        f"first choice's wait {where} ({wait['instance_count']} x {wait['instance_type']}): p50 {p50}, p90 {p90}, "
+        f"mean up to {_median_text(wait['restricted_to_seconds'])} {_median_text(wait['restricted_mean_seconds'])}; "
+        f"{wait['observed']} seen free, {wait['censored']} seen busy; from {', '.join(wait['sources'])}"
+    )
+
+
+def _break_even_column(configuration: dict[str, Any]) -> str:
+    seconds = configuration["break_even_wait_seconds"]
+    return "" if seconds is None else f", break-even wait {_median_text(seconds)}"
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "No jobs in the capacity ledger for this selection."
@@ -288,12 +394,15 @@ def _table(rows: list[dict[str, Any]]) -> str:
             f"{_median_text(row['pending_seconds_p50']):>9} {_median_text(row['pending_seconds_p90']):>9}  "
             f"{row['verdict']}: {row['reason']}"
         )
+        wait = row["first_choice_wait"]
+        if wait is not None:
+            lines.append(f"    {_wait_text(wait)}")
         for configuration in row["configurations"]:
             lines.append(
                 f"    #{(configuration['rank'] or 0) + 1} {configuration['instance_count']} x "
                 f"{configuration['instance_type']}: {configuration['jobs']} job(s), run p50 "
                 f"{_median_text(configuration['run_seconds_p50'])}, failed after start "
                 f"{configuration['failed_after_start']}, cost p50 {_cost_text(configuration)}"
-                f"{_certified_text(configuration)}"
+                f"{_break_even_column(configuration)}{_certified_text(configuration)}"
             )
     return "\n".join(lines)

@@ -95,7 +95,11 @@ def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
     assert sizes == [("ml.g5.12xlarge", 2), ("ml.g5.12xlarge", 4), ("ml.g5.12xlarge", 4), ("ml.g5.12xlarge", 2)]
     rows = {r["task_id"]: r for r in report.summarize(ledger.read(stack.ledger_root).entries)}
     fine_tune = rows["fine_tune"]
-    assert fine_tune["verdict"] in ("paid_off", "did_not_pay_off"), fine_tune["reason"]
+    # Nights 2 and 3 fell back; no other job listed ml.p5.48xlarge then, so how long it stayed sold out is
+    # not in the ledger: the report names the break-even wait instead of comparing with nights 1 and 4.
+    assert fine_tune["verdict"] == "not_enough_data", fine_tune["reason"]
+    assert "pays off if the first choice would have stayed unavailable for more than" in fine_tune["reason"]
+    assert fine_tune["first_choice_wait"]["sources"] == ["nightly_evaluation.fine_tune"]
     assert fine_tune["failed_after_start"] == 0 and fine_tune["rank_counts"] == {"0": 2, "1": 2}
     assert all(c["run_time_vs_certified_p50"] is not None for c in fine_tune["configurations"])
     assert rows["prepare_data"]["verdict"] == "not_enough_data" and rows["prepare_data"]["fallback_rate"] == 0.0

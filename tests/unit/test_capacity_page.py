@@ -48,7 +48,8 @@ def test_the_page_shows_the_readable_dags_rows_and_charts(ledger_with_two_dags, 
     assert page.status_code == 200
     assert "nightly / fine_tune" in page.text and "paid_off" in page.text
     assert "finance_forecast" not in page.text, "a DAG the user may not read shows no row"
-    assert page.text.count("<svg") == 2, "a wait chart and a run-time chart"
+    assert page.text.count("<svg") == 3, "a wait chart, the first choice's wait survival and a run-time chart"
+    assert "aria-label='first-choice wait survival'" in page.text and "break-even 3m20s" in page.text
 
 
 def test_the_report_route_is_filtered_too(ledger_with_two_dags, signed_in):
@@ -90,5 +91,5 @@ def test_costs_and_benchmarks_are_charted_when_known(tmp_path, monkeypatch, sign
     for name, rank in (("a", 0), ("b", 1), ("c", 1)):
         ledger.write(entry(name, rank, estimated_cost_usd=12.5, certified_run_seconds=2000.0), root)
     page = signed_in.get("/capacity").text
-    assert page.count("<svg") == 3, "wait, run time and cost"
+    assert page.count("<svg") == 4, "wait, the first choice's wait survival, run time and cost"
     assert "$12.50 (2 jobs)" in page and "x1.80 its benchmark - DRIFTED" in page

@@ -63,13 +63,30 @@ def test_fallbacks_that_finish_sooner_paid_off():
     entries = [entry("a", 0, pending=7200), entry("b", 1, pending=300), entry("c", 1, pending=200)]
     (row,) = report.summarize(entries)
     assert (row["runs"], row["fallback_rate"], row["rank_counts"]) == (3, 0.6667, {"0": 1, "1": 2})
-    assert row["verdict"] == "paid_off" and "fell back finished in a median" in row["reason"]
+    assert row["verdict"] == "paid_off", row["reason"]
+    assert "the first choice would have taken a median 2h00m00s" in row["reason"]
+    assert "pays off if the first choice would have stayed unavailable for more than 3m20s" in row["reason"]
 
 
-def test_fallbacks_that_take_longer_did_not_pay_off():
+def test_fallbacks_that_waited_long_for_any_entry_paid_off_for_the_first_choice_was_busy_as_long():
+    """The old rule called these a loss (they took longer than the job that got the first choice); but they
+    waited in SageMaker's queue with the first choice listed, so it was busy for them all that time."""
     entries = [entry("a", 0, pending=60), entry("b", 1, pending=9000), entry("c", 1, pending=8000)]
     (row,) = report.summarize(entries)
-    assert row["verdict"] == "did_not_pay_off" and "did not shorten the wait" in row["reason"]
+    assert row["verdict"] == "paid_off", row["reason"]
+    assert "the first choice would have taken more than 2h30m00s in most" in row["reason"]
+
+
+def test_fallbacks_that_run_longer_than_waiting_would_have_taken_did_not_pay_off():
+    entries = [
+        entry("a", 0, pending=300, run=3600),
+        entry("b", 1, pending=60, run=10800),
+        entry("c", 1, pending=60, run=10800),
+    ]
+    (row,) = report.summarize(entries)
+    assert row["verdict"] == "did_not_pay_off" and "waiting would have finished sooner" in row["reason"]
+    assert "the first choice was free after a median 5m00s" in row["reason"]
+    assert "unavailable for more than 2h01m00s" in row["reason"]  # 1 min wait + 3 h run - 1 h run
 
 
 def test_a_fallback_that_fails_after_starting_is_an_incompatible_fallback():
