@@ -56,9 +56,11 @@ def create_app() -> FastAPI:
     @app.get("/capacity", response_class=HTMLResponse)
     def capacity(user: Any = user_dependency, days: int | None = Query(None, ge=1, le=3650)) -> str:
         entries, bad = _reading_for(user)
+        from airflow_sm_prefs.weather import weather
+
         rows = report.summarize(entries, since=_since(days))
         skipped = f"<p>{bad} ledger entries could not be read and were skipped.</p>" if bad else ""
-        return _page("SageMaker capacity", skipped + _capacity_body(rows, entries))
+        return _page("SageMaker capacity", skipped + _capacity_body(rows, entries) + _weather_section(weather(entries)))
 
     @app.get("/capacity/report")
     def capacity_report(
@@ -74,9 +76,14 @@ def create_app() -> FastAPI:
     def task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1, user: Any = user_dependency) -> str:
         if dag_id not in readable_dags(user):
             raise HTTPException(status_code=403, detail="You may not read this DAG")
+        from airflow_sm_prefs.advisor import advise
+        from airflow_sm_prefs.counterfactual import Timeline
+
         history = [e for e in ledger.read(dag_id=dag_id).entries if e["task_id"] == task_id]
         this = next((e for e in history if e["run_id"] == run_id and e["map_index"] == map_index), None)
-        return _page(f"{dag_id} / {task_id}", _task_instance_body(this, history))
+        evidence, _ = _reading_for(user)  # the advice may draw on every DAG this user may read
+        advice = advise(history, Timeline(evidence)) if history else None
+        return _page(f"{dag_id} / {task_id}", _task_instance_body(this, history) + _advice_section(advice))
 
     return app
 
@@ -156,6 +163,74 @@ def _task_instance_body(this: ledger.LedgerEntry | None, history: list[ledger.Le
         f"<tr><th>ran</th><td>{_seconds(this['run_seconds'])}</td></tr>"
         f"<tr><th>estimated cost</th><td>{_cost_cell(this)}</td></tr></table>" + _wait_chart(history)
     )
+
+
+def _advice_section(advice: dict[str, Any] | None) -> str:
+    if advice is None or not advice["candidates"]:
+        return ""
+    rows = "".join(
+        f"<tr><td>{html.escape(row['candidate'])}{' <b>(better)</b>' if row['better_than_current'] else ''}</td>"
+        f"<td>{_seconds(row['time_to_result_p50_seconds'])}</td><td>{_seconds(row['time_to_result_p90_seconds'])}</td>"
+        f"<td>{_usd(row['estimated_cost_usd_p50'])}</td><td>{row['nights_with_a_result']} of {row['nights']} nights "
+        f"with a result, {row['nights_waiting_past_the_evidence']} waiting past the evidence</td></tr>"
+        for row in advice["candidates"]
+    )
+    return (
+        "<h2>Advice</h2><p>Each list replayed on this task's nights, with what every job you may read saw of each "
+        "configuration then (<code>airflow-sm-prefs advise</code>).</p><table><tr><th>list</th>"
+        f"<th>time to result p50</th><th>p90</th><th>cost p50</th><th>evidence</th></tr>{rows}</table>"
+    )
+
+
+def _share_colour(share: float) -> str:
+    """From red (no job got it within 15 minutes) through amber to green (every job did)."""
+    low, middle, high = (185, 28, 28), (245, 158, 11), (4, 120, 87)
+    start, end, t = (low, middle, share * 2) if share < 0.5 else (middle, high, share * 2 - 1)
+    red, green, blue = (round(a + (b - a) * t) for a, b in zip(start, end, strict=True))
+    return f"#{red:02x}{green:02x}{blue:02x}"
+
+
+def _weather_section(rows: list[dict[str, Any]]) -> str:
+    from airflow_sm_prefs.weather import DAYS
+
+    if not rows:
+        return ""
+    parts = [
+        "<h2>Capacity weather</h2><p>Share of jobs that got each configuration within 15 minutes, by UTC hour of "
+        "the week (<code>airflow-sm-prefs weather</code>); grey: no job then. Hover a cell for its numbers.</p>"
+    ]
+    size, left, top = 18, 40, 18
+    for row in rows:
+        cells = []
+        for cell in row["cells"]:
+            x = left + cell["hour"] * size
+            y = top + (cell["hour_of_week"] // 24) * size
+            wait = _seconds(cell["median_wait_seconds"])
+            title = (
+                f"{cell['day']} {cell['hour']:02d}:00 UTC: {cell['got_it_within_15m_share']:.0%} of "
+                f"{_jobs(cell['jobs'])} within 15 minutes, median wait {wait}"
+            )
+            cells.append(
+                f"<rect x='{x}' y='{y}' width='{size - 2}' height='{size - 2}' "
+                f"fill='{_share_colour(cell['got_it_within_15m_share'])}'><title>{html.escape(title)}</title></rect>"
+            )
+        grid = "".join(
+            f"<rect x='{left + h * size}' y='{top + d * size}' width='{size - 2}' height='{size - 2}' fill='#e4e4e7'/>"
+            for d in range(7)
+            for h in range(24)
+        )
+        labels = "".join(
+            f"<text x='4' y='{top + d * size + 13}' font-size='11'>{day}</text>" for d, day in enumerate(DAYS)
+        )
+        hours = "".join(f"<text x='{left + h * size}' y='12' font-size='10'>{h}</text>" for h in range(0, 24, 3))
+        width, height = left + 24 * size + 10, top + 7 * size + 6
+        caption = f"{row['region']}: {row['instance_count']} x {row['instance_type']} ({_jobs(row['jobs'])})"
+        parts.append(
+            f"<figure><figcaption>{html.escape(caption)}</figcaption><svg role='img' aria-label='capacity weather' "
+            f"width='{width}' height='{height}' viewBox='0 0 {width} {height}'>{hours}{labels}{grid}{''.join(cells)}"
+            "</svg></figure>"
+        )
+    return "".join(parts)
 
 
 # -- charts (SVG) ------------------------------------------------------------------------------------------------

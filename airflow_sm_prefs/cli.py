@@ -132,16 +132,24 @@ def _percent(text: str) -> float:
     return value
 
 
-def _report(args: argparse.Namespace) -> int:
-    from airflow_sm_prefs import ledger, report
+def _read_ledger() -> Any:
+    """Every DAG's entries: a report of one task still takes its evidence from all of them."""
+    from airflow_sm_prefs import ledger
 
-    reading = ledger.read(dag_id=args.dag_id, fields=ledger.REPORT_FIELDS)
+    reading = ledger.read(fields=ledger.REPORT_FIELDS)
     if reading.bad:
         print(
             f"airflow-sm-prefs: warning: {reading.bad} ledger entr{'y' if reading.bad == 1 else 'ies'} could not be "
             f"read and were skipped (e.g. {'; '.join(reading.bad_examples)})",
             file=sys.stderr,
         )
+    return reading
+
+
+def _report(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs import report
+
+    reading = _read_ledger()
     rows = report.summarize(
         reading.entries,
         since=args.since,
@@ -151,6 +159,26 @@ def _report(args: argparse.Namespace) -> int:
         drift_tolerance=args.drift_tolerance / 100.0,
     )
     print(report.render(rows, args.format))
+    return 0
+
+
+def _advise(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs import advisor
+    from airflow_sm_prefs.counterfactual import Timeline
+
+    reading = _read_ledger()
+    history = [e for e in reading.entries if (e["dag_id"], e["task_id"]) == (args.dag_id, args.task_id)]
+    if not history:
+        return _error(f"no job of {args.dag_id}.{args.task_id} in the capacity ledger")
+    print(advisor.render(advisor.advise(history, Timeline(reading.entries)), args.format))
+    return 0
+
+
+def _weather(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs import weather
+
+    reading = _read_ledger()
+    print(weather.render(weather.weather(reading.entries, region=args.region), args.format))
     return 0
 
 
@@ -278,6 +306,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="percent a configuration's median run may differ from its certified run time (default 25)",
     )
     report.set_defaults(handler=_report)
+    advise = commands.add_parser(
+        "advise", help="the task's current list against lists made from it, replayed on the task's own nights"
+    )
+    advise.add_argument("--dag-id", required=True)
+    advise.add_argument("--task-id", required=True)
+    advise.add_argument("--format", choices=("table", "json"), default="table")
+    advise.set_defaults(handler=_advise)
+    weather = commands.add_parser(
+        "weather", help="capacity weather: how often each configuration had room, by hour of the week"
+    )
+    weather.add_argument("--region", default=None)
+    weather.add_argument("--format", choices=("table", "json"), default="table")
+    weather.set_defaults(handler=_weather)
     ledger = commands.add_parser("ledger", help="the capacity ledger")
     ledger_commands = ledger.add_subparsers(dest="ledger_command", required=True)
     backfill = ledger_commands.add_parser("backfill", help="add the jobs SageMaker knows and the ledger misses")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from airflow_sm_prefs.survival import Curve, kaplan_meier
 SAME_TIME_SECONDS = 900.0  # another job's wait that began this soon after a fallback counts as the same time
 
 Configuration = tuple[str, int]
+Scope = tuple[str | None, str | None]  # (Region, account)
 Basis = Literal["same times", "same-task history"]
 
 
@@ -57,7 +58,7 @@ def task_of(entry: Mapping[str, Any]) -> str:
     return f"{entry['dag_id']}.{entry['task_id']}"
 
 
-def _scope(entry: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def scope_of(entry: Mapping[str, Any]) -> Scope:
     """(Region, account): jobs of other accounts or Regions draw on other capacity."""
     arn = entry.get("job_arn")
     parts = arn.split(":") if isinstance(arn, str) else []
@@ -65,7 +66,7 @@ def _scope(entry: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return entry.get("region"), account
 
 
-def _created(entry: Mapping[str, Any]) -> float | None:
+def created(entry: Mapping[str, Any]) -> float | None:
     created = entry.get("created_at")
     return dt.datetime.fromisoformat(created).timestamp() if isinstance(created, str) else None
 
@@ -87,14 +88,14 @@ class Timeline:
     def __init__(self, entries: Iterable[Mapping[str, Any]]) -> None:
         spells: dict[tuple[Any, ...], list[Spell]] = defaultdict(list)
         for entry in entries:
-            start = _created(entry)
+            start = created(entry)
             if start is None:
                 continue
             rank = entry.get("selected_rank")
             for index, configuration in enumerate(listed(entry)):
                 got_it = rank == index and (entry.get("selected_instance_count") == configuration[1])
                 spell = Spell(start, float(entry["pending_seconds"]), got_it, task_of(entry), entry["job_name"])
-                spells[(_scope(entry), configuration)].append(spell)
+                spells[(scope_of(entry), configuration)].append(spell)
         self._spells = {key: sorted(found, key=lambda s: s.start) for key, found in spells.items()}
         self._starts = {key: [s.start for s in found] for key, found in self._spells.items()}
         self._longest = {key: max(s.wait for s in found) for key, found in self._spells.items()}
@@ -102,9 +103,18 @@ class Timeline:
     def around(self, entry: Mapping[str, Any], configuration: Configuration) -> list[tuple[float, bool, str]]:
         """What other jobs saw of ``configuration`` from the moment ``entry`` was created: (seconds from then,
         ended there, which task), for each job whose wait was going on then or began soon after."""
-        key = (_scope(entry), configuration)
-        start = _created(entry)
-        if start is None or key not in self._spells:
+        start = created(entry)
+        if start is None:
+            return []
+        return self.seen_from(scope_of(entry), configuration, start, exclude=entry["job_name"])
+
+    def seen_from(
+        self, scope: Scope, configuration: Configuration, start: float, exclude: str | None = None
+    ) -> list[tuple[float, bool, str]]:
+        """(seconds from ``start``, ended there, which task) for every job's wait for ``configuration`` that was
+        going on at ``start`` or began within ``SAME_TIME_SECONDS`` after it."""
+        key = (scope, configuration)
+        if key not in self._spells:
             return []
         spells, starts = self._spells[key], self._starts[key]
         found = []
@@ -112,10 +122,14 @@ class Timeline:
         first = bisect.bisect_left(starts, start - self._longest[key])
         for spell in spells[first:last]:
             ends = spell.start + spell.wait
-            if spell.job == entry["job_name"] or ends < start:
+            if spell.job == exclude or ends < start:
                 continue
             found.append((ends - start, spell.got_it, spell.task))
         return found
+
+    def items(self) -> Iterator[tuple[Scope, Configuration, list[Spell]]]:
+        for (scope, configuration), spells in self._spells.items():
+            yield scope, configuration, spells
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,9 @@ def test_the_page_shows_the_readable_dags_rows_and_charts(ledger_with_two_dags, 
     assert page.status_code == 200
     assert "nightly / fine_tune" in page.text and "paid_off" in page.text
     assert "finance_forecast" not in page.text, "a DAG the user may not read shows no row"
-    assert page.text.count("<svg") == 3, "a wait chart, the first choice's wait survival and a run-time chart"
+    weather = page.text.count("aria-label='capacity weather'")
+    assert weather == 2, "a heatmap per configuration the readable DAGs listed"
+    assert page.text.count("<svg") - weather == 3, "a wait chart, the first choice's wait survival, a run-time chart"
     assert "aria-label='first-choice wait survival'" in page.text and "break-even 3m20s" in page.text
 
 
@@ -61,6 +63,7 @@ def test_a_task_instance_view_compares_it_with_its_history(ledger_with_two_dags,
     page = signed_in.get(ROUTES[2])
     assert page.status_code == 200
     assert "longer than 2 of this task's 3 jobs" in page.text and "(chosen)" in page.text
+    assert "<h2>Advice</h2>" in page.text and "the first choice alone" in page.text
     forbidden = signed_in.get("/capacity/task-instance?dag_id=finance_forecast&run_id=r&task_id=fine_tune")
     assert forbidden.status_code == 403
 
@@ -91,5 +94,6 @@ def test_costs_and_benchmarks_are_charted_when_known(tmp_path, monkeypatch, sign
     for name, rank in (("a", 0), ("b", 1), ("c", 1)):
         ledger.write(entry(name, rank, estimated_cost_usd=12.5, certified_run_seconds=2000.0), root)
     page = signed_in.get("/capacity").text
-    assert page.count("<svg") == 4, "wait, the first choice's wait survival, run time and cost"
+    weather = page.count("aria-label='capacity weather'")
+    assert page.count("<svg") - weather == 4, "wait, the first choice's wait survival, run time and cost"
     assert "$12.50 (2 jobs)" in page and "x1.80 its benchmark - DRIFTED" in page

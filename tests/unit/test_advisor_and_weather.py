@@ -1,0 +1,84 @@
+"""The advisor's replay of a task's nights, and the capacity weather, on histories whose answer is known."""
+
+from __future__ import annotations
+
+import json
+
+from airflow_sm_prefs import advisor, cli, weather
+from airflow_sm_prefs.counterfactual import Timeline
+from tests.unit.test_counterfactual import P4D, P5, _fine_tune, _hours_3_to_5, _job, _p5_only
+
+
+def _advice(entries: list[dict]) -> dict[str, dict]:
+    history = [e for e in entries if e["dag_id"] == "nightly"]
+    return {row["candidate"]: row for row in advisor.advise(history, Timeline(entries))["candidates"]}
+
+
+def test_where_the_fallback_paid_off_the_current_list_beats_the_first_choice_alone():
+    advice = _advice(_fine_tune(5400.0) + _p5_only(_hours_3_to_5))
+    current, alone = advice["the current list"], advice["the first choice alone"]
+    # Half the nights p5 in a minute (1 h run), half p4d at once (1.5 h run).
+    assert (current["time_to_result_p50_seconds"], current["time_to_result_p90_seconds"]) == (3660.0, 5400.0)
+    # Alone, the fallback nights wait for p5 as the other DAG did (3 to 5 hours), then the 1 h run: 27 of 30
+    # nights are over by 4.5 h + 1 h.
+    assert alone["time_to_result_p90_seconds"] == 4.5 * 3600 + 3600
+    assert not alone["better_than_current"] and current["nights"] == current["nights_with_a_result"] == 30
+
+
+def test_where_it_did_not_the_first_choice_alone_is_better():
+    advice = _advice(_fine_tune(3 * 3600.0) + _p5_only(lambda night: 300.0))
+    alone = advice["the first choice alone"]
+    assert alone["better_than_current"], alone
+    assert alone["time_to_result_p90_seconds"] == 300 + 3600
+    assert advice["the current list"]["time_to_result_p90_seconds"] == 3 * 3600
+
+
+def test_an_entry_that_failed_after_starting_is_offered_away_and_one_never_chosen_too():
+    listed = [P5, P4D, ("ml.g5.48xlarge", 1)]
+    history = [_job("nightly", "fine_tune", n, listed, 0, 60.0, 3600.0) for n in range(4)]
+    history.append({**_job("nightly", "fine_tune", 4, listed, 1, 0.0, 60.0), "outcome": "failed_after_start"})
+    labels = [c.label for c in advisor.candidates(listed, history)]
+    assert "without #2 (failed after starting in 1 of 1)" in labels
+    assert "without #3 (never chosen in 5 jobs)" in labels
+    assert "the first choice alone" in labels and "#3 (1 x ml.g5.48xlarge) first" in labels
+
+
+def test_a_night_where_no_entry_was_seen_free_waits_past_the_evidence():
+    history = [_job("nightly", "fine_tune", n, [P5, P4D], None, 7200.0, 0.0) for n in range(3)]
+    (current, *_) = advisor.advise(history)["candidates"]
+    assert (current["nights_with_a_result"], current["nights_waiting_past_the_evidence"]) == (0, 3)
+    assert current["time_to_result_p50_seconds"] is None
+
+
+def test_weather_counts_only_what_says_something_about_the_configuration():
+    entries = _fine_tune(5400.0) + _p5_only(_hours_3_to_5)
+    rows = {(r["instance_type"], r["instance_count"]): r for r in weather.weather(entries)}
+    p5 = rows[P5]
+    # Fallback nights: fine_tune got p4d at once (says nothing of p5), p5_only waited 3-5 h (busy); other
+    # nights both got p5 within two minutes.
+    assert p5["jobs"] == 15 * 2 + 15
+    shares = {cell["day"]: cell["got_it_within_15m_share"] for cell in p5["cells"]}
+    assert all(cell["hour"] == 2 for cell in p5["cells"]) and set(shares) == set(weather.DAYS)
+    assert round(sum(c["jobs"] * c["got_it_within_15m_share"] for c in p5["cells"])) == 30
+    assert rows[P4D]["jobs"] == 15 and all(c["got_it_within_15m_share"] == 1.0 for c in rows[P4D]["cells"])
+    assert weather.weather(entries, region="eu-west-1") == []
+    text = weather.render(list(rows.values()), "table")
+    assert "us-east-1  1 x ml.p5.48xlarge  (45 job(s))" in text and "Mon  " in text
+
+
+def test_the_cli_advises_and_forecasts_from_the_whole_ledger(tmp_path, monkeypatch, capsys):
+    from airflow_sm_prefs import ledger
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
+    for entry in _fine_tune(5400.0) + _p5_only(_hours_3_to_5):
+        assert ledger.write(entry)  # type: ignore[arg-type]
+    assert cli.main(["advise", "--dag-id", "nightly", "--task-id", "fine_tune", "--format", "json"]) == 0
+    advice = json.loads(capsys.readouterr().out)
+    assert advice["nights"] == 30 and advice["candidates"][0]["candidate"] == "the current list"
+    assert cli.main(["weather", "--format", "json"]) == 0
+    assert {r["instance_type"] for r in json.loads(capsys.readouterr().out)} == {P5[0], P4D[0]}
+    assert cli.main(["report", "--dag-id", "nightly", "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["verdict"] == "paid_off", "one DAG's report still draws on the other DAG's jobs"
+    assert cli.main(["advise", "--dag-id", "nightly", "--task-id", "nope"]) == 2
+    assert "no job of nightly.nope" in capsys.readouterr().err
