@@ -73,25 +73,32 @@ def _label(configuration: Configuration) -> str:
 
 
 def _night_wait(
-    entry: Mapping[str, Any], configurations: Sequence[Configuration], timeline: Timeline
+    configurations: Sequence[Configuration], seen: Mapping[Configuration, counterfactual.Seen]
 ) -> tuple[float, bool, Configuration | None]:
     """(wait, seen, the configuration it would have got) for one night; ``seen`` False: longer than ``wait``."""
-    start = counterfactual.created(entry)
-    scope = counterfactual.scope_of(entry)
-    free_at: dict[Configuration, float] = {}
-    busy_for: dict[Configuration, float] = {}
-    for configuration in configurations:
-        for seconds, ended, _ in timeline.seen_from(scope, configuration, start or 0.0):
-            if ended:
-                free_at[configuration] = min(free_at.get(configuration, seconds), seconds)
-            else:
-                busy_for[configuration] = max(busy_for.get(configuration, 0.0), seconds)
+    free_at = {c: seen[c].free_after for c in configurations if seen[c].free_after is not None}
     if free_at:
         # The entry seen free first; an earlier-ranked one free at the same moment wins, as SageMaker picks.
-        soonest = min(free_at.values())
+        soonest = min(value for value in free_at.values() if value is not None)
         chosen = next(c for c in configurations if free_at.get(c) == soonest)
         return soonest, True, chosen
-    return max(busy_for.values(), default=0.0), False, None
+    return max((seen[c].busy_for or 0.0 for c in configurations), default=0.0), False, None
+
+
+def _seen_on(
+    nights: Sequence[Mapping[str, Any]], configurations: set[Configuration], timeline: Timeline
+) -> list[dict[Configuration, counterfactual.Seen]]:
+    """For each night, what jobs saw of each configuration from the moment the night's job was created."""
+    seen: list[dict[Configuration, counterfactual.Seen]] = [{} for _ in nights]
+    by_scope: dict[counterfactual.Scope, list[int]] = {}
+    for index, night in enumerate(nights):
+        by_scope.setdefault(counterfactual.scope_of(night), []).append(index)
+    for scope, indexes in by_scope.items():
+        starts = [counterfactual.created(nights[i]) or 0.0 for i in indexes]
+        for configuration in configurations:
+            for index, found in zip(indexes, timeline.seen_from(scope, configuration, starts), strict=True):
+                seen[index][configuration] = found
+    return seen
 
 
 def advise(history: Sequence[Mapping[str, Any]], timeline: Timeline | None = None) -> dict[str, Any]:
@@ -114,14 +121,16 @@ def advise(history: Sequence[Mapping[str, Any]], timeline: Timeline | None = Non
     run_p50 = {c: _percentile(values, 0.5) for c, values in runs.items()}
     cost_p50 = {c: _percentile(values, 0.5) for c, values in costs.items()}
     nights = [e for e in ordered if counterfactual.created(e) is not None]
+    proposed = candidates(current, history)
+    seen = _seen_on(nights, {c for candidate in proposed for c in candidate.configurations}, timeline)
     results = []
-    for candidate in candidates(current, history):
+    for candidate in proposed:
         points: list[tuple[float, bool]] = []
         spent: list[float] = []
         unknown_run = 0
-        for night in nights:
-            wait, seen, chosen = _night_wait(night, candidate.configurations, timeline)
-            if not seen:
+        for night_seen in seen:
+            wait, was_seen, chosen = _night_wait(candidate.configurations, night_seen)
+            if not was_seen:
                 points.append((wait, False))
                 continue
             assert chosen is not None

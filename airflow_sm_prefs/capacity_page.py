@@ -7,6 +7,7 @@ Airflow by default, so each route asks for it here. Pages are plain HTML with SV
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -56,11 +57,20 @@ def create_app() -> FastAPI:
     @app.get("/capacity", response_class=HTMLResponse)
     def capacity(user: Any = user_dependency, days: int | None = Query(None, ge=1, le=3650)) -> str:
         entries, bad = _reading_for(user)
-        from airflow_sm_prefs.weather import weather
-
         rows = report.summarize(entries, since=_since(days))
         skipped = f"<p>{bad} ledger entries could not be read and were skipped.</p>" if bad else ""
-        return _page("SageMaker capacity", skipped + _capacity_body(rows, entries) + _weather_section(weather(entries)))
+        weather_link = "<p><a href='capacity/weather'>Capacity weather</a>: how often each configuration had room.</p>"
+        return _page("SageMaker capacity", skipped + weather_link + _capacity_body(rows, entries))
+
+    @app.get("/capacity/weather", response_class=HTMLResponse)
+    def capacity_weather(user: Any = user_dependency, days: int | None = Query(None, ge=1, le=3650)) -> str:
+        from airflow_sm_prefs.weather import weather
+
+        entries, _ = _reading_for(user)
+        since = _since(days)
+        if since is not None:
+            entries = [e for e in entries if e["created_at"] and dt.datetime.fromisoformat(e["created_at"]) >= since]
+        return _page("SageMaker capacity weather", _weather_section(weather(entries)))
 
     @app.get("/capacity/report")
     def capacity_report(
@@ -194,9 +204,9 @@ def _weather_section(rows: list[dict[str, Any]]) -> str:
     from airflow_sm_prefs.weather import DAYS
 
     if not rows:
-        return ""
+        return "<p>No job in the capacity ledger for the DAGs you may read listed a configuration with a count.</p>"
     parts = [
-        "<h2>Capacity weather</h2><p>Share of jobs that got each configuration within 15 minutes, by UTC hour of "
+        "<p>Share of jobs that got each configuration within 15 minutes, by UTC hour of "
         "the week (<code>airflow-sm-prefs weather</code>); grey: no job then. Hover a cell for its numbers.</p>"
     ]
     size, left, top = 18, 40, 18

@@ -244,7 +244,10 @@ def _show_prices(args: argparse.Namespace) -> int:
 def _compact(args: argparse.Namespace) -> int:
     from airflow_sm_prefs import ledger
 
-    result = ledger.compact(older_than=args.older_than)
+    try:
+        result = ledger.compact(older_than=args.older_than)
+    except ledger.LedgerError as error:
+        return _error(str(error))
     print(
         f"{result.folded} entr{'y' if result.folded == 1 else 'ies'} folded into {result.files} month file(s); "
         f"{result.kept} left as they are (recorded in the last {args.older_than}, or unreadable)"

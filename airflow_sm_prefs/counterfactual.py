@@ -6,10 +6,12 @@ count), from every job that listed it at any rank:
 - a job that got the configuration after waiting ``w`` saw it become free ``w`` after it was created;
 - a job that got something else (or nothing) after ``w`` saw it busy for ``w``: a right-censored wait, ``> w``.
 
-For a fallback created at ``t``, its own wait is one censored point, and every other job whose wait for the
-first choice was going on at ``t`` (or began within ``SAME_TIME_SECONDS`` after it) gives the first choice's
-wait counted from ``t``: these are the same times. The estimate is Kaplan-Meier over those points
-(``survival.py``).
+For a fallback created at ``t``, the jobs that count are those whose wait for the first choice was going on
+at ``t`` or began within ``SAME_TIME_SECONDS`` after it: the same times. They give the fallback one point,
+its first-choice wait counted from ``t``: the first moment one of them got it (if no sooner than the
+fallback's own wait, for the fallback itself saw it busy that long), else a censored wait as long as any of
+them saw it busy, at least its own. The estimate is Kaplan-Meier over the task's fallbacks (``survival.py``).
+One point per fallback, so a night that many jobs watched counts once.
 
 Where it is biased: the same task's own history from other nights is not the same times. A task gets its first
 choice on the nights that type has room and falls back on the nights it has none, so its own first-choice
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,11 +52,6 @@ def listed(entry: Mapping[str, Any]) -> list[Configuration]:
     return found
 
 
-def first_choice(entry: Mapping[str, Any]) -> Configuration | None:
-    configurations = listed(entry)
-    return configurations[0] if configurations else None
-
-
 def task_of(entry: Mapping[str, Any]) -> str:
     return f"{entry['dag_id']}.{entry['task_id']}"
 
@@ -71,7 +69,18 @@ def created(entry: Mapping[str, Any]) -> float | None:
     return dt.datetime.fromisoformat(created).timestamp() if isinstance(created, str) else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    listed: tuple[Configuration, ...]
+    scope: Scope
+    created: float | None
+
+    @property
+    def first_choice(self) -> Configuration | None:
+        return self.listed[0] if self.listed else None
+
+
+@dataclass(frozen=True, slots=True)
 class Spell:
     """One job's wait as it bears on one configuration of its list."""
 
@@ -87,49 +96,89 @@ class Timeline:
 
     def __init__(self, entries: Iterable[Mapping[str, Any]]) -> None:
         spells: dict[tuple[Any, ...], list[Spell]] = defaultdict(list)
+        self._facts: dict[str, JobFacts] = {}
         for entry in entries:
-            start = created(entry)
-            if start is None:
+            facts = self.facts(entry)
+            if facts.created is None:
                 continue
             rank = entry.get("selected_rank")
-            for index, configuration in enumerate(listed(entry)):
+            task = task_of(entry)
+            for index, configuration in enumerate(facts.listed):
                 got_it = rank == index and (entry.get("selected_instance_count") == configuration[1])
-                spell = Spell(start, float(entry["pending_seconds"]), got_it, task_of(entry), entry["job_name"])
-                spells[(scope_of(entry), configuration)].append(spell)
+                spell = Spell(facts.created, float(entry["pending_seconds"]), got_it, task, entry["job_name"])
+                spells[(facts.scope, configuration)].append(spell)
         self._spells = {key: sorted(found, key=lambda s: s.start) for key, found in spells.items()}
         self._starts = {key: [s.start for s in found] for key, found in self._spells.items()}
         self._longest = {key: max(s.wait for s in found) for key, found in self._spells.items()}
+        self._seen: dict[tuple[Scope, Configuration, float], Seen] = {}
 
-    def around(self, entry: Mapping[str, Any], configuration: Configuration) -> list[tuple[float, bool, str]]:
-        """What other jobs saw of ``configuration`` from the moment ``entry`` was created: (seconds from then,
-        ended there, which task), for each job whose wait was going on then or began soon after."""
-        start = created(entry)
-        if start is None:
-            return []
-        return self.seen_from(scope_of(entry), configuration, start, exclude=entry["job_name"])
-
-    def seen_from(
-        self, scope: Scope, configuration: Configuration, start: float, exclude: str | None = None
-    ) -> list[tuple[float, bool, str]]:
-        """(seconds from ``start``, ended there, which task) for every job's wait for ``configuration`` that was
-        going on at ``start`` or began within ``SAME_TIME_SECONDS`` after it."""
-        key = (scope, configuration)
-        if key not in self._spells:
-            return []
-        spells, starts = self._spells[key], self._starts[key]
-        found = []
-        last = bisect.bisect_right(starts, start + SAME_TIME_SECONDS)
-        first = bisect.bisect_left(starts, start - self._longest[key])
-        for spell in spells[first:last]:
-            ends = spell.start + spell.wait
-            if spell.job == exclude or ends < start:
-                continue
-            found.append((ends - start, spell.got_it, spell.task))
+    def facts(self, entry: Mapping[str, Any]) -> JobFacts:
+        """The job's list, account and Region, and creation, read once per job."""
+        found = self._facts.get(entry["job_name"])
+        if found is None:
+            found = self._facts[entry["job_name"]] = JobFacts(tuple(listed(entry)), scope_of(entry), created(entry))
         return found
+
+    def seen_from(self, scope: Scope, configuration: Configuration, starts: Sequence[float]) -> list[Seen]:
+        """What every job saw of ``configuration`` from each of ``starts``: the first moment one got it, and the
+        longest one saw it busy, among the jobs whose wait was going on then or began within
+        ``SAME_TIME_SECONDS`` after. Answers are kept: ``prefetch`` every start first and one sweep answers all."""
+        self.prefetch(scope, configuration, starts)
+        return [self._seen[(scope, configuration, start)] for start in starts]
+
+    def prefetch(self, scope: Scope, configuration: Configuration, starts: Iterable[float]) -> None:
+        """Answer these starts in one sweep over the jobs: O((jobs + starts) log jobs)."""
+        key = (scope, configuration)
+        asked = sorted({start for start in starts if (scope, configuration, start) not in self._seen})
+        if not asked:
+            return
+        spells = self._spells.get(key, [])
+        # A job that began more than the longest wait before the first start cannot reach it.
+        taken = bisect.bisect_left(self._starts.get(key, []), asked[0] - self._longest.get(key, 0.0))
+        freed: list[tuple[float, str]] = []  # (when, whose) of the jobs that got it: a heap, earliest first
+        busiest: tuple[float, str] | None = None  # the latest end of a wait that did not get it
+        for start in asked:
+            while taken < len(spells) and spells[taken].start <= start + SAME_TIME_SECONDS:
+                spell = spells[taken]
+                ends = spell.start + spell.wait
+                if spell.got_it:
+                    heapq.heappush(freed, (ends, spell.task))
+                elif busiest is None or ends > busiest[0]:
+                    busiest = (ends, spell.task)
+                taken += 1
+            while freed and freed[0][0] < start:  # freed before this start: before every later one too
+                heapq.heappop(freed)
+            free = freed[0] if freed else None
+            busy = busiest if busiest is not None and busiest[0] >= start else None
+            self._seen[(scope, configuration, start)] = Seen(
+                free[0] - start if free else None,
+                free[1] if free else None,
+                busy[0] - start if busy else None,
+                busy[1] if busy else None,
+            )
 
     def items(self) -> Iterator[tuple[Scope, Configuration, list[Spell]]]:
         for (scope, configuration), spells in self._spells.items():
             yield scope, configuration, spells
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What jobs saw of one configuration from one moment on."""
+
+    free_after: float | None = None  # the first moment a job got it, in seconds from then
+    freed_for: str | None = None  # that job's task
+    busy_for: float | None = None  # the longest a job that did not get it saw it busy, from then
+    busy_task: str | None = None
+
+    def wait(self, own_busy: float) -> tuple[float, bool, str | None]:
+        """(seconds, seen free, whose evidence) for a job that itself saw it busy for ``own_busy``: seen free
+        when a job got it no sooner than that; else busy for as long as anyone saw it busy."""
+        if self.free_after is not None and self.free_after >= own_busy:
+            return self.free_after, True, self.freed_for
+        if self.busy_for is not None and self.busy_for > own_busy:
+            return self.busy_for, False, self.busy_task
+        return own_busy, False, None
 
 
 @dataclass(frozen=True)
@@ -183,31 +232,50 @@ class Estimate:
         return self.history
 
 
+def fallback_queries(
+    fallbacks: Iterable[Mapping[str, Any]], timeline: Timeline
+) -> dict[tuple[Scope, Configuration], list[float]]:
+    """The starts whose first-choice evidence a report will ask for, by account, Region and first choice."""
+    queries: dict[tuple[Scope, Configuration], list[float]] = defaultdict(list)
+    for fallback in fallbacks:
+        facts = timeline.facts(fallback)
+        if facts.first_choice is not None and facts.created is not None:
+            queries[(facts.scope, facts.first_choice)].append(facts.created)
+    return queries
+
+
 def estimate(
     task_entries: Sequence[Mapping[str, Any]], fallbacks: Sequence[Mapping[str, Any]], timeline: Timeline
 ) -> Estimate | None:
     """The first choice's wait at the times this task's jobs fell back."""
-    configuration = next((c for e in fallbacks if (c := first_choice(e)) is not None), None)
+    configuration = next((c for e in fallbacks if (c := timeline.facts(e).first_choice) is not None), None)
     if configuration is None:
         return None
     own = task_of(fallbacks[0])
     points: list[tuple[float, bool]] = []
     sources = {own}
     others = 0
+    by_scope: dict[Scope, list[tuple[Mapping[str, Any], float]]] = defaultdict(list)
     for fallback in fallbacks:
-        if first_choice(fallback) != configuration:
-            continue
-        points.append((float(fallback["pending_seconds"]), False))
-        for seconds, ended, task in timeline.around(fallback, configuration):
+        facts = timeline.facts(fallback)
+        if facts.first_choice == configuration and facts.created is not None:
+            by_scope[facts.scope].append((fallback, facts.created))
+    for scope, mine in by_scope.items():
+        seen_then = timeline.seen_from(scope, configuration, [start for _, start in mine])
+        for (fallback, _), seen in zip(mine, seen_then, strict=True):
+            seconds, ended, whose = seen.wait(float(fallback["pending_seconds"]))
             points.append((seconds, ended))
-            sources.add(task)
-            others += 1
+            if whose is not None:
+                sources.add(whose)
+                others += 1
     curve = kaplan_meier(points)
     at_fallbacks = FirstChoiceWait(
         configuration, "same times", curve, _limit(task_entries, curve), tuple(sorted(sources))
     )
     past = kaplan_meier(
-        (float(e["pending_seconds"]), e["selected_rank"] == 0) for e in task_entries if first_choice(e) == configuration
+        (float(e["pending_seconds"]), e["selected_rank"] == 0)
+        for e in task_entries
+        if timeline.facts(e).first_choice == configuration
     )
     history = FirstChoiceWait(configuration, "same-task history", past, _limit(task_entries, past), (own,))
     return Estimate(at_fallbacks, others, history if past.observed else None)

@@ -11,10 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.local_stack import LocalStack, StackError
+from airflow_sm_prefs.local_stack import LocalStack, StackError, wait_for
 
 SAGEMAKER_TASKS = ("prepare_data", "fine_tune", "evaluate")
 CERTIFICATION_DAG = "nightly_fine_tune_certification"
+# Another team's DAG in the same account that lists the first choice alone: its waits are the report's
+# evidence of how long that type stayed sold out on the nights the pipeline fell back.
+OTHER_TEAM_DAG = "team_b_pretraining"
 DEMO_BUCKET = "sm-prefs-demo"
 WEATHER_SCENARIO = "nightly-weather"
 NIGHTS = 4
@@ -98,8 +101,12 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
     from airflow_sm_prefs.local_stack import control
 
     start = float(control(stack.emulator_url, "health")["scenario_start"])
+    wait_for(lambda: stack.dag_known(OTHER_TEAM_DAG), 120, f"DAG {OTHER_TEAM_DAG} to be parsed", every=2)
+    stack.request("PATCH", f"/api/v2/dags/{OTHER_TEAM_DAG}", {"is_paused": False})
+    other_team = [stack.trigger(OTHER_TEAM_DAG)]
     first = run_pipeline(stack, timeout=timeout + 120, allow_failure=True)
     runs = [(first, stack.run_state(stack.dag_id, first))]
+    stack.wait_run_done(OTHER_TEAM_DAG, other_team[-1], timeout=timeout)
     # Before 02:00 UTC the scheduled run is yesterday's, not today's: later nights count back from it.
     logical_date = stack.dag_run(stack.dag_id, first)["logical_date"]
     scheduled_day = (
@@ -114,9 +121,28 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
             control(stack.emulator_url, "advance", {"seconds": behind})
         # Each later night runs for a day before the scheduled run's (a run needs a day: templates use ``ds``).
         day = scheduled_day.subtract(days=night)
+        other_team.append(stack.trigger(OTHER_TEAM_DAG))
         run_id = stack.trigger(stack.dag_id, day.to_iso8601_string())
         runs.append((run_id, stack.wait_run_done(stack.dag_id, run_id, timeout=timeout)))
+        stack.wait_run_done(OTHER_TEAM_DAG, other_team[-1], timeout=timeout)  # it gives up after its hour
     return runs
+
+
+def other_team_line(stack: LocalStack, night: int) -> str:
+    """What the other team's job on ml.p5.48xlarge saw that night, from the ledger."""
+    from airflow_sm_prefs import ledger
+    from airflow_sm_prefs.progress import format_seconds
+
+    theirs = sorted(
+        (e for e in ledger.read(stack.ledger_root, dag_id=OTHER_TEAM_DAG).entries if e["created_at"]),
+        key=lambda e: e["created_at"] or "",
+    )
+    if night > len(theirs):
+        return f"{OTHER_TEAM_DAG}: no job recorded"
+    job = theirs[night - 1]
+    if job["selected_rank"] is None:
+        return f"{OTHER_TEAM_DAG} (1 x ml.p5.48xlarge alone): waited {format_seconds(job['pending_seconds'])}, got none"
+    return f"{OTHER_TEAM_DAG} (1 x ml.p5.48xlarge alone): got it after {format_seconds(job['pending_seconds'])}"
 
 
 def night_record(stack: LocalStack, run_id: str, task_id: str) -> dict[str, Any] | None:
@@ -187,6 +213,7 @@ def main(project_dir: Path, exit_when_done: bool) -> int:
                 records = {task_id: night_record(stack, run_id, task_id) for task_id in SAGEMAKER_TASKS}
                 print(f"\nNight {night}: the run {state}")
                 print(results_table(records))
+                print(other_team_line(stack, night))
             last_good = next((run_id for run_id, state in reversed(nights) if state == "success"), None)
             if last_good is not None:
                 model = stack.xcom(stack.dag_id, last_good, "inspect_model")

@@ -28,6 +28,7 @@ from typing import Any, Literal, TypedDict
 
 import pendulum
 
+from airflow_sm_prefs import untrusted_files
 from airflow_sm_prefs.job_view import JobView, iso
 from airflow_sm_prefs.paths import default_file
 
@@ -162,8 +163,16 @@ def location() -> Any:
 
 
 def _safe(name: str) -> str:
-    # DAG ids allow letters, digits, dashes, dots and underscores; anything else cannot make a path either way.
-    return "".join(c if c.isalnum() or c in "-._" else "_" for c in name) or "_"
+    """A file or folder name that stays inside its folder and is one name's alone: letters, digits, ``-`` and
+    ``_`` as they are, a dot as it is except at the start (``.`` and ``..`` are valid DAG ids), anything else
+    as ``%XX``. Names made only of those characters (every SageMaker job name) keep their old file."""
+    safe = []
+    for index, character in enumerate(name):
+        if character.isalnum() or character in "-_" or (character == "." and index):
+            safe.append(character)
+        else:
+            safe.append("".join(f"%{byte:02X}" for byte in character.encode("utf-8")))
+    return "".join(safe) or "%"
 
 
 def write(entry: LedgerEntry, root: Any = None) -> bool:
@@ -202,6 +211,10 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
 _NUMBERS = ("run_seconds", "estimated_cost_usd", "certified_run_seconds")
 _INTEGERS = ("selected_rank", "selected_instance_count", "map_index")
 _TIMES = ("created_at", "started_at", "ended_at")
+_TEXTS = ("run_id", "selected_instance_type", "region", "job_arn", "cost_basis", "workload")
+_FLAGS = ("plan_backed",)
+MAX_ENTRY_BYTES = 1 << 20  # one job's entry: a few KB; the limit keeps /dev/zero and its kind out
+MAX_MONTH_BYTES = 1 << 29  # a DAG's month of compacted entries: 100,000 jobs are about 100 MB
 
 
 def _problem(raw: Any, keys: Collection[str] | None = None) -> str | None:
@@ -216,10 +229,27 @@ def _problem(raw: Any, keys: Collection[str] | None = None) -> str | None:
             return f"{key} missing or of the wrong type"
     if raw["outcome"] not in OUTCOMES:
         return f"unknown outcome {raw['outcome']!r}"
+    if raw["pending_seconds"] < 0 or isinstance(raw["pending_seconds"], bool):
+        return "pending_seconds is negative or not a number"
     for key in _NUMBERS:
         value = raw.get(key)
-        if value is not None and (keys is None or key in keys) and not isinstance(value, (int, float)):
-            return f"{key} is not a number"
+        if value is not None and (keys is None or key in keys) and not _is_amount(value):
+            return f"{key} is not a finite, non-negative number"
+    for key in _TEXTS:
+        value = raw.get(key)
+        if value is not None and (keys is None or key in keys) and not isinstance(value, str):
+            return f"{key} is not text"
+    for key in _FLAGS:
+        value = raw.get(key)
+        if value is not None and (keys is None or key in keys) and not isinstance(value, bool):
+            return f"{key} is not true or false"
+    if (keys is None or "preferences" in keys) and not all(
+        isinstance(p, dict)
+        and isinstance(p.get("InstanceType"), str)
+        and (p.get("InstanceCount") is None or type(p.get("InstanceCount")) is int)
+        for p in raw["preferences"]
+    ):
+        return "preferences is not a list of {InstanceType, InstanceCount} objects"
     for key in _INTEGERS:
         value = raw.get(key)
         if value is not None and (keys is None or key in keys) and (type(value) is not int):
@@ -229,6 +259,11 @@ def _problem(raw: Any, keys: Collection[str] | None = None) -> str | None:
         if value is not None and (keys is None or key in keys) and not _is_time(value):
             return f"{key} is not an ISO 8601 time"
     return None
+
+
+def _is_amount(value: Any) -> bool:
+    # The reader refuses NaN and Infinity as JSON; a number still has to be one a report can add up.
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < float("inf")
 
 
 def _is_time(value: Any) -> bool:
@@ -262,46 +297,68 @@ def read(
             return
         by_job[raw["job_name"]] = {key: raw.get(key) for key in keep}  # type: ignore[assignment]
 
-    for folder in _dag_folders(root, dag_id, dags):
-        for path in _compacted_paths(folder):  # first, so a job's own file replaces its compacted line
+    for folder in _dag_folders(root, dag_id, dags, bad):
+        try:
+            months, jobs = list(_compacted_paths(folder)), list(_job_paths(folder))
+        except OSError as error:  # a folder that cannot be listed costs its own entries, not the report
+            bad.append(f"{folder.name}/: cannot be listed ({error.strerror or type(error).__name__})")
+            continue
+        for path in months:  # first, so a job's own file replaces its compacted line
             try:
-                lines = path.read_text().splitlines()
-            except (UnicodeDecodeError, OSError) as error:
-                bad.append(f"{path.name}: {type(error).__name__}")
+                lines = untrusted_files.read_bytes(path, MAX_MONTH_BYTES).splitlines()
+            except untrusted_files.UntrustedFileError as error:
+                bad.append(str(error).replace(str(path), path.name))
                 continue
             for number, line in enumerate(lines, start=1):
+                where = f"{path.name} line {number}"
                 try:
-                    raw = json.loads(line)
-                except ValueError:
-                    bad.append(f"{path.name} line {number}: not JSON")
+                    raw = untrusted_files.load_json(line, where)
+                except untrusted_files.UntrustedFileError as error:
+                    bad.append(str(error))
                     continue
-                take(raw, f"{path.name} line {number}")
-        for path in _job_paths(folder):
+                take(raw, where)
+        for path in jobs:
             try:
-                raw = json.loads(path.read_text())
-            except (ValueError, UnicodeDecodeError, OSError) as error:
-                bad.append(f"{path.name}: {type(error).__name__}")
+                raw = untrusted_files.load_json(untrusted_files.read_bytes(path, MAX_ENTRY_BYTES), path.name)
+            except untrusted_files.UntrustedFileError as error:
+                bad.append(str(error).replace(str(path), path.name))
                 continue
             take(raw, path.name)
     entries = [e for e in by_job.values() if dags is None or e["dag_id"] in dags]
     return Reading(entries, len(bad), bad[:5])
 
 
-def _dag_folders(root: Any, dag_id: str | None, dags: Collection[str] | None = None) -> Iterator[Any]:
-    if not root.exists():
+def _dag_folders(
+    root: Any, dag_id: str | None, dags: Collection[str] | None = None, bad: list[str] | None = None
+) -> Iterator[Any]:
+    """The DAG folders to read; a root that is not a folder, or cannot be listed, is one bad entry in ``bad``
+    (raised as ``LedgerError`` when no list is given)."""
+    try:
+        if not root.exists():
+            return
+        if not root.is_dir():
+            raise NotADirectoryError(f"the ledger root {root} is a file, not a folder")
+        if dag_id is not None:
+            candidates = [root / _safe(dag_id)]
+        elif dags is not None:
+            candidates = [root / name for name in sorted({_safe(dag) for dag in dags})]
+        else:
+            candidates = [p for p in root.iterdir() if p.is_dir()]
+    except OSError as error:
+        if bad is None:
+            raise LedgerError(str(error)) from None
+        bad.append(str(error))
         return
-    if dag_id is not None:
-        candidates = [root / _safe(dag_id)]
-    elif dags is not None:
-        candidates = [root / name for name in sorted({_safe(dag) for dag in dags})]
-    else:
-        candidates = [p for p in root.iterdir() if p.is_dir()]
     yield from (folder for folder in candidates if folder.exists())
+
+
+class LedgerError(OSError):
+    """The ledger's root cannot be used (a file, or a folder that cannot be listed)."""
 
 
 def _job_paths(folder: Any) -> Iterator[Any]:
     for path in folder.iterdir():
-        if path.name.endswith(".json") and not path.name.startswith("."):
+        if path.name.endswith(".json") and not path.name.startswith("."):  # a leading "." is a temporary file
             yield path
 
 

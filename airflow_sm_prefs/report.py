@@ -286,6 +286,9 @@ def summarize(
         if since is not None and (entry["created_at"] is None or _time(entry["created_at"]) < since):
             continue
         groups[(entry["dag_id"], entry["task_id"])].append(entry)
+    fallbacks = (e for group in groups.values() for e in group if e["selected_rank"])
+    for (scope, configuration), starts in counterfactual.fallback_queries(fallbacks, timeline).items():
+        timeline.prefetch(scope, configuration, starts)  # one sweep per first choice for every task's fallbacks
     rows = []
     for (dag, task), group in sorted(groups.items()):
         placed = [e for e in group if e["selected_rank"] is not None]

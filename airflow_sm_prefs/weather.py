@@ -8,7 +8,6 @@ counted. Hours are UTC, by the job's creation.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -34,8 +33,7 @@ def weather(
             continue
         by_hour: dict[int, list[Spell]] = defaultdict(list)
         for spell in spells:
-            moment = dt.datetime.fromtimestamp(spell.start, tz=dt.UTC)
-            by_hour[moment.weekday() * 24 + moment.hour].append(spell)
+            by_hour[hour_of_week(spell.start)].append(spell)
         cells: list[dict[str, Any]] = []
         for hour, found in sorted(by_hour.items()):
             soon = sum(1 for s in found if s.got_it and s.wait <= SOON_SECONDS)
@@ -64,6 +62,12 @@ def weather(
                 }
             )
     return rows
+
+
+def hour_of_week(timestamp: float) -> int:
+    """Monday 00:00-01:00 UTC is 0; the epoch fell on a Thursday (day 3)."""
+    hours = int(timestamp // 3600)
+    return ((hours // 24 + 3) % 7) * 24 + hours % 24
 
 
 def shade(share: float) -> str:

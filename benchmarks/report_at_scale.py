@@ -37,7 +37,7 @@ def rss_mb():
 
 root = Path(sys.argv[1]); what = sys.argv[2]
 from airflow_sm_prefs import capacity_page, ledger, report
-if what == "route":
+if what in ("route", "page"):
     from fastapi.testclient import TestClient
     from airflow.api_fastapi.core_api.security import get_user
     app = capacity_page.create_app()
@@ -48,10 +48,27 @@ before = rss_mb()  # the process with everything imported, as an API server is
 started = time.perf_counter()
 if what == "report":
     count = sum(r["runs"] for r in report.summarize(ledger.read(root, fields=ledger.REPORT_FIELDS).entries))
+elif what == "advise":
+    from airflow_sm_prefs import advisor
+    from airflow_sm_prefs.counterfactual import Timeline
+    entries = ledger.read(root, fields=ledger.REPORT_FIELDS).entries
+    history = [e for e in entries if (e["dag_id"], e["task_id"]) == ("pipeline_000", "fine_tune")]
+    count = len(entries) if advisor.advise(history, Timeline(entries))["candidates"] else 0
+elif what == "weather":
+    from airflow_sm_prefs import weather
+    entries = ledger.read(root, fields=ledger.REPORT_FIELDS).entries
+    count = len(entries) if weather.weather(entries) else 0
 else:
+    route = "/capacity/report" if what == "route" else "/capacity"
     with mock.patch.object(capacity_page, "readable_dags", lambda user: dags), \
          mock.patch.object(ledger, "location", lambda: root):
-        count = sum(r["runs"] for r in client.get("/capacity/report").json())
+        answer = client.get(route)
+    assert answer.status_code == 200, answer.text[:500]
+    # The page: one row per DAG's task, each with its runs in the second cell.
+    count = sum(r["runs"] for r in answer.json()) if what == "route" else sum(
+        int(cell.split("</td><td>", 1)[1].split("<", 1)[0]) for cell in answer.text.split("<tr><td>")[1:]
+        if "</td><td>" in cell and cell.split("</td><td>", 1)[1].split("<", 1)[0].isdigit()
+    )
 seconds = time.perf_counter() - started
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"seconds": seconds, "added_mb": peak - before, "jobs": count}))
@@ -97,7 +114,14 @@ def main() -> None:
                 f"| `ledger compact` (once; then daily for a day's jobs) | {folded:,} | "
                 f"{time.perf_counter() - started:.1f} s | |"
             )
-        for what, label in (("report", "read + summarize (`report`)"), ("route", "Capacity JSON route")):
+        measured_here = (
+            ("report", "read + summarize (`report`)"),
+            ("route", "Capacity JSON route"),
+            ("page", "Capacity page (HTML, with the weather)"),
+            ("advise", "read + `advise` for one task"),
+            ("weather", "read + `weather`"),
+        )
+        for what, label in measured_here:
             result = subprocess.run(
                 [sys.executable, "-c", MEASURE, str(args.ledger), what], capture_output=True, text=True, check=True
             )

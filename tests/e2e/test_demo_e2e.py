@@ -95,14 +95,38 @@ def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
     assert sizes == [("ml.g5.12xlarge", 2), ("ml.g5.12xlarge", 4), ("ml.g5.12xlarge", 4), ("ml.g5.12xlarge", 2)]
     rows = {r["task_id"]: r for r in report.summarize(ledger.read(stack.ledger_root).entries)}
     fine_tune = rows["fine_tune"]
-    # Nights 2 and 3 fell back; no other job listed ml.p5.48xlarge then, so how long it stayed sold out is
-    # not in the ledger: the report names the break-even wait instead of comparing with nights 1 and 4.
-    assert fine_tune["verdict"] == "not_enough_data", fine_tune["reason"]
-    assert "pays off if the first choice would have stayed unavailable for more than" in fine_tune["reason"]
-    assert fine_tune["first_choice_wait"]["sources"] == ["nightly_evaluation.fine_tune"]
+    # Nights 2 and 3 fell back while team_b_pretraining's job waited its whole hour for ml.p5.48xlarge: waiting
+    # would have taken longer than the fallback's break-even, so it saved time; but 2 x p4d cost more than half
+    # as much again per job as 1 x p5 (the scenario's prices), above the 25 % premium allowed.
+    assert fine_tune["verdict"] == "did_not_pay_off", fine_tune["reason"]
+    assert "the first choice would have taken more than" in fine_tune["reason"]
+    first_cost, fallback_cost = (c["estimated_cost_usd_p50"] for c in fine_tune["configurations"])
+    assert fallback_cost / first_cost - 1 > 0.5
+    assert f"{fallback_cost / first_cost - 1:+.0%} against the first choice's" in fine_tune["reason"]
+    assert "premium allowed" in fine_tune["reason"]
+    wait = fine_tune["first_choice_wait"]
+    assert wait["sources"] == ["nightly_evaluation.fine_tune", "team_b_pretraining.pretrain"]
+    assert (wait["basis"], wait["observed"]) == ("same times", 0) and wait["longest_seconds"] > 1800
+    other_team = rows["pretrain"]
+    assert (other_team["runs"], other_team["no_capacity"], other_team["rank_counts"]) == (4, 2, {"0": 2})
     assert fine_tune["failed_after_start"] == 0 and fine_tune["rank_counts"] == {"0": 2, "1": 2}
     assert all(c["run_time_vs_certified_p50"] is not None for c in fine_tune["configurations"])
     assert rows["prepare_data"]["verdict"] == "not_enough_data" and rows["prepare_data"]["fallback_rate"] == 0.0
+
+
+def test_advice_and_weather_answer_on_the_demos_ledger(nights):
+    from airflow_sm_prefs import advisor, ledger, weather
+    from airflow_sm_prefs.counterfactual import Timeline
+
+    stack, _ = nights
+    entries = ledger.read(stack.ledger_root).entries
+    history = [e for e in entries if e["task_id"] == "fine_tune"]
+    advice = {row["candidate"]: row for row in advisor.advise(history, Timeline(entries))["candidates"]}
+    assert advice["the current list"]["nights_with_a_result"] == 4
+    # Alone, ml.p5.48xlarge was never seen free on nights 2 and 3: those nights wait past the evidence.
+    assert advice["the first choice alone"]["nights_waiting_past_the_evidence"] == 2
+    forecast = {(r["instance_type"], r["instance_count"]): r for r in weather.weather(entries)}
+    assert forecast[("ml.p5.48xlarge", 1)]["jobs"] >= 4
 
 
 def test_certification_keeps_the_candidates_that_passed_and_the_nightly_dag_lists_only_those(stack, certification):
@@ -223,6 +247,7 @@ def test_every_capacity_route_refuses_an_unauthenticated_request(demo):
     for route in (
         "/sm-prefs/capacity",
         "/sm-prefs/capacity/report",
+        "/sm-prefs/capacity/weather",
         f"/sm-prefs/capacity/task-instance?dag_id={stack.dag_id}&run_id={urllib.parse.quote(run_id)}&task_id=fine_tune",
     ):
         with pytest.raises(urllib.error.HTTPError) as refused:
@@ -249,12 +274,20 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
             frame.get_by_text(row["verdict"]).first.wait_for(timeout=10_000)
             assert frame.locator("svg").count() >= 3
             frame.get_by_text("Median estimated cost per job").first.wait_for(timeout=10_000)
+            frame.get_by_text("would still have kept waiting").first.wait_for(timeout=10_000)  # the survival chart
             page.screenshot(path=str(screenshots / "capacity_page.png"), full_page=True)
+
+            page.goto(f"{stack.api_url}/sm-prefs/capacity/weather")
+            page.locator("svg[aria-label='capacity weather']").first.wait_for(timeout=30_000)
+            assert page.locator("svg[aria-label='capacity weather']").count() >= 2
+            page.screenshot(path=str(screenshots / "capacity_weather.png"), full_page=True)
 
             query = f"dag_id={stack.dag_id}&run_id={urllib.parse.quote(run_id)}&task_id=fine_tune&map_index=-1"
             page.goto(f"{stack.api_url}/sm-prefs/capacity/task-instance?{query}")
             page.get_by_text("ml.p4d.24xlarge x 2 (chosen)").wait_for(timeout=30_000)
             page.get_by_text("at on-demand prices").wait_for(timeout=10_000)
+            page.get_by_role("heading", name="Advice").wait_for(timeout=10_000)
+            page.get_by_text("the first choice alone").wait_for(timeout=10_000)
             page.screenshot(path=str(screenshots / "capacity_task_instance.png"), full_page=True)
         finally:
             browser.close()

@@ -11,6 +11,7 @@ from tests.unit.test_report import entry
 ROUTES = (
     "/capacity",
     "/capacity/report",
+    "/capacity/weather",
     "/capacity/task-instance?dag_id=nightly&run_id=scheduled__a&task_id=fine_tune",
 )
 
@@ -48,9 +49,14 @@ def test_the_page_shows_the_readable_dags_rows_and_charts(ledger_with_two_dags, 
     assert page.status_code == 200
     assert "nightly / fine_tune" in page.text and "paid_off" in page.text
     assert "finance_forecast" not in page.text, "a DAG the user may not read shows no row"
-    weather = page.text.count("aria-label='capacity weather'")
-    assert weather == 2, "a heatmap per configuration the readable DAGs listed"
-    assert page.text.count("<svg") - weather == 3, "a wait chart, the first choice's wait survival, a run-time chart"
+    assert page.text.count("<svg") == 3, "a wait chart, the first choice's wait survival, a run-time chart"
+    assert "href='capacity/weather'" in page.text
+    weather = signed_in.get("/capacity/weather").text
+    assert weather.count("aria-label='capacity weather'") == 2, "a heatmap per configuration the readable DAGs listed"
+    # 2026-11-29 02:00 UTC, a Sunday: a waited 2 h for p5; b and c got p4d at once (saying nothing of p5), and
+    # a's two hours say p4d was busy for it.
+    assert "Sun 02:00 UTC: 0% of 1 job within 15 minutes, median wait 2h00m00s" in weather
+    assert "Sun 02:00 UTC: 67% of 3 jobs within 15 minutes" in weather and "Mon 02:00" not in weather
     assert "aria-label='first-choice wait survival'" in page.text and "break-even 3m20s" in page.text
 
 
@@ -60,7 +66,7 @@ def test_the_report_route_is_filtered_too(ledger_with_two_dags, signed_in):
 
 
 def test_a_task_instance_view_compares_it_with_its_history(ledger_with_two_dags, signed_in):
-    page = signed_in.get(ROUTES[2])
+    page = signed_in.get(ROUTES[3])
     assert page.status_code == 200
     assert "longer than 2 of this task's 3 jobs" in page.text and "(chosen)" in page.text
     assert "<h2>Advice</h2>" in page.text and "the first choice alone" in page.text
@@ -94,6 +100,5 @@ def test_costs_and_benchmarks_are_charted_when_known(tmp_path, monkeypatch, sign
     for name, rank in (("a", 0), ("b", 1), ("c", 1)):
         ledger.write(entry(name, rank, estimated_cost_usd=12.5, certified_run_seconds=2000.0), root)
     page = signed_in.get("/capacity").text
-    weather = page.count("aria-label='capacity weather'")
-    assert page.count("<svg") - weather == 4, "wait, the first choice's wait survival, run time and cost"
+    assert page.count("<svg") == 4, "wait, the first choice's wait survival, run time and cost"
     assert "$12.50 (2 jobs)" in page and "x1.80 its benchmark - DRIFTED" in page

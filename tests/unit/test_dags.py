@@ -65,6 +65,7 @@ def test_shipped_dags_parse_without_heavy_imports(tmp_path):
         "fine_tune_old_way",
         "nightly_evaluation",
         "nightly_fine_tune_certification",
+        "team_b_pretraining",
     ]
     assert parsed["heavy"] == []
     assert parsed["tasks"] == [

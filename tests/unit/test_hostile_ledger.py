@@ -1,0 +1,184 @@
+"""The capacity ledger as untrusted input: file kinds x readers, hostile values x fields, ids x writers.
+
+Anyone who can write to the ledger's folder can put anything there. One bad file costs its own entry (counted
+and named), never the report, the Capacity page or the process; a DAG id is a folder name only once made safe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from airflow_sm_prefs import capacity_page, cli, ledger, report
+from tests.unit.test_report import NOW, _recorded, entry
+
+
+def _finishes(work: Any, seconds: float = 20.0) -> Any:
+    """``work()``'s value; fails (instead of hanging the suite) if it does not return in time."""
+    result: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: result.setdefault("value", work()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the reader hung"
+    return result["value"]
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "ledger"
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{folder}")
+    for name, rank in (("a", 0), ("b", 1), ("c", 1)):
+        ledger.write(entry(name, rank), folder)  # type: ignore[arg-type]
+    return folder
+
+
+def _plant(folder: Path, kind: str, name: str) -> None:
+    target = folder / name
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "device":
+        target.symlink_to("/dev/zero")
+    elif kind == "folder":
+        target.mkdir()
+    elif kind == "dangling symlink":
+        target.symlink_to(folder / "nowhere")
+    elif kind == "huge":
+        with target.open("wb") as file:
+            file.truncate(ledger.MAX_ENTRY_BYTES + 1)
+
+
+FILE_KINDS = ("fifo", "device", "folder", "dangling symlink", "huge")
+
+
+def _page(monkeypatch: pytest.MonkeyPatch) -> TestClient:
+    from airflow.api_fastapi.core_api.security import get_user
+
+    app = capacity_page.create_app()
+    app.dependency_overrides[get_user] = lambda: object()
+    monkeypatch.setattr(capacity_page, "readable_dags", lambda user: {"nightly"})
+    return TestClient(app)
+
+
+@pytest.mark.parametrize("kind", FILE_KINDS)
+def test_a_job_file_that_is_not_a_small_regular_file_costs_its_entry_only(root, kind, monkeypatch, capsys):
+    _plant(root / "nightly", kind, "planted.json")
+    reading = _finishes(lambda: ledger.read(root))
+    assert sorted(e["job_name"] for e in reading.entries) == ["a", "b", "c"]
+    assert reading.bad == 1 and reading.bad_examples[0].startswith("planted.json: ")
+    client = _page(monkeypatch)
+    for route in ("/capacity", "/capacity/report", "/capacity/weather"):
+        answer = _finishes(lambda route=route: client.get(route))
+        assert answer.status_code == 200, (route, answer.text[:300])
+    capsys.readouterr()  # what the page's requests logged
+    assert _finishes(lambda: cli.main(["report", "--format", "json"])) == 0
+    assert json.loads(capsys.readouterr().out)[0]["runs"] == 3
+
+
+@pytest.mark.parametrize("kind", ("fifo", "device", "folder"))
+def test_a_month_file_that_is_not_a_regular_file_costs_its_month_only(root, kind):
+    compacted = root / "nightly" / ledger.COMPACTED
+    compacted.mkdir()
+    _plant(compacted, kind, "2026-10.jsonl")
+    reading = _finishes(lambda: ledger.read(root))
+    assert (len(reading.entries), reading.bad) == (3, 1)
+
+
+def test_one_bad_byte_in_a_month_costs_its_line_not_the_month(tmp_path):
+    root = tmp_path / "ledger"
+    for name in "abcd":
+        ledger.write(_recorded(name, 1, "2026-11-01T00:00:00+00:00"), root)  # type: ignore[arg-type]
+    ledger.compact(root, now=NOW)
+    month = root / "nightly" / "compacted" / "2026-11.jsonl"
+    lines = month.read_bytes().splitlines()
+    lines[1] = lines[1].replace(b"nightly", b"night\xffly")
+    month.write_bytes(b"\n".join(lines) + b"\n")
+    reading = ledger.read(root)
+    assert (len(reading.entries), reading.bad) == (3, 1)
+    assert (
+        reading.bad_examples == ["2026-11.jsonl line 2: not UTF-8 (byte 119)"] or "not UTF-8" in reading.bad_examples[0]
+    )
+
+
+HOSTILE_VALUES = {
+    "NaN seconds": ('"run_seconds": 3600.0', '"run_seconds": NaN'),
+    "Infinity wait": ('"pending_seconds": 600.0', '"pending_seconds": Infinity'),
+    "negative wait": ('"pending_seconds": 600.0', '"pending_seconds": -5'),
+    "a true run time": ('"run_seconds": 3600.0', '"run_seconds": true'),
+    "a dict for a type": ('"selected_instance_type": "ml.p4d.24xlarge"', '"selected_instance_type": {"a": 1}'),
+    "a list for a Region": ('"region": "us-east-1"', '"region": ["us-east-1"]'),
+    "preferences of strings": ('"preferences": [', '"preferences": ["ml.p5.48xlarge", '),
+    "a count as text": ('"InstanceCount": 1,', '"InstanceCount": "1",'),
+    "an ARN as a number": ('"job_arn": null', '"job_arn": 7'),
+    "plan_backed as text": ('"plan_backed": false', '"plan_backed": "no"'),
+    "nested 100,000 deep": ('"workload": null', '"workload": ' + "[" * 100_000 + "]" * 100_000),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_VALUES)
+def test_a_hostile_value_in_any_field_is_refused_on_read(root, case, monkeypatch):
+    text = json.dumps(entry("hostile", 1, workload=None), sort_keys=True)
+    original, hostile = HOSTILE_VALUES[case]
+    assert original in text, case
+    (root / "nightly" / "hostile.json").write_text(text.replace(original, hostile, 1))
+    reading = ledger.read(root)
+    assert sorted(e["job_name"] for e in reading.entries) == ["a", "b", "c"] and reading.bad == 1, case
+    rows = report.summarize(reading.entries)
+    assert rows[0]["runs"] == 3
+    json.dumps(rows, allow_nan=False)  # what the report prints is valid JSON
+    report.render(rows, "table")
+    assert _page(monkeypatch).get("/capacity").status_code == 200
+
+
+def test_a_folder_that_cannot_be_listed_costs_its_dag_only(root, monkeypatch):
+    ledger.write({**entry("x", 1), "dag_id": "other"}, root)  # type: ignore[typeddict-unknown-key]
+    listing = Path.iterdir
+
+    def refuse(self: Path):
+        if self.name == "other":
+            raise PermissionError(13, "Permission denied")
+        return listing(self)
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    reading = ledger.read(root)
+    assert len(reading.entries) == 3 and reading.bad == 1 and "other/" in reading.bad_examples[0]
+
+
+def test_a_ledger_root_that_is_a_file_is_one_line_never_a_traceback(tmp_path, monkeypatch, capsys):
+    a_file = tmp_path / "ledger"
+    a_file.write_text("not a folder")
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{a_file}")
+    assert cli.main(["report"]) == 0
+    captured = capsys.readouterr()
+    assert "is a file, not a folder" in captured.err and "Traceback" not in captured.err
+    assert cli.main(["ledger", "compact"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("airflow-sm-prefs: error:") and "is a file, not a folder" in error
+    assert len(error.splitlines()) == 1
+
+
+@pytest.mark.parametrize("dag_id", ["..", ".", "...", ".hidden", "a.b", "naïve", "%2E%2E"])
+def test_every_dag_id_stays_inside_the_ledger_and_reads_back_as_itself(tmp_path, dag_id):
+    root = tmp_path / "ledger"
+    root.mkdir()
+    written = {**entry("prices", 1), "dag_id": dag_id}
+    assert ledger.write(written, root)  # type: ignore[arg-type]
+    inside = {p.relative_to(root) for p in root.rglob("*.json")}
+    assert len(inside) == 1 and not (tmp_path / "prices.json").exists()
+    (path,) = inside
+    assert len(path.parts) == 2 and not path.parts[0].startswith("."), path
+    assert [e["dag_id"] for e in ledger.read(root).entries] == [dag_id]
+    assert [e["dag_id"] for e in ledger.read(root, dag_id=dag_id).entries] == [dag_id]
+
+
+def test_ids_that_look_alike_do_not_share_a_folder(tmp_path):
+    root = tmp_path / "ledger"
+    for dag_id in ("..", "%2E.", "_..", ".."):
+        ledger.write({**entry(f"job-{len(dag_id)}-{dag_id.count('%')}", 1), "dag_id": dag_id}, root)  # type: ignore[arg-type]
+    folders = sorted(p.name for p in root.iterdir())
+    assert len(folders) == 3, folders
