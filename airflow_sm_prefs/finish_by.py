@@ -43,7 +43,9 @@ def deadline_of(value: Any) -> pendulum.DateTime:
     moment: Any = value
     if isinstance(value, str):
         try:
-            moment = pendulum.parse(value.strip())
+            # tz=None: text without an offset stays naive and is refused below, like a naive datetime (pendulum
+            # would otherwise take it as UTC).
+            moment = pendulum.parse(value.strip(), tz=None)
         except (ValueError, TypeError, OverflowError):
             moment = None
     if not isinstance(moment, dt.datetime):

@@ -398,8 +398,8 @@ def compact(
         by_month: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
         for path in _job_paths(folder):
             try:
-                raw = json.loads(path.read_text())
-            except (ValueError, UnicodeDecodeError, OSError):
+                raw = untrusted_files.read_json(path, MAX_ENTRY_BYTES)
+            except untrusted_files.UntrustedFileError:
                 result.kept += 1
                 continue
             recorded: Any = raw.get("recorded_at") if isinstance(raw, dict) else None
@@ -410,16 +410,22 @@ def compact(
             by_month.setdefault(month, []).append((path, raw))
         for month, moved in sorted(by_month.items()):
             target = folder / COMPACTED / f"{month}.jsonl"
-            lines: dict[str, str] = {}
+            lines: dict[str, bytes] = {}
             if target.exists():
-                for line in target.read_text().splitlines():
+                try:
+                    existing = untrusted_files.read_bytes(target, MAX_MONTH_BYTES).splitlines()
+                except untrusted_files.UntrustedFileError as error:  # left as it is, and its entries with it
+                    log.warning("Not compacting into %s: %s", target, error)
+                    result.kept += len(moved)
+                    continue
+                for line in existing:
                     try:
-                        lines[json.loads(line)["job_name"]] = line
-                    except (ValueError, KeyError, TypeError):
+                        lines[untrusted_files.load_json(line, target)["job_name"]] = line
+                    except (untrusted_files.UntrustedFileError, KeyError, TypeError):
                         lines[f"?{len(lines)}"] = line  # kept as it is: the reader counts it as bad
             for _, raw in moved:
-                lines[raw["job_name"]] = json.dumps(raw, sort_keys=True)
-            _replace(target, "\n".join(lines.values()) + "\n")
+                lines[raw["job_name"]] = json.dumps(raw, sort_keys=True).encode()
+            _replace(target, b"\n".join(lines.values()) + b"\n")
             result.files += 1
             for path, _ in moved:
                 path.unlink()
@@ -427,16 +433,17 @@ def compact(
     return result
 
 
-def _replace(target: Any, text: str) -> None:
+def _replace(target: Any, data: str | bytes) -> None:
     """Write a file whole: locally through a temporary file, so a reader never sees half of it; an object
     store's put is whole or nothing."""
+    data = data.encode() if isinstance(data, str) else data
     target.parent.mkdir(parents=True, exist_ok=True)
     if getattr(target, "protocol", "file") in ("file", "local", ""):
         temporary = target.parent / f".{target.name}.{os.getpid()}.tmp"
-        temporary.write_text(text)
+        temporary.write_bytes(data)
         os.replace(getattr(temporary, "path", temporary), getattr(target, "path", target))
     else:
-        target.write_text(text)
+        target.write_bytes(data)
 
 
 def known_jobs(root: Any = None) -> set[str]:
@@ -445,9 +452,13 @@ def known_jobs(root: Any = None) -> set[str]:
     known = {path.name[: -len(".json")] for path in _entry_paths(root, None)}
     for folder in _dag_folders(root, None):
         for path in _compacted_paths(folder):
-            for line in path.read_text().splitlines():
+            try:
+                lines = untrusted_files.read_bytes(path, MAX_MONTH_BYTES).splitlines()
+            except untrusted_files.UntrustedFileError:
+                continue
+            for line in lines:
                 try:
-                    known.add(str(json.loads(line)["job_name"]))
-                except (ValueError, KeyError, TypeError):
+                    known.add(str(untrusted_files.load_json(line, path)["job_name"]))
+                except (untrusted_files.UntrustedFileError, KeyError, TypeError):
                     continue
     return known

@@ -427,8 +427,16 @@ def validate_training_request(request: Mapping[str, Any]) -> list[str]:
         if output_only in resources:
             problems.append(f"ResourceConfig.{output_only} is reported by SageMaker, not sent to it [R20]")
     spot = request.get("EnableManagedSpotTraining")
-    if spot is True or (isinstance(spot, str) and spot.lower() == "true"):
+    if isinstance(spot, str) and not is_templated(spot):
+        spot = {"true": True, "false": False}.get(spot.strip().lower(), spot)  # a template's rendering
+    if spot is True:
         problems.append("EnableManagedSpotTraining=true cannot be combined with InstancePreferences [R9/R10]")
+    elif spot is not None and not isinstance(spot, bool) and not (isinstance(spot, str) and is_templated(spot)):
+        # SageMaker's model takes a boolean only: 1 or "yes" is refused when the job is created.
+        problems.append(
+            f"EnableManagedSpotTraining must be true or false, got {spot!r:.40}; and with InstancePreferences "
+            "only false [R9/R10]"
+        )
     if "MaxWaitTimeInSeconds" in stopping:
         problems.append("StoppingCondition.MaxWaitTimeInSeconds applies only to managed Spot training [R24]")
     entries = resources["InstancePreferences"]

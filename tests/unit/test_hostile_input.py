@@ -5,6 +5,7 @@ was expected), never a bare TypeError. Every case is judged when the operator is
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import math
 from datetime import timedelta
 from typing import Any
@@ -15,6 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_sm_prefs import SageMakerPreferenceProcessingOperator, SageMakerPreferenceTrainingOperator
 from airflow_sm_prefs.job_request import InvalidJobRequest
+from airflow_sm_prefs.preferences import PreferenceValidationError, validate_training_request
 from tests.helpers import GPU_PAIR, processing_request, training_request
 from tests.validation_cases import PROCESSING_CASES, TRAINING_CASES
 
@@ -274,3 +276,41 @@ def test_every_entry_is_counted_from_one_in_every_message():
     ]
     message = _refused("training", training_request("job", entries), "preference #2 (ml.g5.48xlarge)")
     assert "[1]" not in message
+
+
+@pytest.mark.parametrize("naive", ["2030-01-01T00:00:00", "2030-01-01", " 2030-01-01T06:00 ", dt.datetime(2030, 1, 1)])
+def test_finish_by_without_a_time_zone_is_refused_as_text_or_datetime(naive):
+    from airflow_sm_prefs import finish_by
+
+    with pytest.raises(PreferenceValidationError, match="has no time zone"):
+        finish_by.deadline_of(naive)
+    with pytest.raises(PreferenceValidationError, match="has no time zone"):
+        SageMakerPreferenceTrainingOperator(
+            task_id="t", config=training_request("x", [("ml.p5.48xlarge", 1)]), finish_by=naive
+        )
+
+
+@pytest.mark.parametrize("aware", ["2030-01-01T00:00:00Z", "2030-01-01T02:00:00+02:00"])
+def test_finish_by_with_a_time_zone_is_taken_in_it(aware):
+    from airflow_sm_prefs import finish_by
+
+    assert finish_by.deadline_of(aware).isoformat() == "2030-01-01T00:00:00+00:00"
+
+
+def _spot_problems(spot: Any) -> str:
+    request = training_request("x", GPU_PAIR) | {"EnableManagedSpotTraining": spot}
+    try:
+        validate_training_request(request)
+    except PreferenceValidationError as error:
+        return str(error)
+    return ""
+
+
+@pytest.mark.parametrize("spot", [1, "yes", 1.0, "1", [True]])
+def test_managed_spot_that_is_not_a_boolean_is_refused_at_parse_time(spot):
+    assert "EnableManagedSpotTraining must be true or false" in _spot_problems(spot)
+
+
+@pytest.mark.parametrize(("spot", "refused"), [(False, False), ("false", False), (True, True), ("True", True)])
+def test_managed_spot_false_passes_and_true_is_refused(spot, refused):
+    assert ("EnableManagedSpotTraining" in _spot_problems(spot)) is refused

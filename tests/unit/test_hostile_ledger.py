@@ -6,6 +6,7 @@ and named), never the report, the Capacity page or the process; a DAG id is a fo
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import threading
@@ -182,3 +183,15 @@ def test_ids_that_look_alike_do_not_share_a_folder(tmp_path):
         ledger.write({**entry(f"job-{len(dag_id)}-{dag_id.count('%')}", 1), "dag_id": dag_id}, root)  # type: ignore[arg-type]
     folders = sorted(p.name for p in root.iterdir())
     assert len(folders) == 3, folders
+
+
+@pytest.mark.parametrize("kind", FILE_KINDS)
+def test_compaction_and_backfill_pass_over_a_planted_file(root, kind):
+    _plant(root / "nightly", kind, "planted.json")
+    compacted = root / "nightly" / ledger.COMPACTED
+    compacted.mkdir()
+    _plant(compacted, kind, "2026-10.jsonl")
+    assert _finishes(lambda: ledger.known_jobs(root)) >= {"a", "b", "c"}
+    result = _finishes(lambda: ledger.compact(root, older_than=dt.timedelta(0)))
+    assert result.folded == 3 and result.kept == 1
+    assert sorted(e["job_name"] for e in ledger.read(root).entries) == ["a", "b", "c"]
