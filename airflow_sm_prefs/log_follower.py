@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,11 @@ IDLE_LINGER_SECONDS = 30.0
 # CloudWatch Logs' read APIs have their own per-account quotas, separate from SageMaker's.
 LOGS_CALLS_PER_SECOND = 5.0
 NOT_YET = ("ResourceNotFoundException",)  # no group or stream yet: the job has not logged
+MAX_LINE_CHARS = 8192  # CloudWatch takes 1 MB events; a task log line that long helps nobody
+MAX_STREAM_CHARS = 512
+MAX_DRAIN_PAGES = 100  # a job's last lines, read at its end: a bound on pages, not on lines that matter
+# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST) and two-character escapes.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|\x9b[0-?]*[ -/]*[@-~]")
 
 
 @dataclass(frozen=True)
@@ -48,8 +54,22 @@ class LogLine:
 
     @classmethod
     def of(cls, event: dict[str, Any]) -> LogLine:
-        """A ``FilterLogEvents`` event."""
-        return cls(event.get("logStreamName", ""), str(event.get("message", "")).rstrip("\n"), event["timestamp"])
+        """A ``FilterLogEvents`` event, made safe to print: what a job writes is untrusted."""
+        return cls(
+            printable(str(event.get("logStreamName", "")), MAX_STREAM_CHARS),
+            printable(str(event.get("message", "")).rstrip("\n"), MAX_LINE_CHARS),
+            event["timestamp"],
+        )
+
+
+def printable(text: str, limit: int) -> str:
+    """``text`` without terminal escapes or control characters (they could rewrite what a reader's terminal or
+    the log view shows), and cut to ``limit`` characters, saying how many more there were."""
+    text = _ESCAPES.sub("", text)
+    text = "".join(c if c.isprintable() or c == "\t" else "\ufffd" for c in text)
+    if len(text) > limit:
+        return f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return text
 
 
 def events_in_order(page: dict[str, Any]) -> list[dict[str, Any]]:
@@ -108,6 +128,10 @@ class _Followed:
     last_read: float = 0.0
     next_due: float = 0.0
     failures: int = 0
+    # Mid-way through a listing: its next page's token and the start time it was asked with. Without it, a
+    # second at which more lines were written than one page holds would be read from its start for ever.
+    page_token: str | None = None
+    page_start: int = 0
 
 
 class LogFollower(LoopShared):
@@ -171,8 +195,9 @@ class LogFollower(LoopShared):
         if job is None or self.unavailable is not None:
             return
         async with await self._client_factory() as client:
-            while await self._read(client, job):
-                pass
+            for _ in range(MAX_DRAIN_PAGES):
+                if not await self._read(client, job):
+                    break
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -206,14 +231,19 @@ class LogFollower(LoopShared):
         await self._limiter.acquire()
         self.calls += 1
         job.last_read = asyncio.get_running_loop().time()
+        request: dict[str, Any] = {
+            "logGroupName": self.log_group,
+            "logStreamNamePrefix": f"{job.job_name}/",
+            "startTime": job.page_start if job.page_token else job.cursor.after,
+            "limit": EVENTS_PER_CALL,
+        }
+        if job.page_token:
+            request["nextToken"] = job.page_token
         try:
-            page = await client.filter_log_events(
-                logGroupName=self.log_group,
-                logStreamNamePrefix=f"{job.job_name}/",
-                startTime=job.cursor.after,
-                limit=EVENTS_PER_CALL,
-            )
+            page = await client.filter_log_events(**request)
         except Exception as error:
+            if job.page_token and error_code(error) == "InvalidParameterException":
+                job.page_token = None  # an expired token: list again from the cursor, which skips what was shown
             self._failed(job, error)
             return False
         self._limiter.succeeded()
@@ -225,7 +255,9 @@ class LogFollower(LoopShared):
             lines = tuple(LogLine.of(e) for e in fresh)
             for queue in job.queues:
                 queue.put_nowait(LogBatch(lines, cursor))
-        more = len(events) >= EVENTS_PER_CALL and bool(fresh)
+        token = page.get("nextToken")
+        job.page_token, job.page_start = (token, request["startTime"]) if token else (None, 0)
+        more = bool(token)
         job.next_due = asyncio.get_running_loop().time() + (0.0 if more else job.interval)
         return more
 

@@ -8,7 +8,14 @@ import logging
 from typing import Any
 
 from airflow_sm_prefs.jobs import JobKind
-from airflow_sm_prefs.log_follower import EVENTS_PER_CALL, NOT_YET, LogCursor, LogLine, events_in_order
+from airflow_sm_prefs.log_follower import (
+    EVENTS_PER_CALL,
+    MAX_DRAIN_PAGES,
+    NOT_YET,
+    LogCursor,
+    LogLine,
+    events_in_order,
+)
 
 TAIL_LINES = 20
 # A failure's reason is nearly always in the first instances' streams; a large cluster is not read whole.
@@ -35,13 +42,16 @@ def last_lines(client: Any, kind: JobKind, job_name: str, log: Any, count: int =
             page = client.get_log_events(
                 logGroupName=kind.log_group, logStreamName=name, startFromHead=False, limit=count
             )
-            events.extend((e["timestamp"], name, str(e["message"]).rstrip("\n")) for e in page["events"])
+            events.extend((e["timestamp"], name, str(e["message"])) for e in page["events"])
     except Exception as error:
         if error_code(error) not in NOT_YET:
             log.warning("Could not read the log of SageMaker job %s for the failure message: %s", job_name, error)
         return []
     events.sort()
-    return [LogLine(stream, message, timestamp).render() for timestamp, stream, message in events[-count:]]
+    return [
+        LogLine.of({"logStreamName": stream, "message": message, "timestamp": timestamp}).render()
+        for timestamp, stream, message in events[-count:]
+    ]
 
 
 class BlockingLogReader:
@@ -58,14 +68,19 @@ class BlockingLogReader:
     def read(self) -> None:
         from airflow_sm_prefs.hooks import ErrorClass, classify, error_code
 
-        while not self.unavailable:
+        request: dict[str, Any] = {
+            "logGroupName": self.kind.log_group,
+            "logStreamNamePrefix": f"{self.job_name}/",
+            "startTime": self.cursor.after,
+            "limit": EVENTS_PER_CALL,
+        }
+        # Page by token, not by time: a second may hold more lines than a page, and starting again from it
+        # would read its first page for ever.
+        for _ in range(MAX_DRAIN_PAGES):
+            if self.unavailable:
+                return
             try:
-                page = self.client.filter_log_events(
-                    logGroupName=self.kind.log_group,
-                    logStreamNamePrefix=f"{self.job_name}/",
-                    startTime=self.cursor.after,
-                    limit=EVENTS_PER_CALL,
-                )
+                page = self.client.filter_log_events(**request)
             except Exception as error:
                 if error_code(error) in NOT_YET or classify(error) in (ErrorClass.THROTTLED, ErrorClass.TRANSIENT):
                     return
@@ -82,5 +97,7 @@ class BlockingLogReader:
             fresh, self.cursor = self.cursor.advanced(events)
             for event in fresh:
                 self.log.info(LogLine.of(event).render())
-            if len(events) < EVENTS_PER_CALL or not fresh:
+            token = page.get("nextToken")
+            if not token:
                 return
+            request["nextToken"] = token
