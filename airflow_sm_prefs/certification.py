@@ -26,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import math
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -102,18 +104,60 @@ def _child(node: yaml.Node | None, key: str | int) -> yaml.Node | None:
     return found
 
 
+def _refuse_duplicates(path: str, node: yaml.Node | None) -> None:
+    """A key given twice: YAML keeps the last silently, and the next ``record()`` would drop the other."""
+    if isinstance(node, yaml.MappingNode):
+        first: dict[Any, yaml.Node] = {}
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else None
+            if name is not None and name in first:
+                raise RegistryError(
+                    f"{path}, lines {_line(first[name])} and {_line(key)}: {name!r} is given twice; keep one"
+                )
+            if name is not None:
+                first[name] = key
+            _refuse_duplicates(path, value)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _refuse_duplicates(path, item)
+
+
+def _refuse_bad_dates(path: str, node: yaml.Node | None) -> None:
+    """A date YAML recognises by its shape but that does not exist (2026-13-45), named with its line."""
+    if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:timestamp":
+        try:
+            yaml.SafeLoader("").construct_yaml_timestamp(node)
+        except ValueError as error:
+            raise RegistryError(f"{path}, line {_line(node)}: {node.value!r} is not a date ({error})") from None
+    elif isinstance(node, yaml.MappingNode):
+        for _, value in node.value:
+            _refuse_bad_dates(path, value)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _refuse_bad_dates(path, item)
+
+
 def _refuse(path: str, node: yaml.Node | None, where: str, problem: str) -> RegistryError:
     return RegistryError(f"{path}, line {_line(node)}: {where}: {problem}")
 
 
 def parse(text: str, path: str) -> Registry:
+    # libyaml's loader where PyYAML was built with it (the pure-Python scanner takes a minute over 20,000
+    # entries), composed once: the nodes give the checks their line numbers, and the values come from them.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
-        root = yaml.compose(text)
-        raw = yaml.safe_load(text)
+        root = loader.get_single_node()
+        _refuse_duplicates(path, root)
+        _refuse_bad_dates(path, root)
+        raw = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = f", line {mark.line + 1}" if mark is not None else ""
         raise RegistryError(f"{path}{line}: not valid YAML ({getattr(error, 'problem', error)})") from None
+    except RecursionError:
+        raise RegistryError(f"{path}: nested too deep to be a registry") from None
+    finally:
+        loader.dispose()
     if raw is None:
         return {}
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
@@ -136,8 +180,8 @@ def parse(text: str, path: str) -> Registry:
             _entry(entry, f"workloads.{workload}[{index}]", path, _child(node, index))
             for index, entry in enumerate(entries)
         ]
-        keys = [entry.key for entry in registry[workload]]
-        duplicates = sorted({key for key in keys if keys.count(key) > 1})
+        counted = Counter(entry.key for entry in registry[workload])
+        duplicates = sorted(key for key, times in counted.items() if times > 1)
         if duplicates:
             raise _refuse(
                 path, node, f"workloads.{workload}", f"{duplicates[0][1]} x {duplicates[0][0]} is listed twice"
@@ -161,9 +205,9 @@ def _entry(raw: Any, where: str, path: str, node: yaml.Node | None) -> Certified
             raise _refuse(path, _child(node, key), f"{where}.{key}", f"of the wrong type ({type(value).__name__})")
     if not str(raw["instance_type"]).startswith("ml."):
         raise _refuse(path, _child(node, "instance_type"), f"{where}.instance_type", "an ml.* instance type")
-    if raw["instance_count"] < 1 or raw["run_seconds"] <= 0:
+    if raw["instance_count"] < 1 or not 0 < raw["run_seconds"] < math.inf:
         field = "instance_count" if raw["instance_count"] < 1 else "run_seconds"
-        raise _refuse(path, _child(node, field), f"{where}.{field}", "must be positive")
+        raise _refuse(path, _child(node, field), f"{where}.{field}", "must be a positive, finite number")
     throughput = None
     if raw.get("throughput") is not None:
         value, unit = raw["throughput"].get("value"), raw["throughput"].get("unit")
@@ -183,15 +227,20 @@ def _entry(raw: Any, where: str, path: str, node: yaml.Node | None) -> Certified
     )
 
 
+MAX_REGISTRY_BYTES = 16 << 20  # a workload's certified configurations are a few hundred bytes each
+
+
 def read(path: str | Path) -> Registry:
     """The registry at ``path``; an empty one if the file does not exist yet."""
+    from airflow_sm_prefs import untrusted_files
+
     location = Path(path)
-    try:
-        text = location.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not location.exists() and not location.is_symlink():
         return {}
-    except (OSError, UnicodeDecodeError) as error:
-        raise RegistryError(f"{location}: cannot be read ({error})") from None
+    try:
+        text = untrusted_files.decode(untrusted_files.read_bytes(location, MAX_REGISTRY_BYTES), location)
+    except untrusted_files.UntrustedFileError as error:
+        raise RegistryError(str(error)) from None
     return parse(text, str(location))
 
 
@@ -227,8 +276,9 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def record(path: str | Path, workload: str, passed: Sequence[CertifiedConfiguration]) -> Registry:
-    """Add or update ``passed`` under ``workload``, under the file's lock, replacing the file atomically."""
-    location = Path(path)
+    """Add or update ``passed`` under ``workload``, under the file's lock, replacing the file atomically. A
+    registry behind a symlink is written where the link points, and the link is kept."""
+    location = Path(os.path.realpath(path))
     with _locked(location):
         registry = read(location)
         entries = {entry.key: entry for entry in registry.get(workload, [])}

@@ -89,11 +89,16 @@ def shipped() -> dict[str, Hardware]:
     return parse(json.loads(text), "airflow_sm_prefs/data/instances.json")
 
 
+MAX_CATALOGUE_BYTES = 16 << 20  # every SageMaker instance type is about 100 KB
+
+
 def _read_users(path: Path) -> dict[str, Hardware]:
+    from airflow_sm_prefs import untrusted_files
+
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise CatalogueError(f"{path}: cannot be read as JSON ({error})") from None
+        raw = untrusted_files.read_json(path, MAX_CATALOGUE_BYTES)
+    except untrusted_files.UntrustedFileError as error:
+        raise CatalogueError(f"{error}; the catalogue cannot be read as JSON") from None
     return parse(raw, str(path))
 
 

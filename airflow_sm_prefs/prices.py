@@ -121,15 +121,16 @@ def to_json(table: dict[str, dict[str, dict[str, str]]], source: str, retrieved:
     }
 
 
+MAX_TABLE_BYTES = 64 << 20  # every Region's prices are about 1 MB
+
+
 def read_file(path: Path) -> PriceTable:
+    from airflow_sm_prefs import untrusted_files
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise PriceTableError(f"{path}: cannot be read: {error.strerror or error}") from None
-    try:
-        raw = json.loads(text)
-    except ValueError as error:
-        raise PriceTableError(f"{path}: not JSON ({error})") from None
+        raw = untrusted_files.read_json(path, MAX_TABLE_BYTES)
+    except untrusted_files.UntrustedFileError as error:
+        raise PriceTableError(str(error)) from None
     return parse(raw, str(path))
 
 
