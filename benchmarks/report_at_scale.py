@@ -2,9 +2,10 @@
 
 Writes the ledger afresh (local folder, one entry per job, as tasks write it), then, in a fresh process each,
 measures, after the imports (a running API server has them): reading the ledger and summarizing it (what
-`airflow-sm-prefs report` does), and the Capacity page's JSON route through its FastAPI app (auth stubbed
-to a user who may read every DAG). Then it compacts the ledger (`airflow-sm-prefs ledger compact`, every
-entry older than a day into one file per DAG and month) and measures both again. Reports wall time and the
+`airflow-sm-prefs report` does), the Capacity page's JSON route and its HTML page through its FastAPI app
+(auth stubbed to a user who may read every DAG), `advise` for one task and `weather`. Then it compacts the
+ledger (`airflow-sm-prefs ledger compact`, every entry older than a day into one file per DAG and month) and
+measures them again. Reports wall time and the
 memory the work adds against the goal (2 s, 200 MB).
 
 Usage: python -m benchmarks.report_at_scale [--dags 100] [--nights 1000] [--ledger DIR] [--output FILE]
@@ -117,7 +118,7 @@ def main() -> None:
         measured_here = (
             ("report", "read + summarize (`report`)"),
             ("route", "Capacity JSON route"),
-            ("page", "Capacity page (HTML, with the weather)"),
+            ("page", "Capacity page (HTML, charts per task)"),
             ("advise", "read + `advise` for one task"),
             ("weather", "read + `weather`"),
         )

@@ -276,6 +276,9 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
             frame.get_by_text("Median estimated cost per job").first.wait_for(timeout=10_000)
             frame.get_by_text("would still have kept waiting").first.wait_for(timeout=10_000)  # the survival chart
             page.screenshot(path=str(screenshots / "capacity_page.png"), full_page=True)
+            survival = frame.locator("figure", has=frame.locator("svg[aria-label='first-choice wait survival']"))
+            survival.first.scroll_into_view_if_needed()
+            survival.first.screenshot(path=str(screenshots / "capacity_first_choice_wait.png"))
 
             page.goto(f"{stack.api_url}/sm-prefs/capacity/weather")
             page.locator("svg[aria-label='capacity weather']").first.wait_for(timeout=30_000)
