@@ -15,6 +15,7 @@ from typing import Any
 import pendulum
 
 from airflow_sm_prefs.jobs import TERMINAL_STATUSES, JobKind
+from airflow_sm_prefs.redaction import redacted
 
 
 def to_time(value: Any) -> pendulum.DateTime | None:
@@ -94,7 +95,7 @@ class JobView:
             arn=description.get(kind.arn_field),
             status=description.get(kind.status_field),
             secondary_status=description.get("SecondaryStatus"),
-            status_message=(transitions[-1].get("StatusMessage") if transitions else None),
+            status_message=redacted(transitions[-1].get("StatusMessage") if transitions else None),
             selected_type=selected_type,
             selected_count=int(resources.get("SelectedInstanceCount") or 0) if selected_type else None,
             selected_rank=rank if selected_type else None,
@@ -105,7 +106,7 @@ class JobView:
             started=to_time(description.get(kind.start_field)),
             ended=to_time(description.get(kind.end_field)),
             last_modified=to_time(description.get("LastModifiedTime")),
-            failure_reason=description.get("FailureReason"),
+            failure_reason=redacted(description.get("FailureReason")),
             billable_seconds=description.get("BillableTimeInSeconds"),
         )
 

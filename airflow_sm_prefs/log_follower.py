@@ -50,7 +50,9 @@ class LogLine:
     timestamp: int  # ms
 
     def render(self) -> str:
-        return f"[{self.stream}] {self.message}"
+        from airflow_sm_prefs.redaction import redacted
+
+        return redacted(f"[{self.stream}] {self.message}")
 
     @classmethod
     def of(cls, event: dict[str, Any]) -> LogLine:

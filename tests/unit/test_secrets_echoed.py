@@ -1,0 +1,61 @@
+"""Secrets a job echoes stay masked in everything that stores or logs what the job said (#27: secrets x stores).
+
+A secret registered with Airflow's masker (as a masked Variable read by a template, or a connection's password,
+is) and then echoed by the job in its failure reason, status message or log lines never reaches the XCom
+record, the ledger entry, the trigger event kept in ``next_kwargs``, the error message or a log line in clear.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+from airflow.providers.common.compat.sdk import mask_secret
+
+from airflow_sm_prefs import ledger, record
+from airflow_sm_prefs.certification_dag import verdict
+from airflow_sm_prefs.job_view import JobView
+from airflow_sm_prefs.jobs import TRAINING
+from airflow_sm_prefs.log_follower import LogLine
+from airflow_sm_prefs.outcomes import outcome_error
+from tests.unit.test_record import training_description
+
+
+@pytest.fixture
+def secret() -> str:
+    value = f"hunter2-{secrets.token_hex(8)}"
+    mask_secret(value)
+    return value
+
+
+def _failed(secret: str) -> dict:
+    description = training_description()
+    description["TrainingJobStatus"] = "Failed"
+    description["FailureReason"] = f"AlgorithmError: could not log in with password={secret} (exit code 1)"
+    description["SecondaryStatusTransitions"][-1]["StatusMessage"] = f"token {secret} rejected"
+    return description
+
+
+def _view(description: dict) -> JobView:
+    return JobView.parse(TRAINING, description)
+
+
+STORES = {
+    "the XCom record": lambda d: record.build(_view(d), "us-east-1"),
+    "the ledger entry": lambda d: ledger.entry_for(_view(d), "d", "t", "r", -1, "us-east-1"),
+    "the trigger event (next_kwargs)": lambda d: TRAINING.essentials(d),
+    "the certification result": lambda d: verdict(record.build(_view(d), "us-east-1"), None),
+    "the task's error": lambda d: str(outcome_error(_view(d), record.build(_view(d), "us-east-1"))),
+    "the progress line": lambda d: _view(d).status_message,
+}
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_secret_in_what_the_job_says_is_masked_in_every_store(secret, store):
+    stored = repr(STORES[store](_failed(secret)))
+    assert secret not in stored and "***" in stored, stored[:500]
+
+
+def test_a_secret_in_a_log_line_is_masked(secret):
+    line = LogLine.of({"logStreamName": "job/algo-1-1", "message": f"export TOKEN={secret}", "timestamp": 1})
+    assert line.render() == "[job/algo-1-1] export TOKEN=***"
