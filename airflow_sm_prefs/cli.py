@@ -94,16 +94,25 @@ def _demo(args: argparse.Namespace) -> int:
     from airflow_sm_prefs.demo import main
 
     exit_when_done = args.exit or os.environ.get("DEMO_EXIT") == "1"
-    return main(Path(args.project_dir).resolve(), exit_when_done)
+    project = Path(args.project_dir).resolve()
+    if not (project / "dags").is_dir():
+        return _error(f"--project-dir: {project} is not a checkout of this project (it has no dags/ folder)")
+    return main(project, exit_when_done)
+
+
+MAX_DAYS = 36_500  # a hundred years back is as far as any ledger or account history goes
 
 
 def _duration(text: str) -> Any:
-    """``30d``, ``12h``, ``90m`` as a ``timedelta``; None for anything else."""
+    """``30d``, ``12h``, ``90m`` as a ``timedelta`` of at most ``MAX_DAYS``; None for anything else."""
     import datetime as dt
 
     units = {"d": "days", "h": "hours", "m": "minutes"}
     number, unit = text[:-1], text[-1:]
-    return dt.timedelta(**{units[unit]: int(number)}) if unit in units and number.isdigit() else None
+    if unit not in units or not number.isascii() or not number.isdigit() or len(number) > 9:
+        return None
+    age = dt.timedelta(**{units[unit]: int(number)})
+    return age if age <= dt.timedelta(days=MAX_DAYS) else None
 
 
 def _since(text: str) -> Any:
@@ -118,7 +127,9 @@ def _since(text: str) -> Any:
     except (ValueError, TypeError):
         moment = None
     if not isinstance(moment, pendulum.DateTime):
-        raise argparse.ArgumentTypeError(f"--since takes 30d, 12h, 90m or an ISO 8601 time, not {text[:40]!r}")
+        raise argparse.ArgumentTypeError(
+            f"--since takes 30d, 12h, 90m (at most {MAX_DAYS}d) or an ISO 8601 time, not {text[:40]!r}"
+        )
     return moment
 
 
@@ -132,11 +143,23 @@ def _percent(text: str) -> float:
     return value
 
 
+class CommandError(Exception):
+    """A command cannot go on: said in one line, exit status 2."""
+
+
 def _read_ledger() -> Any:
     """Every DAG's entries: a report of one task still takes its evidence from all of them."""
     from airflow_sm_prefs import ledger
 
-    reading = ledger.read(fields=ledger.REPORT_FIELDS)
+    try:
+        reading = ledger.read(fields=ledger.REPORT_FIELDS)
+    except ImportError as error:  # fsspec's filesystem for the URL's scheme is not installed
+        raise CommandError(
+            f"[sm_prefs] ledger_path: {error}; install the filesystem for its scheme (for s3://, "
+            "apache-airflow-providers-amazon[s3fs])"
+        ) from None
+    except (ValueError, OSError) as error:  # an unknown scheme, an unreachable store
+        raise CommandError(f"[sm_prefs] ledger_path cannot be read: {error}") from None
     if reading.bad:
         print(
             f"airflow-sm-prefs: warning: {reading.bad} ledger entr{'y' if reading.bad == 1 else 'ies'} could not be "
@@ -248,6 +271,10 @@ def _compact(args: argparse.Namespace) -> int:
         result = ledger.compact(older_than=args.older_than)
     except ledger.LedgerError as error:
         return _error(str(error))
+    except ImportError as error:
+        return _error(f"[sm_prefs] ledger_path: {error}; install the filesystem for its scheme")
+    except (ValueError, OSError) as error:
+        return _error(f"[sm_prefs] ledger_path cannot be used: {error}")
     print(
         f"{result.folded} entr{'y' if result.folded == 1 else 'ies'} folded into {result.files} month file(s); "
         f"{result.kept} left as they are (recorded in the last {args.older_than}, or unreadable)"
@@ -259,7 +286,7 @@ def _age(text: str) -> Any:
     """``1d``, ``12h``, ``90m``: an age."""
     age = _duration(text)
     if age is None:
-        raise argparse.ArgumentTypeError(f"--older-than takes 1d, 12h or 90m, not {text[:40]!r}")
+        raise argparse.ArgumentTypeError(f"--older-than takes 1d, 12h or 90m (at most {MAX_DAYS}d), not {text[:40]!r}")
     return age
 
 
@@ -364,7 +391,10 @@ def main(argv: list[str] | None = None) -> int:
         return _aws(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO)
-    return int(args.handler(args))
+    try:
+        return int(args.handler(args))
+    except CommandError as error:
+        return _error(str(error))
 
 
 if __name__ == "__main__":

@@ -101,14 +101,18 @@ def write(retrieved: Retrieved, output: Path, endpoint: str) -> None:
     says where and when its prices were read. Written whole or not at all."""
     import pendulum
 
-    from airflow_sm_prefs import prices
+    from airflow_sm_prefs import prices, untrusted_files
 
     table: dict[str, Any] = {}
-    if output.exists():
+    if output.exists() or output.is_symlink():
+        # Never read or replace anything but a regular file: /dev/full reads as endless zeros, and replacing a
+        # device node as root would remove it.
         try:
-            table = dict(json.loads(output.read_text(encoding="utf-8"))["prices"])
-        except (ValueError, OSError, KeyError, TypeError):
-            raise prices.PriceTableError(f"{output} exists and is not a price table; move it away") from None
+            table = dict(untrusted_files.read_json(output, prices.MAX_TABLE_BYTES)["prices"])
+        except (untrusted_files.UntrustedFileError, KeyError, TypeError, ValueError):
+            raise prices.PriceTableError(
+                f"{output} exists and is not a price table (a regular JSON file); move it away"
+            ) from None
     table.update(retrieved.prices)
     published = f", prices published {max(retrieved.published)}" if retrieved.published else ""
     source = (

@@ -1,0 +1,98 @@
+"""The CLI as a hostile user drives it: every bad argument or setting is one line naming it and a non-zero
+exit, never a traceback, and nothing reads or writes without bound (#27: the CLI's bounds)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from airflow_sm_prefs import cli
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    try:
+        code = cli.main(argv)
+    except SystemExit as exit_:  # argparse's own refusal
+        code = exit_.code
+    assert code == 2, argv
+    error = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(error)
+    return error[-1]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "--since", "999999999d"],
+        ["report", "--since", "99999999999999999999d"],
+        ["report", "--since", "３０d"],
+        ["ledger", "compact", "--older-than", "999999999d"],
+        ["ledger", "backfill", "--since", "999999999d"],
+    ],
+)
+def test_a_duration_past_a_hundred_years_is_refused_naming_the_argument(capsys, argv):
+    error = _one_line_error(capsys, argv)
+    assert argv[-2] in error and "at most 36500d" in error
+
+
+@pytest.mark.parametrize(
+    ("ledger_path", "named"),
+    [
+        ("gopher://example.invalid/ledger", "[sm_prefs] ledger_path"),
+        ("s3://bucket/ledger", "[sm_prefs] ledger_path"),
+    ],
+)
+def test_a_ledger_path_nothing_can_read_is_one_line(capsys, monkeypatch, ledger_path, named):
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", ledger_path)
+    import importlib.util
+
+    if ledger_path.startswith("s3://") and importlib.util.find_spec("s3fs") is not None:
+        pytest.skip("s3fs is installed here: the path is readable in principle")
+    for argv in (["report"], ["weather"], ["advise", "--dag-id", "d", "--task-id", "t"], ["ledger", "compact"]):
+        error = _one_line_error(capsys, argv)
+        assert error.startswith("airflow-sm-prefs: error:") and named in error, (argv, error)
+
+
+@pytest.mark.parametrize("kind", ["full", "zero", "fifo", "folder", "not a table"])
+def test_prices_refresh_never_reads_or_replaces_what_is_not_a_price_table(tmp_path, capsys, kind):
+    from airflow_sm_prefs import price_list
+
+    if kind == "full":
+        output = Path("/dev/full")
+    elif kind == "zero":
+        output = tmp_path / "prices.json"
+        output.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        output = tmp_path / "prices.json"
+        os.mkfifo(output)
+    elif kind == "folder":
+        output = tmp_path / "prices.json"
+        output.mkdir()
+    else:
+        output = tmp_path / "prices.json"
+        output.write_text("[1, 2, 3]")
+    retrieved = price_list.Retrieved(prices={"us-east-1": {"training": {"ml.p5.48xlarge": "1"}}})
+    finished = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            price_list.write(retrieved, output, "http://127.0.0.1:1")
+        except BaseException as error:  # handed to the test thread
+            errors.append(error)
+        finished.set()
+
+    threading.Thread(target=write, daemon=True).start()
+    assert finished.wait(20), "the write hung or kept reading"
+    assert errors and "is not a price table" in str(errors[0])
+    assert output.exists() or output.is_symlink(), "nothing was replaced"
+
+
+def test_demo_refuses_a_project_dir_that_is_not_a_checkout(tmp_path, capsys):
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    error = _one_line_error(capsys, ["demo", "--project-dir", str(a_file)])
+    assert "--project-dir" in error and "dags/" in error
