@@ -72,6 +72,14 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
 class HasEmulator(Protocol):
     emulator: Emulator
     request_timeout: float
+    server_address: Any
+
+
+def _is_loopback_address(text: str) -> bool:
+    try:
+        return ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        return False
 
 
 class RequestHandler(BaseHTTPRequestHandler):
@@ -215,6 +223,10 @@ class RequestHandler(BaseHTTPRequestHandler):
         headers = {name: value for name, value in self.headers.items()}
         try:
             status, reply_headers, reply = self.server.emulator.call_s3(self.command, self.path, headers, body)
+        except ValueError as error:  # a parameter moto cannot read (max-keys=abc): the caller's fault
+            status, reply_headers = 400, {"Content-Type": "application/xml"}
+            message = shorten(str(error)).replace("&", "&amp;").replace("<", "&lt;")
+            reply = f"<Error><Code>InvalidArgument</Code><Message>{message}</Message></Error>".encode()
         except Exception:  # a bug in moto or here must still answer as S3 would
             log.exception("emulator: internal S3 error")
             status, reply_headers = 500, {"Content-Type": "application/xml"}
@@ -235,25 +247,74 @@ class RequestHandler(BaseHTTPRequestHandler):
             return b""
         return self._declared_body(s3.MAX_OBJECT_BYTES, length_required=False)
 
+    # -- who may call ----------------------------------------------------------------------------------------
+
+    def parse_request(self) -> bool:
+        """HTTP/0.9 (a request line without a version, so no headers) is refused at once: AWS clients speak
+        HTTP/1.1, and a 0.9 request would otherwise be served without any of the checks below."""
+        line = getattr(self, "raw_requestline", b"").decode("iso-8859-1", "replace")
+        words = line.split()
+        if len(words) < 3:  # judged before the standard parser, which would wait for headers 0.9 never sends
+            self.close_connection = True
+            self.request_version = "HTTP/1.1"  # so the refusal has a status line and headers
+            self.requestline = line.rstrip("\r\n")
+            self.command, self.path = [*words, "", ""][:2]
+            self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/1.0 or 1.1 only")
+            return False
+        return super().parse_request()
+
+    def _api_refusal(self) -> tuple[HTTPStatus, str] | None:
+        """Why an AWS API or S3 request is refused: it comes from a web page (an Origin header: a page on
+        any site could otherwise create jobs and objects through the user's browser), it names a host this
+        emulator is not (DNS rebinding), or it writes to S3 without a signature."""
+        if "Origin" in self.headers:
+            return HTTPStatus.FORBIDDEN, "the emulator refuses requests from web pages (an Origin header)"
+        bound = str(self.server.server_address[0]) if hasattr(self.server, "server_address") else "127.0.0.1"
+        if ipaddress.ip_address(bound).is_loopback:
+            host = self.headers.get("Host", "")
+            hostname = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+            local = hostname in LOOPBACK_HOSTS or hostname.endswith(".localhost") or _is_loopback_address(hostname)
+            if not local:
+                return HTTPStatus.FORBIDDEN, "requests must be addressed to a loopback name (DNS rebinding refused)"
+        if self._is_json_api() and self.headers.get_content_type() != AWS_JSON:
+            return HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"AWS JSON requests are {AWS_JSON}"
+        if not self._is_json_api() and self.command in ("PUT", "POST", "DELETE") and not self._signed():
+            return HTTPStatus.FORBIDDEN, "S3 writes must be signed (an Authorization header or a presigned URL)"
+        return None
+
+    def _signed(self) -> bool:
+        query = self.path.partition("?")[2]
+        return "Authorization" in self.headers or "X-Amz-Signature=" in query or "Signature=" in query
+
+    def _api(self, serve: Any) -> None:
+        refusal = self._api_refusal()
+        if refusal is not None:
+            self._refuse(BodyRefused(*refusal), {"__type": "AccessDeniedException", "message": refusal[1]}, AWS_JSON)
+            return
+        serve()
+
     def do_GET(self) -> None:
         if self.path.startswith(control.CONTROL_PREFIX):
             self._control("GET")
         else:
-            self._s3()
+            self._api(self._s3)
 
     def do_HEAD(self) -> None:
-        self._s3()
+        self._api(self._s3)
 
     def do_PUT(self) -> None:
-        self._s3()
+        self._api(self._s3)
 
     def do_DELETE(self) -> None:
-        self._s3()
+        self._api(self._s3)
 
     def do_POST(self) -> None:
         if self.path.startswith(control.CONTROL_PREFIX):
             self._control("POST")
             return
+        self._api(self._post)
+
+    def _post(self) -> None:
         if not self._is_json_api():
             self._s3()
             return

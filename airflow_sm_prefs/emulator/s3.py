@@ -76,6 +76,7 @@ class ObjectStore:
         self._closed = False
         self._routes: list[tuple[Any, str]] | None = None  # moto's S3 URL patterns, compiled at the first request
         self._responder = _account_responder(account_id)
+        self.version = 0  # counts the changes, so the state file rewrites the objects only when they changed
 
     # -- the wire -------------------------------------------------------------------------------------------
 
@@ -109,6 +110,8 @@ class ObjectStore:
             else:  # pragma: no cover - moto's routes match every path
                 return 404, {}, b""
         data = reply.encode() if isinstance(reply, str) else bytes(reply or b"")
+        if method in ("PUT", "POST", "DELETE") and int(status) < 300:
+            self.version += 1
         return int(status), {str(k): str(v) for k, v in (reply_headers or {}).items()}, data
 
     # -- what the engine uses -------------------------------------------------------------------------------
@@ -121,6 +124,7 @@ class ObjectStore:
             backend = self._backend()
             if name not in backend.buckets:
                 backend.create_bucket(name, self.region)
+                self.version += 1
 
     def bucket_exists(self, name: str) -> bool:
         with _lock:
@@ -129,6 +133,7 @@ class ObjectStore:
     def put(self, location: S3Location, data: bytes) -> None:
         with _lock:
             self._backend().put_object(location.bucket, location.key, data)
+            self.version += 1
 
     def get(self, location: S3Location) -> bytes | None:
         with _lock:
@@ -170,6 +175,7 @@ class ObjectStore:
         """Delete every bucket of the account (an emulator starting afresh)."""
         with _lock:
             self._backend().reset()
+            self.version += 1
 
     def close(self) -> None:
         """Forget this store; the last one to close in the process empties moto's S3."""

@@ -39,6 +39,19 @@ SERVICES = {api.TARGET_PREFIX: api for api in (logs, pricing, service_quotas)}
 LIST_TAGS = "ListTags"  # of a job, by its ARN: what rebuilding the capacity ledger from SageMaker reads
 
 
+def _write_whole(target: Path, document: Any) -> None:
+    """Write-then-rename, so a crash never leaves a half-written file behind."""
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            # allow_nan=False: a state the next start could not read is never written.
+            json.dump(document, stream, allow_nan=False)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 class StateFileError(ValueError):
     """A state file the emulator cannot resume from."""
 
@@ -52,6 +65,7 @@ class Emulator:
         self.random = random.Random(scenario.seed)
         self.faults = scenario.faults
         self.s3 = _object_store(scenario)
+        self._saved_objects = -1
         self.engine = self._load(scenario)
         self._saved_version = -1
 
@@ -63,7 +77,10 @@ class Emulator:
             state = json.loads(where.read_text(encoding="utf-8"))
             if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
                 raise ValueError(f"not format {STATE_FORMAT}")
-            saved_objects = state.pop("s3", {})
+            saved_objects = state.pop("s3", None)  # state files before 0.4 kept the objects inside
+            if saved_objects is None and self.objects_file is not None and self.objects_file.exists():
+                saved_objects = json.loads(self.objects_file.read_text(encoding="utf-8"))
+            saved_objects = saved_objects or {}
             engine = Engine.from_state(scenario, state, storage=self.s3)
             if self.s3 is not None:
                 self.s3.restore(saved_objects)
@@ -90,26 +107,31 @@ class Emulator:
             self.random = random.Random(scenario.seed)
             self.save(force=True)
 
+    @property
+    def objects_file(self) -> Path | None:
+        """Where the S3 objects are kept, beside the state file: written only when they change, so a job's
+        create does not rewrite hundreds of megabytes of objects."""
+        return self.state_file.with_name(self.state_file.name + ".s3") if self.state_file is not None else None
+
     def save(self, force: bool = False) -> None:
         if self.state_file is None:
             return
+        objects: dict[str, Any] | None = None
         with self.engine.lock:
             if not force and self.engine.version == self._saved_version:
                 return
             state = self.engine.to_state()
-            if self.s3 is not None:
-                state["s3"] = self.s3.dump()
+            if self.s3 is not None and self.s3.version != self._saved_objects:
+                objects = self.s3.dump()
+                self._saved_objects = self.s3.version
             self._saved_version = self.engine.version
-        # Write-then-rename so a crash never leaves a half-written state file behind.
-        handle, temporary = tempfile.mkstemp(dir=self.state_file.parent, prefix=".emulator-state-")
         try:
-            with os.fdopen(handle, "w") as stream:
-                # allow_nan=False: a state the next start could not read is never written.
-                json.dump(state, stream, allow_nan=False)
-            os.replace(temporary, self.state_file)
+            if objects is not None:
+                assert self.objects_file is not None
+                _write_whole(self.objects_file, objects)
+            _write_whole(self.state_file, state)
         except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            self._saved_version = -1
+            self._saved_version = self._saved_objects = -1
             raise
 
     def call(self, operation: str, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
@@ -181,7 +203,12 @@ class Emulator:
         self._play_faults(operation, api.SERVICE)
         if operation in api.KNOWN:
             _check_against_model(operation, request, api.SERVICE)
-        answer: dict[str, Any] = api.answer(self.engine, operation, request, region or self.engine.scenario.region)
+        try:
+            answer: dict[str, Any] = api.answer(self.engine, operation, request, region or self.engine.scenario.region)
+        except KeyError as missing:  # a request without a field the operation needs: the caller's fault
+            raise ValidationException(f"1 validation error detected: {missing} is required for {operation}") from None
+        except (TypeError, ValueError) as error:
+            raise ValidationException(f"1 validation error detected: {shorten(str(error))}") from None
         return answer
 
     def _play_faults(self, operation: str, service: str = "sagemaker") -> None:

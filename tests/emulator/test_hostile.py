@@ -81,7 +81,11 @@ def test_a_body_that_breaks_a_limit_is_refused_unread_and_the_server_keeps_servi
 def test_a_half_sent_request_does_not_hold_a_thread(start_emulator):
     server = start_emulator(request_timeout=0.5)
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as stalled:
-        stalled.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")
+        # Signed as an S3 client signs, so the request passes the checks on who may call and waits for its body.
+        stalled.sendall(
+            b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: AWS4-HMAC-SHA256 Credential=k/20261201/"
+            b"us-east-1/s3/aws4_request\r\nContent-Length: 100\r\n\r\n{"
+        )
         started = time.monotonic()
         assert stalled.recv(1024) == b"", "the server closes a connection that stops sending"
         assert time.monotonic() - started < 8

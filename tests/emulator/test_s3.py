@@ -168,12 +168,15 @@ def test_an_oversized_or_chunked_upload_is_refused_unread(start_emulator):
 
     server = start_emulator("ample")
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    signed = "AWS4-HMAC-SHA256 Credential=k/20261201/us-east-1/s3/aws4_request"  # as an S3 client signs
     connection.putrequest("PUT", "/bucket/huge")
+    connection.putheader("Authorization", signed)
     connection.putheader("Content-Length", str(65 * 1024 * 1024))
     connection.endheaders()
     assert connection.getresponse().status == 413
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     connection.putrequest("PUT", "/bucket/streamed")
+    connection.putheader("Authorization", signed)
     connection.putheader("Transfer-Encoding", "chunked")
     connection.endheaders()
     assert connection.getresponse().status == 411
