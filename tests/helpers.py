@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -117,3 +119,27 @@ class TaskLog:
         import re
 
         return [m for m in self.messages if re.match(r"^\[[^\]/]+/algo-\d+-\d+\] ", m)]
+
+
+def plant_file(target: Path, kind: str, size: int = 1 << 20) -> Path:
+    """Put at ``target`` a file a hostile user could leave where a reader looks: a FIFO (a read blocks), a
+    symlink to /dev/zero (a read never ends), a folder, a dangling symlink, a sparse file ``size`` + 1 bytes
+    long, JSON nested 100,000 deep, or bytes that are not UTF-8."""
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "device":
+        target.symlink_to("/dev/zero")
+    elif kind == "folder":
+        target.mkdir()
+    elif kind == "dangling symlink":
+        target.symlink_to(target.parent / "nowhere")
+    elif kind == "huge":
+        with target.open("wb") as file:
+            file.truncate(size + 1)
+    elif kind == "deep":
+        target.write_text("[" * 100_000 + "]" * 100_000)
+    elif kind == "binary":
+        target.write_bytes(b"format: 1\n\xff\xfe")
+    else:
+        raise ValueError(f"no such kind of file: {kind}")
+    return target

@@ -3,13 +3,13 @@ exit, never a traceback, and nothing reads or writes without bound (#27: the CLI
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
 import pytest
 
 from airflow_sm_prefs import cli
+from tests.helpers import plant_file
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -62,18 +62,11 @@ def test_prices_refresh_never_reads_or_replaces_what_is_not_a_price_table(tmp_pa
 
     if kind == "full":
         output = Path("/dev/full")
-    elif kind == "zero":
-        output = tmp_path / "prices.json"
-        output.symlink_to("/dev/zero")
-    elif kind == "fifo":
-        output = tmp_path / "prices.json"
-        os.mkfifo(output)
-    elif kind == "folder":
-        output = tmp_path / "prices.json"
-        output.mkdir()
-    else:
+    elif kind == "not a table":
         output = tmp_path / "prices.json"
         output.write_text("[1, 2, 3]")
+    else:
+        output = plant_file(tmp_path / "prices.json", {"zero": "device"}.get(kind, kind))
     retrieved = price_list.Retrieved(prices={"us-east-1": {"training": {"ml.p5.48xlarge": "1"}}})
     finished = threading.Event()
     errors: list[BaseException] = []

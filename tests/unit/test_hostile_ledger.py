@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from airflow_sm_prefs import capacity_page, cli, ledger, report
+from tests.helpers import plant_file
 from tests.unit.test_report import NOW, _recorded, entry
 
 
@@ -40,18 +40,7 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _plant(folder: Path, kind: str, name: str) -> None:
-    target = folder / name
-    if kind == "fifo":
-        os.mkfifo(target)
-    elif kind == "device":
-        target.symlink_to("/dev/zero")
-    elif kind == "folder":
-        target.mkdir()
-    elif kind == "dangling symlink":
-        target.symlink_to(folder / "nowhere")
-    elif kind == "huge":
-        with target.open("wb") as file:
-            file.truncate(ledger.MAX_ENTRY_BYTES + 1)
+    plant_file(folder / name, kind, size=ledger.MAX_ENTRY_BYTES)
 
 
 FILE_KINDS = ("fifo", "device", "folder", "dangling symlink", "huge")

@@ -4,7 +4,6 @@ costs what it feeds: a cost estimate never fails a task."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from airflow_sm_prefs import certification, instance_catalogue, prices, record
 from airflow_sm_prefs.certification import RegistryError
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import TRAINING
+from tests.helpers import plant_file
 from tests.unit.test_certification import certified
 from tests.unit.test_record import training_description
 
@@ -63,17 +63,7 @@ def test_a_workload_given_twice_is_refused_naming_both_lines(tmp_path):
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "folder", "deep", "binary"])
 def test_a_registry_that_is_not_a_readable_file_is_refused_not_hung(tmp_path, kind):
-    path = tmp_path / "certified.yaml"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "device":
-        path.symlink_to("/dev/zero")
-    elif kind == "folder":
-        path.mkdir()
-    elif kind == "deep":
-        path.write_text("[" * 100_000 + "]" * 100_000)
-    else:
-        path.write_bytes(b"format: 1\n\xff\xfe")
+    path = plant_file(tmp_path / "certified.yaml", kind)
     with pytest.raises(RegistryError) as refused:
         certification.read(path)
     assert str(path) in str(refused.value)
@@ -124,10 +114,7 @@ def test_a_bad_price_table_costs_the_estimate_never_the_task(user_prices, conten
 
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_a_price_table_that_is_not_a_regular_file_is_left_out_not_hung(user_prices, kind):
-    if kind == "fifo":
-        os.mkfifo(user_prices)
-    else:
-        user_prices.symlink_to("/dev/zero")
+    plant_file(user_prices, kind)
     assert prices.current().sources == prices.shipped().sources
 
 
