@@ -22,6 +22,7 @@ BUNDLED = (
     "incompatible-fallback",
     "reserved-first",
     "nightly-weather",
+    "shared-region",
 )
 _T = TypeVar("_T")
 
