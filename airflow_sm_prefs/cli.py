@@ -152,7 +152,10 @@ def _read_ledger() -> Any:
     from airflow_sm_prefs import ledger
 
     try:
-        reading = ledger.read(fields=ledger.REPORT_FIELDS)
+        root = ledger.location()
+        if root.exists() and not root.is_dir():
+            raise CommandError(f"[sm_prefs] ledger_path: {root} is a file, not a folder")
+        reading = ledger.read(root, fields=ledger.REPORT_FIELDS)
     except ImportError as error:  # fsspec's filesystem for the URL's scheme is not installed
         raise CommandError(
             f"[sm_prefs] ledger_path: {error}; install the filesystem for its scheme (for s3://, "
@@ -253,6 +256,12 @@ def _refresh_prices(args: argparse.Namespace) -> int:
 def _show_prices(args: argparse.Namespace) -> int:
     from airflow_sm_prefs import prices
 
+    users = prices.user_table_path()
+    if users.exists() or users.is_symlink():
+        try:
+            prices.read_file(users)
+        except prices.PriceTableError as error:  # tasks leave it out and go on; the person asking is told
+            return _error(f"[sm_prefs] price_table: {error}; tasks use the shipped table without it")
     table = prices.current()
     for source in table.sources:
         print(f"source: {source.source} (retrieved {source.retrieved or 'never'})")

@@ -89,3 +89,12 @@ def test_demo_refuses_a_project_dir_that_is_not_a_checkout(tmp_path, capsys):
     a_file.write_text("")
     error = _one_line_error(capsys, ["demo", "--project-dir", str(a_file)])
     assert "--project-dir" in error and "dags/" in error
+
+
+@pytest.mark.parametrize("content", [b'{"format": 1, "source": "\xff"}', b"[" * 100_000, b"not json"])
+def test_prices_show_names_a_bad_table_in_one_line(tmp_path, monkeypatch, capsys, content):
+    table = tmp_path / "prices.json"
+    table.write_bytes(content)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__PRICE_TABLE", str(table))
+    error = _one_line_error(capsys, ["prices", "show"])
+    assert "[sm_prefs] price_table" in error and str(table) in error
