@@ -88,7 +88,6 @@ class Spell:
     wait: float
     got_it: bool  # the job ended its wait on this configuration (else: it was busy for all of ``wait``)
     task: str
-    job: str
 
 
 class Timeline:
@@ -97,26 +96,41 @@ class Timeline:
     def __init__(self, entries: Iterable[Mapping[str, Any]]) -> None:
         spells: dict[tuple[Any, ...], list[Spell]] = defaultdict(list)
         self._facts: dict[str, JobFacts] = {}
+        self._shared: dict[Any, Any] = {}
+        self._listed: dict[int, tuple[Any, tuple[Configuration, ...]]] = {}
         for entry in entries:
             facts = self.facts(entry)
             if facts.created is None:
                 continue
             rank = entry.get("selected_rank")
-            task = task_of(entry)
+            task = self._shared.setdefault(task_of(entry), task_of(entry))
+            wait = float(entry["pending_seconds"])
             for index, configuration in enumerate(facts.listed):
                 got_it = rank == index and (entry.get("selected_instance_count") == configuration[1])
-                spell = Spell(facts.created, float(entry["pending_seconds"]), got_it, task, entry["job_name"])
-                spells[(facts.scope, configuration)].append(spell)
+                spells[(facts.scope, configuration)].append(Spell(facts.created, wait, got_it, task))
         self._spells = {key: sorted(found, key=lambda s: s.start) for key, found in spells.items()}
         self._starts = {key: [s.start for s in found] for key, found in self._spells.items()}
         self._longest = {key: max(s.wait for s in found) for key, found in self._spells.items()}
         self._seen: dict[tuple[Scope, Configuration, float], Seen] = {}
 
     def facts(self, entry: Mapping[str, Any]) -> JobFacts:
-        """The job's list, account and Region, and creation, read once per job."""
+        """The job's list, account and Region, and creation, read once per job (lists and scopes shared)."""
         found = self._facts.get(entry["job_name"])
         if found is None:
-            found = self._facts[entry["job_name"]] = JobFacts(tuple(listed(entry)), scope_of(entry), created(entry))
+            preferences = entry.get("preferences")
+            # The ledger's reader hands one list object to every job that carried the same list.
+            known = self._listed.get(id(preferences))
+            if known is not None and known[0] is preferences:
+                configurations = known[1]
+            else:
+                configurations = tuple(listed(entry))
+                self._listed[id(preferences)] = (preferences, configurations)
+            scope = scope_of(entry)
+            found = self._facts[entry["job_name"]] = JobFacts(
+                self._shared.setdefault(configurations, configurations),
+                self._shared.setdefault(scope, scope),
+                created(entry),
+            )
         return found
 
     def seen_from(self, scope: Scope, configuration: Configuration, starts: Sequence[float]) -> list[Seen]:

@@ -290,12 +290,21 @@ def read(
     by_job: dict[str, LedgerEntry] = {}
     bad: list[str] = []
 
+    shared: dict[Any, Any] = {}  # one copy of each list, Region and DAG id: 100,000 jobs share a handful
+
     def take(raw: Any, where: str) -> None:
         problem = _problem(raw, judged)
         if problem is not None:
             bad.append(f"{where}: {problem}")
             return
-        by_job[raw["job_name"]] = {key: raw.get(key) for key in keep}  # type: ignore[assignment]
+        kept = {key: raw.get(key) for key in keep}
+        if "preferences" in kept:
+            listed = kept["preferences"]
+            kept["preferences"] = shared.setdefault(json.dumps(listed, sort_keys=True), listed)
+        for key in ("region", "dag_id", "task_id", "job_kind", "outcome", "selected_instance_type", "cost_basis"):
+            if isinstance(kept.get(key), str):
+                kept[key] = shared.setdefault(kept[key], kept[key])
+        by_job[raw["job_name"]] = kept  # type: ignore[assignment]
 
     for folder in _dag_folders(root, dag_id, dags, bad):
         try:
