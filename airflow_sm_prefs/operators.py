@@ -523,25 +523,11 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             known_state=KnownState.of(view).to_json(),
             stream_logs=self.stream_logs,
             log_cursor=log_cursor,
-            masked=self._secrets_for_the_trigger(),
         )
         remaining = (to_time(deadline) or pendulum.now("UTC")) - pendulum.now("UTC")
         # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.
         timeout = timedelta(seconds=remaining.total_seconds()) + DEFER_TIMEOUT_MARGIN
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timeout)
-
-    def _secrets_for_the_trigger(self) -> list[str]:
-        """What this worker masks, for the trigger to mask too: only where trigger kwargs are encrypted."""
-        from airflow_sm_prefs import redaction
-
-        secrets = redaction.worker_secrets()
-        if secrets and not redaction.encrypted_at_rest():
-            self.log.warning(
-                "No Fernet key is set, so Airflow stores trigger arguments in clear: the triggerer is not told "
-                "this task's masked values, and job log lines it shows may contain them. Set [core] fernet_key."
-            )
-            return []
-        return secrets
 
     def _handle(
         self,

@@ -8,7 +8,6 @@ Variable the task's templates read; in the triggerer, the secrets of the connect
 
 from __future__ import annotations
 
-import re
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -25,37 +24,3 @@ def redacted(value: T) -> T:
         return value
     result: Any = redact(value)
     return result  # type: ignore[no-any-return]
-
-
-def worker_secrets() -> list[str]:
-    """The secrets this process's masker holds (the task's connections and the masked Variables its templates
-    read), for a trigger to mask too: the triggerer has never seen the task's Variables."""
-    masker: Any = None
-    try:
-        from airflow.sdk._shared.secrets_masker import _secrets_masker
-
-        masker = _secrets_masker()
-    except ImportError:  # another Airflow line keeps it elsewhere; the trigger then masks what it knows
-        return []
-    # The masker keeps each secret as a regular expression made by re.escape, which only adds backslashes.
-    return sorted({re.sub(r"\\(.)", r"\1", pattern, flags=re.DOTALL) for pattern in getattr(masker, "patterns", ())})
-
-
-def encrypted_at_rest() -> bool:
-    """Whether Airflow encrypts what a trigger is built from (its kwargs) with a Fernet key."""
-    try:
-        from airflow.models.crypto import get_fernet
-
-        return bool(getattr(get_fernet(), "is_encrypted", False))
-    except Exception:  # no Airflow core here, or no key: treat as stored in clear
-        return False
-
-
-def mask(secrets: list[str]) -> None:
-    """Register ``secrets`` with this process's masker (in the triggerer, what the task's worker knew)."""
-    if not secrets:
-        return
-    from airflow.providers.common.compat.sdk import mask_secret
-
-    for secret in secrets:
-        mask_secret(secret)

@@ -27,9 +27,6 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         ``config``), so the trigger's clients are built exactly like the task's. ``aws_conn_id`` and
         ``region_name`` alone are accepted for triggers serialized by 0.1.0.
     :param stream_logs: show the job's CloudWatch log lines in the task log while it runs.
-    :param masked: the secrets the task's worker masks (its connections, the masked Variables its templates
-        read), masked here too, in the job's log lines and in the event. Given only where Airflow encrypts a
-        trigger's kwargs (a Fernet key is set).
     :param log_cursor: where this try's log reading starts (a :class:`~airflow_sm_prefs.log_follower.LogCursor`
         as JSON; default: the job's first line). The reading's progress is kept in the XCom
         ``sm_prefs_log_cursor`` and read back by a trigger that starts again in the same try (a triggerer
@@ -51,7 +48,6 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         region_name: str | None = None,
         stream_logs: bool = False,
         log_cursor: dict[str, Any] | None = None,
-        masked: list[str] | None = None,
     ) -> None:
         super().__init__()
         if job_kind not in KINDS:
@@ -71,7 +67,6 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         self.known_state = known_state
         self.stream_logs = stream_logs
         self.log_cursor = log_cursor
-        self.masked = list(masked or [])
 
     @property
     def kind(self) -> JobKind:
@@ -92,7 +87,6 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                 "known_state": self.known_state,
                 "stream_logs": self.stream_logs,
                 "log_cursor": self.log_cursor,
-                "masked": self.masked,
             },
         )
 
@@ -113,10 +107,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_sm_prefs.redaction import mask
         from airflow_sm_prefs.watcher import JobWatcher, KnownState
-
-        mask(self.masked)
 
         kind = self.kind
         watcher = JobWatcher.shared(kind, self.hook_kwargs)

@@ -7,7 +7,6 @@ record, the ledger entry, the trigger event kept in ``next_kwargs``, the error m
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 
 import pytest
@@ -60,34 +59,3 @@ def test_a_secret_in_what_the_job_says_is_masked_in_every_store(secret, store):
 def test_a_secret_in_a_log_line_is_masked(secret):
     line = LogLine.of({"logStreamName": "job/algo-1-1", "message": f"export TOKEN={secret}", "timestamp": 1})
     assert line.render() == "[job/algo-1-1] export TOKEN=***"
-
-
-def test_the_worker_hands_its_masked_values_to_the_trigger_only_when_trigger_kwargs_are_encrypted(secret, monkeypatch):
-    from airflow_sm_prefs import redaction
-
-    assert secret in redaction.worker_secrets()
-    special = f"x-a.b*c+d?-{secrets.token_hex(4)}"
-    mask_secret(special)
-    assert special in redaction.worker_secrets(), "a secret with regex characters comes back as it was given"
-    monkeypatch.setattr(redaction, "encrypted_at_rest", lambda: True)
-    from airflow_sm_prefs.operators import SageMakerPreferenceTrainingOperator
-    from tests.helpers import GPU_PAIR, training_request
-
-    operator = SageMakerPreferenceTrainingOperator(task_id="t", config=training_request("x", GPU_PAIR))
-    assert secret in operator._secrets_for_the_trigger()
-    monkeypatch.setattr(redaction, "encrypted_at_rest", lambda: False)
-    assert operator._secrets_for_the_trigger() == []
-
-
-async def test_a_trigger_masks_what_its_worker_masked():
-    from airflow_sm_prefs.redaction import redacted
-    from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
-
-    only_the_worker_knew = f"variable-{secrets.token_hex(8)}"
-    trigger = SageMakerPreferenceJobTrigger(
-        job_name="j", job_kind="training", hook_kwargs={"aws_conn_id": "none"}, masked=[only_the_worker_knew]
-    )
-    assert redacted(f"echo {only_the_worker_knew}") == f"echo {only_the_worker_knew}"
-    event = await asyncio.wait_for(trigger.run().__anext__(), 30)  # no SageMaker behind "none": an error event
-    assert event.payload["status"] == "error"
-    assert redacted(f"echo {only_the_worker_knew}") == "echo ***"
