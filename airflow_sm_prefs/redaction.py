@@ -3,7 +3,10 @@ masker before anything stores or logs it: a container that echoes a masked Varia
 password must not put it in an XCom, the ledger, a trigger event or a task log in clear.
 
 The masker knows what its process registered: in a worker, the connection's secrets and every masked
-Variable the task's templates read; in the triggerer, the secrets of the connections its triggers use.
+Variable the task's templates read; in the triggerer, only the secrets of the connections its triggers use.
+So a masked Variable that only the worker read is masked in the XCom record, the ledger and the task's error,
+but not yet in the job log lines the triggerer shows or the event it stores (handing the values to the
+trigger in its kwargs would put them in the metadata database in clear).
 """
 
 from __future__ import annotations
