@@ -300,7 +300,8 @@ def read(
         kept = {key: raw.get(key) for key in keep}
         if "preferences" in kept:
             listed = kept["preferences"]
-            kept["preferences"] = shared.setdefault(json.dumps(listed, sort_keys=True), listed)
+            # repr, not json.dumps: written with sorted keys, equal lists print alike, and repr is cheaper.
+            kept["preferences"] = shared.setdefault(("preferences", repr(listed)), listed)
         for key in ("region", "dag_id", "task_id", "job_kind", "outcome", "selected_instance_type", "cost_basis"):
             if isinstance(kept.get(key), str):
                 kept[key] = shared.setdefault(kept[key], kept[key])
