@@ -24,6 +24,7 @@ from typing import Any
 
 from airflow_sm_prefs import counterfactual
 from airflow_sm_prefs.counterfactual import Configuration, Timeline
+from airflow_sm_prefs.report import percentile
 from airflow_sm_prefs.survival import kaplan_meier
 
 MIN_NIGHTS = 3
@@ -35,19 +36,13 @@ class Candidate:
     configurations: tuple[Configuration, ...]
 
 
-def _percentile(values: Sequence[float], share: float) -> float | None:
-    from airflow_sm_prefs.report import percentile
-
-    return percentile(values, share)
-
-
 def candidates(current: Sequence[Configuration], history: Sequence[Mapping[str, Any]]) -> list[Candidate]:
     found = [Candidate("the current list", tuple(current))]
     if len(current) > 1:
         found.append(Candidate("the first choice alone", (current[0],)))
     for index in range(1, len(current)):
         moved = (current[index], *current[:index], *current[index + 1 :])
-        found.append(Candidate(f"#{index + 1} ({_label(current[index])}) first", moved))
+        found.append(Candidate(f"#{index + 1} ({counterfactual.label(current[index])}) first", moved))
     placed = [e for e in history if e["selected_rank"] is not None]
     for index, configuration in enumerate(current):
         if len(current) == 1:
@@ -68,10 +63,6 @@ def _chosen(entry: Mapping[str, Any]) -> Configuration | None:
     return entry["selected_instance_type"], int(entry["selected_instance_count"])
 
 
-def _label(configuration: Configuration) -> str:
-    return f"{configuration[1]} x {configuration[0]}"
-
-
 def _night_wait(
     configurations: Sequence[Configuration], seen: Mapping[Configuration, counterfactual.Seen]
 ) -> tuple[float, bool, Configuration | None]:
@@ -90,13 +81,9 @@ def _seen_on(
 ) -> list[dict[Configuration, counterfactual.Seen]]:
     """For each night, what jobs saw of each configuration from the moment the night's job was created."""
     seen: list[dict[Configuration, counterfactual.Seen]] = [{} for _ in nights]
-    by_scope: dict[counterfactual.Scope, list[int]] = {}
-    for index, night in enumerate(nights):
-        by_scope.setdefault(counterfactual.scope_of(night), []).append(index)
-    for scope, indexes in by_scope.items():
-        starts = [counterfactual.created(nights[i]) or 0.0 for i in indexes]
-        for configuration in configurations:
-            for index, found in zip(indexes, timeline.seen_from(scope, configuration, starts), strict=True):
+    for configuration in configurations:
+        for index, found in enumerate(timeline.seen_by(nights, configuration)):
+            if found is not None:
                 seen[index][configuration] = found
     return seen
 
@@ -118,8 +105,8 @@ def advise(history: Sequence[Mapping[str, Any]], timeline: Timeline | None = Non
             runs.setdefault(chosen, []).append(float(entry["run_seconds"]))
         if entry.get("estimated_cost_usd") is not None:
             costs.setdefault(chosen, []).append(float(entry["estimated_cost_usd"]))
-    run_p50 = {c: _percentile(values, 0.5) for c, values in runs.items()}
-    cost_p50 = {c: _percentile(values, 0.5) for c, values in costs.items()}
+    run_p50 = {c: percentile(values, 0.5) for c, values in runs.items()}
+    cost_p50 = {c: percentile(values, 0.5) for c, values in costs.items()}
     nights = [e for e in ordered if counterfactual.created(e) is not None]
     proposed = candidates(current, history)
     seen = _seen_on(nights, {c for candidate in proposed for c in candidate.configurations}, timeline)
@@ -148,7 +135,7 @@ def advise(history: Sequence[Mapping[str, Any]], timeline: Timeline | None = Non
                 "preferences": [{"instance_type": t, "instance_count": n} for t, n in candidate.configurations],
                 "time_to_result_p50_seconds": curve.quantile(0.5),
                 "time_to_result_p90_seconds": curve.quantile(0.9),
-                "estimated_cost_usd_p50": _percentile(spent, 0.5),
+                "estimated_cost_usd_p50": percentile(spent, 0.5),
                 "nights": len(nights),
                 "nights_with_a_result": curve.observed,
                 "nights_waiting_past_the_evidence": curve.censored,

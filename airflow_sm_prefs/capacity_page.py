@@ -7,7 +7,6 @@ Airflow by default, so each route asks for it here. Pages are plain HTML with SV
 
 from __future__ import annotations
 
-import datetime as dt
 import html
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -68,9 +67,8 @@ def create_app() -> FastAPI:
 
         entries, _ = _reading_for(user)
         since = _since(days)
-        if since is not None:
-            entries = [e for e in entries if e["created_at"] and dt.datetime.fromisoformat(e["created_at"]) >= since]
-        return _page("SageMaker capacity weather", _weather_section(weather(entries)))
+        recent = [entry for entry in entries if report.created_since(entry, since)]
+        return _page("SageMaker capacity weather", _weather_section(weather(recent)))
 
     @app.get("/capacity/report")
     def capacity_report(

@@ -52,6 +52,10 @@ def listed(entry: Mapping[str, Any]) -> list[Configuration]:
     return found
 
 
+def label(configuration: Configuration) -> str:
+    return f"{configuration[1]} x {configuration[0]}"
+
+
 def task_of(entry: Mapping[str, Any]) -> str:
     return f"{entry['dag_id']}.{entry['task_id']}"
 
@@ -139,6 +143,21 @@ class Timeline:
         ``SAME_TIME_SECONDS`` after. Answers are kept: ``prefetch`` every start first and one sweep answers all."""
         self.prefetch(scope, configuration, starts)
         return [self._seen[(scope, configuration, start)] for start in starts]
+
+    def seen_by(self, entries: Sequence[Mapping[str, Any]], configuration: Configuration) -> list[Seen | None]:
+        """What jobs saw of ``configuration`` from each entry's creation, in each entry's account and Region
+        (None for an entry with no creation time)."""
+        by_scope: dict[Scope, list[int]] = defaultdict(list)
+        for index, entry in enumerate(entries):
+            facts = self.facts(entry)
+            if facts.created is not None:
+                by_scope[facts.scope].append(index)
+        found: list[Seen | None] = [None] * len(entries)
+        for scope, indexes in by_scope.items():
+            starts = [self.facts(entries[i]).created or 0.0 for i in indexes]
+            for index, seen in zip(indexes, self.seen_from(scope, configuration, starts), strict=True):
+                found[index] = seen
+        return found
 
     def prefetch(self, scope: Scope, configuration: Configuration, starts: Iterable[float]) -> None:
         """Answer these starts in one sweep over the jobs: O((jobs + starts) log jobs)."""
@@ -269,19 +288,15 @@ def estimate(
     points: list[tuple[float, bool]] = []
     sources = {own}
     others = 0
-    by_scope: dict[Scope, list[tuple[Mapping[str, Any], float]]] = defaultdict(list)
-    for fallback in fallbacks:
-        facts = timeline.facts(fallback)
-        if facts.first_choice == configuration and facts.created is not None:
-            by_scope[facts.scope].append((fallback, facts.created))
-    for scope, mine in by_scope.items():
-        seen_then = timeline.seen_from(scope, configuration, [start for _, start in mine])
-        for (fallback, _), seen in zip(mine, seen_then, strict=True):
-            seconds, ended, whose = seen.wait(float(fallback["pending_seconds"]))
-            points.append((seconds, ended))
-            if whose is not None:
-                sources.add(whose)
-                others += 1
+    mine = [e for e in fallbacks if timeline.facts(e).first_choice == configuration]
+    for fallback, seen in zip(mine, timeline.seen_by(mine, configuration), strict=True):
+        if seen is None:
+            continue
+        seconds, ended, whose = seen.wait(float(fallback["pending_seconds"]))
+        points.append((seconds, ended))
+        if whose is not None:
+            sources.add(whose)
+            others += 1
     curve = kaplan_meier(points)
     at_fallbacks = FirstChoiceWait(
         configuration, "same times", curve, _limit(task_entries, curve), tuple(sorted(sources))

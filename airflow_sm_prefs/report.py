@@ -82,6 +82,11 @@ def _time(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text)  # the ledger checked it is an aware ISO 8601 time
 
 
+def created_since(entry: LedgerEntry, since: dt.datetime | None) -> bool:
+    """Whether the job was created at or after ``since`` (every job, without a ``since``)."""
+    return since is None or (entry["created_at"] is not None and _time(entry["created_at"]) >= since)
+
+
 def _cost(entry: LedgerEntry) -> float | None:
     cost = entry.get("estimated_cost_usd")
     return None if cost is None else float(cost)
@@ -179,8 +184,9 @@ def verdict(
         return Judgement(
             "not_enough_data",
             f"{said}; at the times jobs fell back the ledger shows it busy for at most "
-            f"{_median_text(wait.curve.longest)} ({evidence}): a job listing {_label(wait.configuration)} then, in "
-            f"another task or DAG of the same account and Region, would decide it{hint}",
+            f"{_median_text(wait.curve.longest)} ({evidence}): a job listing "
+            f"{counterfactual.label(wait.configuration)} then, in another task or DAG of the same account and "
+            f"Region, would decide it{hint}",
             estimate,
             first_run,
             threshold,
@@ -201,10 +207,6 @@ def verdict(
             threshold,
         )
     return Judgement("paid_off", f"{timing}; {cost}", estimate, first_run, threshold)
-
-
-def _label(configuration: tuple[str, int]) -> str:
-    return f"{configuration[1]} x {configuration[0]}"
 
 
 def _break_even_text(threshold: float, first_run: float | None) -> str:
@@ -283,7 +285,7 @@ def summarize(
             continue
         if task_id is not None and entry["task_id"] != task_id:
             continue
-        if since is not None and (entry["created_at"] is None or _time(entry["created_at"]) < since):
+        if not created_since(entry, since):
             continue
         groups[(entry["dag_id"], entry["task_id"])].append(entry)
     fallbacks = (e for group in groups.values() for e in group if e["selected_rank"])
