@@ -22,6 +22,7 @@ import datetime as dt
 import json
 import logging
 import os
+import threading
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
@@ -195,6 +196,8 @@ class Reading:
     entries: list[LedgerEntry]
     bad: int  # unreadable, truncated or misshapen entries, counted and skipped
     bad_examples: list[str]
+    # With a memo: what the folders read were like (equal signatures, equal readings); else None.
+    signature: Any = None
 
 
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
@@ -281,16 +284,39 @@ def read(
     dag_id: str | None = None,
     dags: Collection[str] | None = None,
     fields: tuple[str, ...] | None = None,
+    memo: ReadingMemo | None = None,
 ) -> Reading:
     """Every readable entry (of one DAG, or of the DAGs in ``dags``, if given), compacted or not; bad ones are
-    counted, never fatal. ``fields``: keep only these keys of each entry (``REPORT_FIELDS`` for a report)."""
+    counted, never fatal. ``fields``: keep only these keys of each entry (``REPORT_FIELDS`` for a report).
+    ``memo``: what an earlier reading kept of each folder, re-read only where a file changed."""
     root = root if root is not None else location()
     keep = fields or tuple(LedgerEntry.__annotations__)
-    judged = None if fields is None else frozenset(fields)
     by_job: dict[str, LedgerEntry] = {}
     bad: list[str] = []
+    signature: list[Any] = []
+    for folder in _dag_folders(root, dag_id, dags, bad):
+        part = memo.folder(folder, keep) if memo is not None else _read_folder(folder, keep, {})
+        by_job.update(part.by_job)
+        bad.extend(part.bad)
+        signature.append((folder.name, part.signature))
+    entries = [e for e in by_job.values() if dags is None or e["dag_id"] in dags]
+    return Reading(entries, len(bad), bad[:5], tuple(signature) if memo is not None else None)
 
-    shared: dict[Any, Any] = {}  # one copy of each list, Region and DAG id: 100,000 jobs share a handful
+
+@dataclass(frozen=True)
+class _FolderReading:
+    by_job: dict[str, LedgerEntry]
+    bad: list[str]
+    signature: Any  # what the folder's files were when read (local folders), None where unknown
+
+
+def _read_folder(folder: Any, keep: tuple[str, ...], shared: dict[Any, Any]) -> _FolderReading:
+    """One DAG folder's entries, compacted months first (a job's own file replaces its compacted line).
+    ``shared``: one copy of each list, Region and DAG id across readings (100,000 jobs share a handful)."""
+    judged = None if set(keep) == set(LedgerEntry.__annotations__) else frozenset(keep)
+    by_job: dict[str, LedgerEntry] = {}
+    bad: list[str] = []
+    signature = _folder_signature(folder)
 
     def take(raw: Any, where: str) -> None:
         problem = _problem(raw, judged)
@@ -307,35 +333,76 @@ def read(
                 kept[key] = shared.setdefault(kept[key], kept[key])
         by_job[raw["job_name"]] = kept  # type: ignore[assignment]
 
-    for folder in _dag_folders(root, dag_id, dags, bad):
+    try:
+        months, jobs = list(_compacted_paths(folder)), list(_job_paths(folder))
+    except OSError as error:  # a folder that cannot be listed costs its own entries, not the report
+        return _FolderReading(
+            {}, [f"{folder.name}/: cannot be listed ({error.strerror or type(error).__name__})"], None
+        )
+    for path in months:
         try:
-            months, jobs = list(_compacted_paths(folder)), list(_job_paths(folder))
-        except OSError as error:  # a folder that cannot be listed costs its own entries, not the report
-            bad.append(f"{folder.name}/: cannot be listed ({error.strerror or type(error).__name__})")
+            lines = untrusted_files.read_bytes(path, MAX_MONTH_BYTES).splitlines()
+        except untrusted_files.UntrustedFileError as error:
+            bad.append(str(error).replace(str(path), path.name))
             continue
-        for path in months:  # first, so a job's own file replaces its compacted line
+        for number, line in enumerate(lines, start=1):
+            where = f"{path.name} line {number}"
             try:
-                lines = untrusted_files.read_bytes(path, MAX_MONTH_BYTES).splitlines()
+                raw = untrusted_files.load_json(line, where)
             except untrusted_files.UntrustedFileError as error:
-                bad.append(str(error).replace(str(path), path.name))
+                bad.append(str(error))
                 continue
-            for number, line in enumerate(lines, start=1):
-                where = f"{path.name} line {number}"
-                try:
-                    raw = untrusted_files.load_json(line, where)
-                except untrusted_files.UntrustedFileError as error:
-                    bad.append(str(error))
-                    continue
-                take(raw, where)
-        for path in jobs:
-            try:
-                raw = untrusted_files.load_json(untrusted_files.read_bytes(path, MAX_ENTRY_BYTES), path.name)
-            except untrusted_files.UntrustedFileError as error:
-                bad.append(str(error).replace(str(path), path.name))
+            take(raw, where)
+    for path in jobs:
+        try:
+            raw = untrusted_files.load_json(untrusted_files.read_bytes(path, MAX_ENTRY_BYTES), path.name)
+        except untrusted_files.UntrustedFileError as error:
+            bad.append(str(error).replace(str(path), path.name))
+            continue
+        take(raw, path.name)
+    return _FolderReading(by_job, bad, signature)
+
+
+def _folder_signature(folder: Any) -> Any:
+    """Every file of a local DAG folder (and of its compacted months) with its size, change time and inode: a
+    write through ``_replace`` or an edit in place changes it. None on object storage (no cheap listing with
+    times), so a memo never trusts a remote folder."""
+    if getattr(folder, "protocol", "file") not in ("file", "local", ""):
+        return None
+    local = os.fspath(getattr(folder, "path", folder))
+    found = []
+    try:
+        for place in (local, os.path.join(local, COMPACTED)):
+            if not os.path.isdir(place):
                 continue
-            take(raw, path.name)
-    entries = [e for e in by_job.values() if dags is None or e["dag_id"] in dags]
-    return Reading(entries, len(bad), bad[:5])
+            with os.scandir(place) as listing:
+                for item in listing:
+                    facts = item.stat(follow_symlinks=True) if item.is_file() else None
+                    found.append((place, item.name, facts and (facts.st_size, facts.st_mtime_ns, facts.st_ino)))
+    except OSError:
+        return None
+    return tuple(sorted(found, key=lambda item: (item[0], item[1])))
+
+
+class ReadingMemo:
+    """What readings kept of each DAG folder, for a long-lived reader (the API server's Capacity page): a
+    folder whose files are as they were is not read again. Remote folders are always read."""
+
+    def __init__(self) -> None:
+        self._folders: dict[tuple[str, tuple[str, ...]], _FolderReading] = {}
+        self._shared: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    def folder(self, folder: Any, keep: tuple[str, ...]) -> _FolderReading:
+        key = (str(folder), keep)
+        with self._lock:
+            kept = self._folders.get(key)
+        if kept is not None and kept.signature is not None and kept.signature == _folder_signature(folder):
+            return kept
+        part = _read_folder(folder, keep, self._shared)
+        with self._lock:
+            self._folders[key] = part
+        return part
 
 
 def _dag_folders(

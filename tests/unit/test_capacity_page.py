@@ -102,3 +102,53 @@ def test_costs_and_benchmarks_are_charted_when_known(tmp_path, monkeypatch, sign
     page = signed_in.get("/capacity").text
     assert page.count("<svg") == 4, "wait, the first choice's wait survival, run time and cost"
     assert "$12.50 (2 jobs)" in page and "x1.80 its benchmark - DRIFTED" in page
+
+
+def test_a_page_asked_again_is_not_computed_again_until_a_ledger_file_changes(
+    ledger_with_two_dags, signed_in, tmp_path, monkeypatch
+):
+    """The API server keeps each view while the ledger's files are as they were: a job that ends, a file
+    edited in place or one removed is seen at the next request, and only the folder that changed is read."""
+    from airflow.sdk import ObjectStoragePath
+
+    computed = []
+    summarize = capacity_page.report.summarize
+    monkeypatch.setattr(capacity_page.report, "summarize", lambda *a, **k: computed.append(1) or summarize(*a, **k))
+    read_folders = []
+    read_folder = ledger._read_folder
+    monkeypatch.setattr(
+        ledger, "_read_folder", lambda folder, *a: read_folders.append(folder.name) or read_folder(folder, *a)
+    )
+    monkeypatch.setattr(capacity_page, "readable_dags", lambda user: {"nightly", "finance_forecast"})
+
+    first = signed_in.get("/capacity").text
+    assert signed_in.get("/capacity").text == first
+    assert len(computed) == 1 and sorted(read_folders) == ["finance_forecast", "nightly"]
+
+    root = ObjectStoragePath(f"file://{tmp_path}/ledger")
+    ledger.write(entry("d", 0, pending=60), root)  # a job of the nightly DAG ends
+    assert "<td>4</td>" in signed_in.get("/capacity").text, "the new job is counted at the next request"
+    assert len(computed) == 2 and sorted(read_folders) == ["finance_forecast", "nightly", "nightly"]
+
+    edited = tmp_path / "ledger" / "nightly" / "d.json"
+    edited.write_text(edited.read_text() + " ")
+    signed_in.get("/capacity")
+    assert len(computed) == 3 and read_folders.count("nightly") == 3, "an edit in place is a change"
+    edited.unlink()
+    assert signed_in.get("/capacity").text == first, "the removed entry is gone at the next request"
+    # The folder is read again, and its files are as at the first request: that page is served again.
+    assert len(computed) == 3 and read_folders.count("nightly") == 4
+
+
+def test_a_reading_memo_never_trusts_a_folder_it_cannot_list_with_times(tmp_path):
+    from airflow_sm_prefs.ledger import _folder_signature
+
+    class Remote:
+        protocol = "s3"
+
+    assert _folder_signature(Remote()) is None
+    (tmp_path / "dag").mkdir()
+    (tmp_path / "dag" / "a.json").write_text("{}")
+    before = _folder_signature(tmp_path / "dag")
+    (tmp_path / "dag" / "a.json").write_text("{} ")
+    assert _folder_signature(tmp_path / "dag") != before
