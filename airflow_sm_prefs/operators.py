@@ -172,6 +172,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self._active_job: str | None = None
         self._request: dict[str, Any] | None = None
         self._lineage_description: dict[str, Any] | None = None
+        self._variables_read: list[tuple[str, bool]] = []  # by the templates: the trigger masks them too
         # Every argument is judged here, and every value of the request that is not templated: a bad list
         # fails the DAG import, not the 2 a.m. run (a mapped task's arguments are judged when it expands).
         markers = job_request.template_markers_of(self.get_dag())  # the DAG may change Jinja's delimiters
@@ -341,6 +342,13 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         return request, dropped, pending_until
 
     # -- Airflow's entry points -------------------------------------------------------------------------
+
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        from airflow_sm_prefs.redaction import variables_read
+
+        with variables_read(context) as read:  # type: ignore[arg-type]
+            super().render_template_fields(context, jinja_env)
+        self._variables_read = sorted(read)
 
     def execute(self, context: Context) -> Any:
         request = self._rendered_request()
@@ -523,6 +531,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             known_state=KnownState.of(view).to_json(),
             stream_logs=self.stream_logs,
             log_cursor=log_cursor,
+            mask_variables=[list(read) for read in self._variables_read],
         )
         remaining = (to_time(deadline) or pendulum.now("UTC")) - pendulum.now("UTC")
         # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.

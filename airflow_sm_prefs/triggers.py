@@ -31,6 +31,8 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         as JSON; default: the job's first line). The reading's progress is kept in the XCom
         ``sm_prefs_log_cursor`` and read back by a trigger that starts again in the same try (a triggerer
         restart, a move to another triggerer), so no line is shown twice.
+    :param mask_variables: the Variables the task's templates read, as ``[key, read as JSON]`` (names, never
+        values), read again here so the triggerer masks in the job's log lines and events what the worker masks.
     """
 
     def __init__(
@@ -48,6 +50,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         region_name: str | None = None,
         stream_logs: bool = False,
         log_cursor: dict[str, Any] | None = None,
+        mask_variables: list[list[Any]] | None = None,
     ) -> None:
         super().__init__()
         if job_kind not in KINDS:
@@ -67,6 +70,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         self.known_state = known_state
         self.stream_logs = stream_logs
         self.log_cursor = log_cursor
+        self.mask_variables = [[str(key), bool(as_json)] for key, as_json in mask_variables or []]
 
     @property
     def kind(self) -> JobKind:
@@ -87,6 +91,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                 "known_state": self.known_state,
                 "stream_logs": self.stream_logs,
                 "log_cursor": self.log_cursor,
+                "mask_variables": self.mask_variables,
             },
         )
 
@@ -107,7 +112,10 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_sm_prefs.redaction import mask_variables
         from airflow_sm_prefs.watcher import JobWatcher, KnownState
+
+        await mask_variables([(str(key), bool(as_json)) for key, as_json in self.mask_variables])
 
         kind = self.kind
         watcher = JobWatcher.shared(kind, self.hook_kwargs)

@@ -106,6 +106,10 @@ class Behaviour:
     # is observed to answer ValidationException (the amazon provider relies on it); Stop is not known.
     describe_unknown_job: Literal["ValidationException", "ResourceNotFound"] = "ValidationException"
     stop_unknown_job: Literal["ResourceNotFound", "ValidationException"] = "ResourceNotFound"
+    # Not a question about SageMaker but about containers: many launch scripts print their environment when
+    # they start. On, every job's first instance logs ``env NAME=value`` for each of its Environment entries,
+    # a rehearsal for secrets a job echoes into its log.
+    echo_environment: StrictBool = False
 
 
 @dataclass(frozen=True, config=_SETTINGS)

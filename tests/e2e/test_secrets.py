@@ -24,10 +24,16 @@ SECRET = "planted-" + secrets.token_hex(12)
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    workdir = tmp_path_factory.mktemp("secrets")
+    # The demo's shortage, with containers that print their environment when they start: the job's log lines,
+    # which the triggerer streams into the task log, carry the secret.
+    scenario = workdir / "echoing-gpu-shortage.yaml"
+    bundled = Path(__file__).resolve().parents[2] / "airflow_sm_prefs" / "emulator" / "scenarios" / "gpu-shortage.yaml"
+    scenario.write_text(bundled.read_text() + "\nbehaviour: {echo_environment: true}\n")
     stack = LocalStack(
         project_dir=PROJECT,
-        workdir=tmp_path_factory.mktemp("secrets"),
-        scenario="gpu-shortage",
+        workdir=workdir,
+        scenario=str(scenario),
         dag_id="secret_in_job",
         dags_folder=PROJECT / "tests" / "e2e" / "dags",
         extra_env={"AIRFLOW_VAR_SM_PREFS_API_TOKEN": SECRET, "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False"},
@@ -76,6 +82,8 @@ def test_a_secret_in_the_job_stays_out_of_the_database_and_logs(stack):
 
     stack.set_capacity({"ml.p4d.24xlarge": 1})
     assert stack.wait_run_done("secret_in_job", run_id, timeout=300) == "success"
+    echoed = [m for m in stack.try_messages("secret_in_job", run_id, "train", 1) if "env WANDB_API_KEY=" in m]
+    assert echoed and all(line.endswith("env WANDB_API_KEY=***") for line in echoed), "the triggerer masked it"
     assert _places_holding(stack, SECRET) == [], "after the job ended"
     record = stack.xcom("secret_in_job", run_id, "train")
     assert record["selected_instance_type"] == "ml.p4d.24xlarge"

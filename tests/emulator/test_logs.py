@@ -176,3 +176,18 @@ def test_wrong_types_and_unknown_operations_answer_like_aws(start_emulator):
     with pytest.raises(ClientError) as unknown:
         logs.put_log_events(logGroupName=GROUP, logStreamName="x", logEvents=[{"timestamp": 1, "message": "m"}])
     assert unknown.value.response["Error"]["Code"] == "UnknownOperationException"
+
+
+def test_a_container_that_prints_its_environment_logs_each_entry_once(start_emulator, tmp_path):
+    """behaviour.echo_environment: the rehearsal for secrets a job echoes (off by default)."""
+    scenario = tmp_path / "echo.yaml"
+    scenario.write_text("default_capacity: 8\nbehaviour: {echo_environment: true}\n")
+    for source, echoes in ((str(scenario), True), ("gpu-shortage", False)):
+        server = start_emulator(source)
+        request = training_request("echoing", GPU_PAIR)
+        request["Environment"] = {"STAGE": "nightly", "API_KEY": "k-1"}
+        boto_client(server.endpoint_url).create_training_job(**request)
+        control(server.endpoint_url, "advance", {"seconds": 10_000})
+        events = boto_client(server.endpoint_url, service="logs").filter_log_events(logGroupName=GROUP)["events"]
+        env_lines = [e["message"] for e in events if e["message"].startswith("env ")]
+        assert env_lines == (["env API_KEY=k-1", "env STAGE=nightly"] if echoes else []), source

@@ -154,3 +154,34 @@ async def test_throttled_log_reads_back_off_and_still_show_every_line(start_emul
     assert payload["status"] == "finished"
     assert len(task_log.lines) == len(set(task_log.lines))
     assert task_log.lines[-1].endswith("Training job completed")
+
+
+async def test_a_masked_variable_the_templates_read_is_masked_in_the_lines_the_triggerer_shows(
+    start_emulator, aws_connection, tmp_path, monkeypatch
+):
+    """The worker masks a Variable its templates read; the triggerer never read it, so the trigger reads it
+    again (by name) and the job's lines that echo it show ``***``. Without the name, the line is in clear:
+    the test plants a value that would be shown."""
+    import secrets
+
+    value = f"sm-token-{secrets.token_hex(8)}"
+    monkeypatch.setenv("AIRFLOW_VAR_SM_PREFS_API_TOKEN", value)
+    failing = (
+        "failures:\n  - instance_type: ml.p5.48xlarge\n    after_seconds: 30\n"
+        "    reason: 'AlgorithmError: login refused (exit code 1)'\n"
+        f"    log_lines: ['export API_TOKEN={value}', 'retrying login']\n"
+    )
+    server = start_emulator(_scenario(tmp_path, failing))
+    conn_id = aws_connection(server)
+    for name, read in (("echoes-unmasked", []), ("echoes-masked", [["sm_prefs_api_token", False]])):
+        boto_client(server.endpoint_url).create_training_job(**training_request(name, GPU_PAIR))
+        task_log = TaskLog()
+        payload = await _run(_trigger(conn_id, name, task_log, mask_variables=read))
+        assert payload["status"] == "finished" and payload["description"]["TrainingJobStatus"] == "Failed"
+        echoed = [line for line in task_log.lines if "export API_TOKEN=" in line]
+        assert len(echoed) == 1, task_log.lines
+        if read:
+            assert value not in echoed[0] and echoed[0].endswith("export API_TOKEN=***")
+            assert value not in repr(payload), "the event kept while deferred is masked too"
+        else:
+            assert value in echoed[0], "the triggerer only masks what it was told"

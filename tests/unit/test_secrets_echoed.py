@@ -59,3 +59,30 @@ def test_a_secret_in_what_the_job_says_is_masked_in_every_store(secret, store):
 def test_a_secret_in_a_log_line_is_masked(secret):
     line = LogLine.of({"logStreamName": "job/algo-1-1", "message": f"export TOKEN={secret}", "timestamp": 1})
     assert line.render() == "[job/algo-1-1] export TOKEN=***"
+
+
+def test_the_task_names_the_variables_its_templates_read_for_the_trigger(monkeypatch):
+    """Rendering remembers which Variables the templates read (names and JSON or not, never values), so the
+    trigger can read them again in the triggerer; the context's accessors are Airflow's again afterwards."""
+    from airflow.sdk.execution_time.context import VariableAccessor
+
+    from airflow_sm_prefs import SageMakerPreferenceTrainingOperator
+    from tests.helpers import training_request
+
+    monkeypatch.setenv("AIRFLOW_VAR_SM_PREFS_API_TOKEN", "token-value")
+    monkeypatch.setenv("AIRFLOW_VAR_SETTINGS", '{"bucket": "team-bucket"}')
+    config = training_request("{{ var.json.settings.bucket }}-job")
+    config["Environment"] = {
+        "API_TOKEN": "{{ var.value.sm_prefs_api_token }}",
+        "MISSING": "{{ var.value.get('x', '-') }}",
+    }
+    operator = SageMakerPreferenceTrainingOperator(
+        task_id="train", config=config, preferences=[("ml.p5.48xlarge", 1), ("ml.p4d.24xlarge", 2)]
+    )
+    accessors = {"value": VariableAccessor(deserialize_json=False), "json": VariableAccessor(deserialize_json=True)}
+    context = {"var": dict(accessors), "ds": "2026-12-01"}
+    operator.render_template_fields(context)  # type: ignore[arg-type]
+    assert operator.config["Environment"]["API_TOKEN"] == "token-value"
+    assert operator.config["TrainingJobName"] == "team-bucket-job"
+    assert operator._variables_read == [("settings", True), ("sm_prefs_api_token", False)], "x does not exist"
+    assert context["var"] == accessors and all(type(a) is VariableAccessor for a in context["var"].values())

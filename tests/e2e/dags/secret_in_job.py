@@ -31,4 +31,6 @@ with DAG(
             "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
         },
         check_interval=5,
+        # The job echoes its environment (the emulator's echo_environment): the lines the triggerer shows.
+        stream_logs=True,
     )
