@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NotRequired
 
 from pydantic import FiniteFloat, TypeAdapter
 from typing_extensions import TypedDict
@@ -50,6 +50,9 @@ class SavedState(TypedDict):
     held: dict[str, int]
     plan_used: dict[str, int]
     jobs: list[Job]
+    # The wall clock when ``now`` was read: the virtual clock goes on from there on restart (state files
+    # before 0.4 have none, and resume at ``now``).
+    saved_at: NotRequired[FiniteFloat]
 
 
 class Clock:
@@ -259,6 +262,9 @@ class Engine:
         selected = job.selected or {}
         job_logs.write(job, at, f"Started on {selected.get('count')} x {selected.get('instance_type')}")
         inputs = KINDS[job.kind].inputs(job.request)
+        if self.scenario.behaviour.echo_environment:
+            for name, value in sorted((job.request.get("Environment") or {}).items()):
+                job_logs.write(job, at, f"env {name}={value}", every_instance=False)
         for item in inputs:
             job_logs.write(job, at, f"Downloading input '{item.name}' from {item.uri}")
         if self.storage is not None:
@@ -438,6 +444,7 @@ class Engine:
                 "format": STATE_FORMAT,
                 "origin": self.clock.origin,
                 "now": self.clock.now(),
+                "saved_at": time.time(),
                 "seq": self.seq,
                 "events": self.events,
                 "capacity_override": self.capacity_override,
@@ -451,9 +458,12 @@ class Engine:
         """The engine a state file describes; pydantic's ValidationError (a ValueError) if it is misshapen."""
         saved = TypeAdapter(SavedState).validate_python(state)
         # The saved event queue already holds the scenario's events, so they are not scheduled again.
+        # SageMaker's clock never runs back: the time that passed while the emulator was down passed for its
+        # jobs too, and a client's listing cursor (taken from the Date header) stays behind the clock.
+        down = max(0.0, time.time() - saved["saved_at"]) if "saved_at" in saved else 0.0
         engine = cls(
             scenario,
-            Clock(scenario.speed, origin=saved["origin"], now=saved["now"]),
+            Clock(scenario.speed, origin=saved["origin"], now=saved["now"] + down * scenario.speed),
             schedule_scenario=False,
             storage=storage,
         )

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import datetime
+import time
+from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 
+from airflow_sm_prefs.emulator import scenario as scenario_module
 from airflow_sm_prefs.emulator import service_model
 from airflow_sm_prefs.local_stack import control
 from tests.helpers import GPU_PAIR, boto_client, processing_request, training_request
@@ -355,16 +358,21 @@ def test_fault_settings_from_the_control_surface_are_validated(start_emulator):
 
 def test_state_file_keeps_jobs_and_clock_across_restart(start_emulator, tmp_path):
     state = tmp_path / "state.json"
-    first = start_emulator("all-busy-then-free", state_file=state)
+    # The bundled scenario at real speed: the seconds the restart takes then count as seconds, not minutes.
+    bundled = Path(scenario_module.__file__).parent / "scenarios" / "all-busy-then-free.yaml"
+    real_time = tmp_path / "all-busy-then-free.yaml"
+    real_time.write_text(bundled.read_text().replace("speed: 60", "speed: 1"))
+    first = start_emulator(str(real_time), state_file=state)
     client = boto_client(first.endpoint_url)
     client.create_training_job(**training_request("survivor", GPU_PAIR))
     control(first.endpoint_url, "advance", {"seconds": 300})
     before = first.engine.clock.now()
     first.stop()
-    second = start_emulator("all-busy-then-free", state_file=state)
+    time.sleep(1.5)  # the emulator is down: SageMaker's clock goes on meanwhile
+    second = start_emulator(str(real_time), state_file=state)
     client = boto_client(second.endpoint_url)
     assert client.describe_training_job(TrainingJobName="survivor")["SecondaryStatus"] == "Pending"
-    assert second.engine.clock.now() >= before
+    assert second.engine.clock.now() >= before + 1.5, "the clock never runs back, and the time down counts"
     control(second.endpoint_url, "advance", {"seconds": 301})  # the t=600 capacity event survived the restart
     resources = client.describe_training_job(TrainingJobName="survivor")["ResourceConfig"]
     assert resources["SelectedInstanceType"] == "ml.p5.48xlarge"
@@ -380,7 +388,8 @@ def test_a_restored_engine_is_the_engine_that_was_saved(start_emulator):
     saved = server.engine.to_state()
     restored = Engine.from_state(server.engine.scenario, saved)
     again = restored.to_state()
-    assert {k: v for k, v in again.items() if k != "now"} == {k: v for k, v in saved.items() if k != "now"}
+    moments = {"now", "saved_at"}
+    assert {k: v for k, v in again.items() if k not in moments} == {k: v for k, v in saved.items() if k not in moments}
     # The scenario's capacity event is in the saved queue once, not scheduled a second time on restore.
     assert len(restored.events) == len(server.engine.events)
     assert restored.describe("training", "queued") == server.engine.describe("training", "queued")
@@ -394,3 +403,30 @@ def test_a_control_call_missing_a_field_is_a_bad_request(start_emulator):
         control(server.endpoint_url, "advance", {})
     assert error.value.code == 400
     assert control(server.endpoint_url, "health")["ok"] is True
+
+
+def test_after_a_kill_the_clock_resumes_ahead_of_every_date_it_served(start_emulator, tmp_path):
+    """A SIGKILL leaves the state file as at the last change; the virtual clock ran on after it (60x here),
+    and clients list from the Date headers they saw. Resuming at the saved moment would move SageMaker's
+    clock back by minutes and hide every change made in those minutes from a client's incremental listing
+    (the fault campaign's emulator restart)."""
+    import email.utils
+    import shutil
+
+    state = tmp_path / "state.json"
+    first = start_emulator("all-busy-then-free", state_file=state)
+    client = boto_client(first.endpoint_url)
+    client.create_training_job(**training_request("queued", GPU_PAIR))  # the last change: the state is saved
+    as_killed = tmp_path / "as-killed.json"
+    shutil.copy(state, as_killed)
+    time.sleep(1.0)  # a minute of virtual time with no change: nothing is saved
+
+    def served_at(c) -> float:
+        headers = c.list_training_jobs()["ResponseMetadata"]["HTTPHeaders"]
+        return email.utils.parsedate_to_datetime(headers["date"]).timestamp()
+
+    seen = served_at(client)
+    first.stop()
+    shutil.copy(as_killed, state)  # what a SIGKILL leaves behind
+    second = start_emulator("all-busy-then-free", state_file=state)
+    assert served_at(boto_client(second.endpoint_url)) >= seen
