@@ -262,7 +262,7 @@ class Engine:
         selected = job.selected or {}
         job_logs.write(job, at, f"Started on {selected.get('count')} x {selected.get('instance_type')}")
         inputs = KINDS[job.kind].inputs(job.request)
-        if self.scenario.behaviour.echo_environment:
+        if self.scenario.echo_environment:
             for name, value in sorted((job.request.get("Environment") or {}).items()):
                 job_logs.write(job, at, f"env {name}={value}", every_instance=False)
         for item in inputs:

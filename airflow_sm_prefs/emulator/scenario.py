@@ -106,10 +106,6 @@ class Behaviour:
     # is observed to answer ValidationException (the amazon provider relies on it); Stop is not known.
     describe_unknown_job: Literal["ValidationException", "ResourceNotFound"] = "ValidationException"
     stop_unknown_job: Literal["ResourceNotFound", "ValidationException"] = "ResourceNotFound"
-    # Not a question about SageMaker but about containers: many launch scripts print their environment when
-    # they start. On, every job's first instance logs ``env NAME=value`` for each of its Environment entries,
-    # a rehearsal for secrets a job echoes into its log.
-    echo_environment: StrictBool = False
 
 
 @dataclass(frozen=True, config=_SETTINGS)
@@ -138,6 +134,10 @@ class Scenario:
     # scenario's jobs read. Created again on every start, so they survive a restart without a state file.
     buckets: dict[BucketName, tuple[ObjectKey, ...]] = field(default_factory=dict)
     behaviour: Behaviour = Behaviour()
+    # The jobs' containers, not SageMaker: many launch scripts print their environment when they start. On,
+    # every job's first instance logs ``env NAME=value`` for each of its Environment entries, a rehearsal for
+    # secrets a job echoes into its log.
+    echo_environment: StrictBool = False
     # On-demand USD per instance-hour the Price List API answers with: Region -> kind -> instance type. A
     # scenario's prices are made up for rehearsal; they are not AWS's.
     prices: dict[Region, dict[Literal["training", "processing"], dict[Name, Price]]] = field(default_factory=dict)

@@ -29,7 +29,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     # which the triggerer streams into the task log, carry the secret.
     scenario = workdir / "echoing-gpu-shortage.yaml"
     bundled = Path(__file__).resolve().parents[2] / "airflow_sm_prefs" / "emulator" / "scenarios" / "gpu-shortage.yaml"
-    scenario.write_text(bundled.read_text() + "\nbehaviour: {echo_environment: true}\n")
+    scenario.write_text(bundled.read_text() + "\necho_environment: true\n")
     stack = LocalStack(
         project_dir=PROJECT,
         workdir=workdir,

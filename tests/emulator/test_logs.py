@@ -179,9 +179,9 @@ def test_wrong_types_and_unknown_operations_answer_like_aws(start_emulator):
 
 
 def test_a_container_that_prints_its_environment_logs_each_entry_once(start_emulator, tmp_path):
-    """behaviour.echo_environment: the rehearsal for secrets a job echoes (off by default)."""
+    """echo_environment: the rehearsal for secrets a job echoes (off by default)."""
     scenario = tmp_path / "echo.yaml"
-    scenario.write_text("default_capacity: 8\nbehaviour: {echo_environment: true}\n")
+    scenario.write_text("default_capacity: 8\necho_environment: true\n")
     for source, echoes in ((str(scenario), True), ("gpu-shortage", False)):
         server = start_emulator(source)
         request = training_request("echoing", GPU_PAIR)
