@@ -13,7 +13,12 @@ SDK_VENV := .venv-sdk
 SAGEMAKER_CORE := sagemaker-core==2.27.0
 SDK_STAMP := $(SDK_VENV)/.installed-$(shell echo $(SAGEMAKER_CORE) | sha1sum | cut -c1-12)
 
-.PHONY: venv sdk-venv lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
+# The docs (MkDocs Material, the reference from docstrings by mkdocstrings) in a venv of its own, locked.
+DOCS_VENV := .venv-docs
+DOCS_CONSTRAINTS := constraints/docs.txt
+DOCS_STAMP := $(DOCS_VENV)/.installed-$(shell cat $(DOCS_CONSTRAINTS) | sha1sum | cut -c1-12)
+
+.PHONY: venv sdk-venv docs-venv docs lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
 
 venv: $(STAMP)
 
@@ -24,6 +29,18 @@ $(SDK_STAMP):
 	$(SDK_VENV)/bin/pip install --quiet "$(SAGEMAKER_CORE)"
 	rm -f $(SDK_VENV)/.installed-*
 	touch $(SDK_STAMP)
+
+docs-venv: $(DOCS_STAMP)
+
+$(DOCS_STAMP): $(DOCS_CONSTRAINTS)
+	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install --quiet mkdocs mkdocs-material mkdocstrings-python --constraint $(DOCS_CONSTRAINTS)
+	rm -f $(DOCS_VENV)/.installed-*
+	touch $(DOCS_STAMP)
+
+# Warnings are errors: a broken link, a page missing from the nav or a docstring the reference cannot read.
+docs: docs-venv
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,7 +73,7 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "install Debian's chromium (sudo apt-get install chromium) for the browser test" >&2; exit 1; fi; }
 
-test: lint typecheck browser sdk-venv
+test: lint typecheck docs browser sdk-venv
 	$(BIN)/pytest -q -ra
 
 demo: venv
@@ -90,4 +107,4 @@ emulator: venv
 	$(BIN)/airflow-sm-prefs emulator --scenario gpu-shortage --port 8907
 
 clean:
-	rm -rf $(VENV) $(SDK_VENV) .lock-venv .pytest_cache .mypy_cache .ruff_cache artifacts .demo .stack
+	rm -rf $(VENV) $(SDK_VENV) $(DOCS_VENV) site .lock-venv .pytest_cache .mypy_cache .ruff_cache artifacts .demo .stack

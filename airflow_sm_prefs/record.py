@@ -1,4 +1,4 @@
-"""The chosen-configuration record: the XCom contract (documented in the README), built from a ``JobView``."""
+"""The chosen-configuration record: the XCom contract (documented in docs/record.md), built from a ``JobView``."""
 
 from __future__ import annotations
 

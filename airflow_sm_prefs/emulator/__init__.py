@@ -1,4 +1,4 @@
-"""A local SageMaker with a capacity model, spoken to over real HTTP (see README, "The emulator")."""
+"""A local SageMaker with a capacity model, spoken to over real HTTP (docs/emulator.md)."""
 
 from airflow_sm_prefs.emulator.scenario import Scenario, ScenarioError, load
 from airflow_sm_prefs.emulator.server import EmulatorServer

@@ -3,7 +3,7 @@
 A job whose input is absent fails shortly after it starts (SageMaker downloads inputs on the instances it
 was given, so the capacity was already taken and billed); a job whose output bucket is absent fails at the
 upload. The wording of both failures is the emulator's (``ClientError: ...`` is SageMaker's prefix for a
-caller's mistake); README, "Guesses", lists it.
+caller's mistake); docs/emulator.md, "Guesses", lists it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Streams are named as SageMaker names them, ``<job name>/algo-<n>-<start epoch>``, and appear when the
 job's instances start (a queued job has none). Every instance logs the phase changes; progress lines
 (training epochs, processing progress) come from the first instance, as a launcher's rank 0 would. The
-wording is the emulator's (README, "Guesses"): a failure scenario can give the lines a failing job writes.
+wording is the emulator's (docs/emulator.md, "Guesses"): a failure scenario can give the lines a failing job writes.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ class TrainingPlan:
 
 @dataclass(frozen=True, config=_SETTINGS)
 class Behaviour:
-    """Answers to open questions (docs/open-questions.md) that change what clients meet; README, "Guesses"."""
+    """Answers to open questions (docs/open-questions.md) that change what clients meet; docs/emulator.md, "Guesses"."""
 
     pending_timeout_status: Literal["Stopped", "Failed"] = "Stopped"
     default_max_pending_seconds: Seconds | None = 172800.0

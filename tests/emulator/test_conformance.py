@@ -2,7 +2,7 @@
 
 aiobotocore, botocore's waiters and paginators, the AWS CLI (SageMaker and S3), the amazon provider's
 hooks and operators, and the SageMaker Python SDK's sagemaker-core. Where an open question about the real
-service (README, "Guesses") decides what a client meets, both answers are run, so the consequence shows.
+service (docs/emulator.md, "Guesses") decides what a client meets, both answers are run, so the consequence shows.
 """
 
 from __future__ import annotations

@@ -159,14 +159,14 @@ def test_jobs_belong_to_the_region_the_request_was_signed_for(start_emulator):
     assert regions == ["eu-west-1", "us-east-1"]
 
 
-def test_the_readmes_time_filter_example_works_on_a_fast_clock(start_emulator):
-    """The README's example, run as written (only the endpoint changed) against a bundled 60x scenario."""
+def test_the_docs_time_filter_example_works_on_a_fast_clock(start_emulator):
+    """The emulator page's example, run as written (only the endpoint changed) against a bundled 60x scenario."""
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    example = re.search(r"<!-- readme-example: time-filter -->\n```python\n(.*?)```", readme, re.DOTALL)
-    assert example, "the README keeps its time-filter example"
+    page = (Path(__file__).resolve().parents[2] / "docs" / "emulator.md").read_text()
+    example = re.search(r"<!-- readme-example: time-filter -->\n```python\n(.*?)```", page, re.DOTALL)
+    assert example, "docs/emulator.md keeps its time-filter example"
     server = start_emulator("gpu-shortage")  # speed 60
     client = boto_client(server.endpoint_url)
     client.create_training_job(**training_request("an-hour-of-virtual-time", GPU_PAIR))

@@ -42,14 +42,14 @@ def test_unknown_scenario_name_lists_the_bundled_ones():
         load("no-such-scenario")
 
 
-def test_every_behaviour_setting_is_listed_with_its_guess_in_the_readme():
-    """The README's list of guesses stays complete: each setting that changes one is named there."""
+def test_every_behaviour_setting_is_listed_with_its_guess_in_the_docs():
+    """The emulator page's list of guesses stays complete: each setting that changes one is named there."""
     import dataclasses
     from pathlib import Path
 
     from airflow_sm_prefs.emulator.scenario import Behaviour
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    guesses = readme.split("**Guesses about the real service.**", 1)[1].split("\n\n", 2)[1]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "emulator.md").read_text()
+    guesses = page.split("**Guesses about the real service.**", 1)[1].split("\n\n", 2)[1]
     missing = [f.name for f in dataclasses.fields(Behaviour) if f"`{f.name}" not in guesses]
-    assert not missing, f"behaviour settings missing from the README's guesses: {missing}"
+    assert not missing, f"behaviour settings missing from the guesses in docs/emulator.md: {missing}"

@@ -28,7 +28,7 @@ class CampaignStack(LocalStack):
     parallelism: int = 4
     scenario: str = str(Path(__file__).parent / "campaign.yaml")
     secret_key: str = field(default_factory=lambda: "campaign-secret-" + secrets.token_hex(12))
-    # What an account that gets throttled should configure (README, "Throttling"): botocore's standard
+    # What an account that gets throttled should configure (docs/real-aws.md, "Throttling"): botocore's standard
     # retry mode with more attempts than the legacy default of five.
     aws_config_kwargs: dict[str, object] | None = field(
         default_factory=lambda: {"retries": {"mode": "standard", "max_attempts": 10}}

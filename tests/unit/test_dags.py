@@ -1,4 +1,4 @@
-"""The shipped DAGs parse cleanly, import nothing heavy, and have the shape the README describes."""
+"""The shipped DAGs parse cleanly, import nothing heavy, and have the shape the docs describe."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Kubernetes values and the IAM policy the README points to: they parse and name what they should."""
+"""The Kubernetes values and the IAM policy the docs point to: they parse and name what they should."""
 
 from __future__ import annotations
 
