@@ -29,7 +29,8 @@ import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from operator import itemgetter
+from typing import Any, Literal, NamedTuple
 
 from airflow_sm_prefs.survival import Curve, kaplan_meier
 
@@ -73,8 +74,9 @@ def created(entry: Mapping[str, Any]) -> float | None:
     return dt.datetime.fromisoformat(created).timestamp() if isinstance(created, str) else None
 
 
-@dataclass(frozen=True, slots=True)
-class JobFacts:
+class JobFacts(NamedTuple):
+    """A job's list, account and Region, and creation: a tuple, as 100,000 of them are made per report."""
+
     listed: tuple[Configuration, ...]
     scope: Scope
     created: float | None
@@ -84,9 +86,8 @@ class JobFacts:
         return self.listed[0] if self.listed else None
 
 
-@dataclass(frozen=True, slots=True)
-class Spell:
-    """One job's wait as it bears on one configuration of its list."""
+class Spell(NamedTuple):
+    """One job's wait as it bears on one configuration of its list (a tuple: one per job and entry)."""
 
     start: float  # the job's creation, epoch seconds
     wait: float
@@ -112,7 +113,8 @@ class Timeline:
             for index, configuration in enumerate(facts.listed):
                 got_it = rank == index and (entry.get("selected_instance_count") == configuration[1])
                 spells[(facts.scope, configuration)].append(Spell(facts.created, wait, got_it, task))
-        self._spells = {key: sorted(found, key=lambda s: s.start) for key, found in spells.items()}
+        # By start only (a stable sort keeps the ledger's order among jobs that began together).
+        self._spells = {key: sorted(found, key=itemgetter(0)) for key, found in spells.items()}
         self._starts = {key: [s.start for s in found] for key, found in self._spells.items()}
         self._longest = {key: max(s.wait for s in found) for key, found in self._spells.items()}
         self._seen: dict[tuple[Scope, Configuration, float], Seen] = {}
