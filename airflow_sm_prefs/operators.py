@@ -343,11 +343,17 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
 
     # -- Airflow's entry points -------------------------------------------------------------------------
 
-    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+    def _do_render_template_fields(self, parent: Any, *args: Any, **kwargs: Any) -> None:
+        # Where both a task's and a mapped task's templates are rendered (a MappedOperator renders its
+        # unmapped task through this, not through render_template_fields): which Variables they read.
         from airflow_sm_prefs.redaction import variables_read
 
-        with variables_read(context) as read:  # type: ignore[arg-type]
-            super().render_template_fields(context, jinja_env)
+        if parent is not self:  # a nested templated object of this task's, inside the call below
+            super()._do_render_template_fields(parent, *args, **kwargs)
+            return
+        context = kwargs["context"] if "context" in kwargs else args[1]
+        with variables_read(context) as read:
+            super()._do_render_template_fields(parent, *args, **kwargs)
         self._variables_read = sorted(read)
 
     def execute(self, context: Context) -> Any:

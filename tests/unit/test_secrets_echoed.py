@@ -86,3 +86,16 @@ def test_the_task_names_the_variables_its_templates_read_for_the_trigger(monkeyp
     assert operator.config["TrainingJobName"] == "team-bucket-job"
     assert operator._variables_read == [("settings", True), ("sm_prefs_api_token", False)], "x does not exist"
     assert context["var"] == accessors and all(type(a) is VariableAccessor for a in context["var"].values())
+
+    # A mapped task's templates are rendered through the unmapped task's _do_render_template_fields.
+    unmapped = SageMakerPreferenceTrainingOperator(
+        task_id="train_mapped", config=config, preferences=[("ml.p5.48xlarge", 1), ("ml.p4d.24xlarge", 2)]
+    )
+    unmapped._do_render_template_fields(
+        parent=unmapped,
+        template_fields=unmapped.template_fields,
+        context=context,
+        jinja_env=unmapped.get_template_env(),
+        seen_oids=set(),
+    )
+    assert unmapped._variables_read == [("settings", True), ("sm_prefs_api_token", False)]
