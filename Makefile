@@ -73,9 +73,10 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "install Debian's chromium (sudo apt-get install chromium) for the browser test" >&2; exit 1; fi; }
 
-# Two workers: the tests that start Airflow (marker `airflow`) one after another on one, the rest on the other.
+# The tests that start Airflow (marker `airflow`) one after another, the in-process layers beside them at a
+# lower priority (tools/run_tests).
 test: lint typecheck docs browser sdk-venv
-	$(BIN)/pytest -q -ra -n 2 --dist loadgroup
+	tools/run_tests $(BIN)
 
 demo: venv
 	$(BIN)/airflow-sm-prefs demo --project-dir .

@@ -24,15 +24,6 @@ def _ledger_in_a_scratch_folder(tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``), every test that runs real Airflow
-    processes goes to one worker, in collection order, so at most one Airflow stack runs at a time and module
-    fixtures start once; the in-process layers (unit, trigger, emulator, operator) share the other core."""
-    for item in items:
-        if item.get_closest_marker("airflow") is not None:
-            item.add_marker(pytest.mark.xdist_group("airflow-stacks"))
-
-
 # The bucket the test requests write to (tests.helpers: s3://bucket/output), as a user's account has it.
 TEST_BUCKETS: Mapping[str, Sequence[str]] = {"bucket": ()}
 
