@@ -294,8 +294,9 @@ def read(
     by_job: dict[str, LedgerEntry] = {}
     bad: list[str] = []
     signature: list[Any] = []
+    shared: dict[Any, Any] = {}  # one copy of each list, Region and DAG id: 100,000 jobs share a handful
     for folder in _dag_folders(root, dag_id, dags, bad):
-        part = memo.folder(folder, keep) if memo is not None else _read_folder(folder, keep, {})
+        part = memo.folder(folder, keep) if memo is not None else _read_folder(folder, keep, shared)
         by_job.update(part.by_job)
         bad.extend(part.bad)
         signature.append((folder.name, part.signature))
@@ -310,13 +311,13 @@ class _FolderReading:
     signature: Any  # what the folder's files were when read (local folders), None where unknown
 
 
-def _read_folder(folder: Any, keep: tuple[str, ...], shared: dict[Any, Any]) -> _FolderReading:
+def _read_folder(folder: Any, keep: tuple[str, ...], shared: dict[Any, Any], signature: Any = None) -> _FolderReading:
     """One DAG folder's entries, compacted months first (a job's own file replaces its compacted line).
-    ``shared``: one copy of each list, Region and DAG id across readings (100,000 jobs share a handful)."""
+    ``shared``: one copy of each list, Region and DAG id across folders and readings. ``signature``: what a
+    memo saw of the folder's files just before reading them (None without a memo)."""
     judged = None if set(keep) == set(LedgerEntry.__annotations__) else frozenset(keep)
     by_job: dict[str, LedgerEntry] = {}
     bad: list[str] = []
-    signature = _folder_signature(folder)
 
     def take(raw: Any, where: str) -> None:
         problem = _problem(raw, judged)
@@ -397,9 +398,11 @@ class ReadingMemo:
         key = (str(folder), keep)
         with self._lock:
             kept = self._folders.get(key)
-        if kept is not None and kept.signature is not None and kept.signature == _folder_signature(folder):
+        # Taken before the files are read: a file changed meanwhile makes the next request read again.
+        signature = _folder_signature(folder)
+        if kept is not None and kept.signature is not None and kept.signature == signature:
             return kept
-        part = _read_folder(folder, keep, self._shared)
+        part = _read_folder(folder, keep, self._shared, signature)
         with self._lock:
             self._folders[key] = part
         return part
