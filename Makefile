@@ -73,10 +73,8 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "install Debian's chromium (sudo apt-get install chromium) for the browser test" >&2; exit 1; fi; }
 
-# The tests that start Airflow (marker `airflow`) one after another, the in-process layers beside them at a
-# lower priority (tools/run_tests).
 test: lint typecheck docs browser sdk-venv
-	tools/run_tests $(BIN)
+	$(BIN)/pytest -q -ra
 
 demo: venv
 	$(BIN)/airflow-sm-prefs demo --project-dir .

@@ -17,6 +17,15 @@ from tests.helpers import GPU_PAIR, boto_client, processing_request, training_re
 pytestmark = pytest.mark.emulator
 
 
+def _at_real_speed(tmp_path: Path, name: str) -> str:
+    """A bundled scenario at speed 1: what a test reads between two calls then cannot pass by on a slow or
+    busy machine (at 60x, a 20 s phase is a third of a real second)."""
+    bundled = Path(scenario_module.__file__).parent / "scenarios" / f"{name}.yaml"
+    copy = tmp_path / f"{name}.yaml"
+    copy.write_text(bundled.read_text().replace("speed: 60", "speed: 1"))
+    return str(copy)
+
+
 def _resources(description: dict) -> dict:
     return description["ResourceConfig"]
 
@@ -116,8 +125,8 @@ def test_cpu_only_list_without_capacity_fails_with_capacity_error(start_emulator
     assert description["FailureReason"].startswith("CapacityError")
 
 
-def test_stop_while_pending(start_emulator):
-    server = start_emulator("all-busy-then-free")
+def test_stop_while_pending(start_emulator, tmp_path):
+    server = start_emulator(_at_real_speed(tmp_path, "all-busy-then-free"))
     client = boto_client(server.endpoint_url)
     client.create_training_job(**training_request("stop-pending", GPU_PAIR))
     client.stop_training_job(TrainingJobName="stop-pending")
@@ -358,18 +367,16 @@ def test_fault_settings_from_the_control_surface_are_validated(start_emulator):
 
 def test_state_file_keeps_jobs_and_clock_across_restart(start_emulator, tmp_path):
     state = tmp_path / "state.json"
-    # The bundled scenario at real speed: the seconds the restart takes then count as seconds, not minutes.
-    bundled = Path(scenario_module.__file__).parent / "scenarios" / "all-busy-then-free.yaml"
-    real_time = tmp_path / "all-busy-then-free.yaml"
-    real_time.write_text(bundled.read_text().replace("speed: 60", "speed: 1"))
-    first = start_emulator(str(real_time), state_file=state)
+    # At real speed, the seconds the restart takes count as seconds, not minutes.
+    real_time = _at_real_speed(tmp_path, "all-busy-then-free")
+    first = start_emulator(real_time, state_file=state)
     client = boto_client(first.endpoint_url)
     client.create_training_job(**training_request("survivor", GPU_PAIR))
     control(first.endpoint_url, "advance", {"seconds": 300})
     before = first.engine.clock.now()
     first.stop()
     time.sleep(1.5)  # the emulator is down: SageMaker's clock goes on meanwhile
-    second = start_emulator(str(real_time), state_file=state)
+    second = start_emulator(real_time, state_file=state)
     client = boto_client(second.endpoint_url)
     assert client.describe_training_job(TrainingJobName="survivor")["SecondaryStatus"] == "Pending"
     assert second.engine.clock.now() >= before + 1.5, "the clock never runs back, and the time down counts"
