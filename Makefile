@@ -18,7 +18,18 @@ DOCS_VENV := .venv-docs
 DOCS_CONSTRAINTS := constraints/docs.txt
 DOCS_STAMP := $(DOCS_VENV)/.installed-$(shell cat $(DOCS_CONSTRAINTS) | sha1sum | cut -c1-12)
 
-.PHONY: venv sdk-venv docs-venv docs lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
+# The supported platforms' own pins (constraints/mwaa/<version>/, as MWAA's image repository has them): each gets
+# an environment installed the platform's way (tools/platform_env, cached by the hash of its inputs) and runs
+# what differs there: the botocore model on the wire, the operators and triggers (task state store or not,
+# on_kill or cancellation), and one `airflow dags test` that falls back and records the choice. MWAA 3.3.1
+# shares its Airflow line with the project's lock (.venv, which runs everything): only its botocore differs.
+PLATFORMS := mwaa-3.1.6 mwaa-3.2.1 mwaa-3.3.1
+DAGS_TEST := "tests/integration/test_dags_test.py::test_dag_falls_back_to_the_second_preference"
+PLATFORM_TESTS := tests/platforms tests/operators tests/triggers tests/unit/test_surface.py tests/unit/test_attempts.py \
+	tests/unit/test_dags.py tests/unit/test_hostile_user_files.py tests/unit/test_provider.py $(DAGS_TEST)
+PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST)
+
+.PHONY: platforms venv sdk-venv docs-venv docs lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
 
 venv: $(STAMP)
 
@@ -73,7 +84,14 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "install Debian's chromium (sudo apt-get install chromium) for the browser test" >&2; exit 1; fi; }
 
-test: lint typecheck docs browser sdk-venv
+platforms: $(PLATFORMS:%=platform-%)
+
+platform-%:
+	@venv=$$(tools/platform_env $*) && \
+	echo "== $*: $$($$venv/bin/python -c 'import airflow, botocore; print("Airflow", airflow.__version__, "botocore", botocore.__version__)' 2>/dev/null)" && \
+	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
+
+test: lint typecheck docs browser sdk-venv platforms
 	$(BIN)/pytest -q -ra
 
 demo: venv

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from airflow_sm_prefs.botocore_model import supply_missing_shapes
+
 __version__ = "0.1.0"
+
+# Before any botocore session of this process exists: an older botocore then loads the preference shapes.
+supply_missing_shapes()
 
 if TYPE_CHECKING:
     from airflow_sm_prefs.job_request import InvalidJobRequest

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
@@ -102,6 +103,28 @@ def generation_name(base_name: str, generation: int) -> str:
     return base_name[: MAX_NAME - len(suffix)].rstrip("-") + suffix
 
 
+def generation_of(job_name: str, base_name: str) -> int | None:
+    """The generation ``job_name`` stands for under ``base_name`` (the inverse of :func:`generation_name`)."""
+    if job_name == base_name:
+        return 1
+    found = re.fullmatch(r".+-r([0-9]+)", job_name)
+    if found is None or int(found.group(1)) < 2:
+        return None
+    generation = int(found.group(1))
+    return generation if generation_name(base_name, generation) == job_name else None
+
+
+def name_stem(base_name: str) -> str:
+    """What every generation's name contains (a long base is cut to fit the suffix): a listing filter."""
+    return base_name[: MAX_NAME - len("-r999")].rstrip("-")
+
+
+def latest_generation(job_names: Iterable[str], base_name: str) -> tuple[int, str] | None:
+    """The newest generation among ``job_names`` (a listing that may hold other tasks' jobs), if any."""
+    found = [(generation, name) for name in job_names if (generation := generation_of(name, base_name))]
+    return max(found) if found else None
+
+
 def first_try_since_clear(max_tries: int, retries: int) -> int:
     """The first try of the task instance's current run: Airflow raises ``max_tries`` on every clear.
 
@@ -160,10 +183,21 @@ def decide(
 
 
 class JobLedger:
-    """The claim in ``task_state_store``; a no-op without one (names stay deterministic regardless)."""
+    """Where the claim is kept: Airflow 3.3's ``task_state_store``, or, before 3.3, the try's own XCom.
 
-    def __init__(self, store: Any | None) -> None:
+    The XCom serves this try (a resumed task finds the generation it follows) and code outside the task (the
+    listener, which reads it from the metadata database). A later try may not find it (Airflow clears a try's
+    XComs when the next one starts): the submission then rebuilds the claim from SageMaker, where names are
+    deterministic and each job is tagged with the try that created it.
+    """
+
+    def __init__(self, store: Any | None, ti: Any | None = None) -> None:
         self._store = store
+        self._ti = ti
+
+    @property
+    def has_store(self) -> bool:
+        return self._store is not None
 
     @classmethod
     def from_context(cls, context: Any) -> JobLedger:
@@ -171,14 +205,27 @@ class JobLedger:
             store = context["task_state_store"]
         except (KeyError, TypeError):
             store = None
-        return cls(store)
+        try:
+            ti = context["ti"]
+        except (KeyError, TypeError):
+            ti = None
+        return cls(store, ti)
 
     def load(self) -> JobClaim | None:
-        if self._store is None:
+        if self._store is not None:
+            return JobClaim.from_stored(self._store.get(STATE_KEY))
+        if self._ti is None:
             return None
-        return JobClaim.from_stored(self._store.get(STATE_KEY))
+        map_index = getattr(self._ti, "map_index", None)
+        return JobClaim.from_stored(
+            self._ti.xcom_pull(
+                task_ids=self._ti.task_id, key=STATE_KEY, map_indexes=-1 if map_index is None else map_index
+            )
+        )
 
     def save(self, claim: JobClaim) -> JobClaim:
         if self._store is not None:
             self._store.set(STATE_KEY, asdict(claim))
+        elif self._ti is not None:
+            self._ti.xcom_push(key=STATE_KEY, value=asdict(claim))
         return claim

@@ -141,10 +141,37 @@ def _refuse(path: str, node: yaml.Node | None, where: str, problem: str) -> Regi
     return RegistryError(f"{path}, line {_line(node)}: {where}: {problem}")
 
 
+# A registry is five levels deep (workloads, name, list, entry, preferences); composing a document nested
+# thousands deep recurses in C, which on Python 3.12 (MWAA's) crashes the process instead of raising.
+MAX_NESTING = 16
+
+
+def _within_nesting(loader: yaml.SafeLoader, path: str) -> None:
+    """Walk the document's events (the parser keeps its own stack, so this never recurses) and refuse it
+    once collections nest past :data:`MAX_NESTING`."""
+    depth = 0
+    while loader.check_event():
+        event = loader.get_event()
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise RegistryError(f"{path}: nested more than {MAX_NESTING} deep, too deep to be a registry")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def parse(text: str, path: str) -> Registry:
     # libyaml's loader where PyYAML was built with it (the pure-Python scanner takes a minute over 20,000
     # entries), composed once: the nodes give the checks their line numbers, and the values come from them.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = loader_class(text)
+    try:
+        _within_nesting(loader, path)
+    except yaml.YAMLError:
+        pass  # composing below reports it with its line
+    finally:
+        loader.dispose()
+    loader = loader_class(text)
     try:
         root = loader.get_single_node()
         _refuse_duplicates(path, root)

@@ -14,9 +14,12 @@ from typing import Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
+from airflow_sm_prefs.botocore_model import extend_provider_loader
 from airflow_sm_prefs.job_view import jsonable
 from airflow_sm_prefs.jobs import JobKind
 from airflow_sm_prefs.preferences import PreferenceValidationError
+
+extend_provider_loader()
 
 STOP_TIMEOUT_SECONDS = 20.0
 
@@ -124,6 +127,17 @@ class SageMakerPreferenceHook(AwsBaseHook):
                 return None
             raise
 
+    def job_names_containing(self, kind: JobKind, text: str) -> list[str]:
+        """Every job of ``kind`` whose name contains ``text``, all pages."""
+        pages = self.conn.get_paginator(kind.list_method).paginate(NameContains=text)
+        return [summary[kind.name_field] for page in pages for summary in page.get(kind.summaries_field, [])]
+
+    def job_tags(self, arn: str) -> dict[str, str]:
+        tags: dict[str, str] = {}
+        for page in self.conn.get_paginator("list_tags").paginate(ResourceArn=arn):
+            tags.update({tag["Key"]: tag["Value"] for tag in page.get("Tags", [])})
+        return tags
+
     def stop_job(self, kind: JobKind, job_name: str, log: logging.Logger | Any) -> None:
         """Best effort: a job that cannot be stopped is logged, never raised, since the caller gives up on it."""
         try:
@@ -171,6 +185,30 @@ class SageMakerPreferenceHook(AwsBaseHook):
             _log_stop(kind, job_name, error, log)
         else:
             _log_stop(kind, job_name, None, log)
+
+
+# How long a triggerer reuses one hook (and the connection it read) for the same settings: a rotated secret is
+# picked up within this time.
+SHARED_HOOK_SECONDS = 300.0
+_shared_hooks: dict[str, tuple[float, SageMakerPreferenceHook]] = {}
+
+
+def shared_hook(hook_kwargs: Mapping[str, Any]) -> SageMakerPreferenceHook:
+    """One hook per connection settings in this process, renewed every :data:`SHARED_HOOK_SECONDS`.
+
+    Each new hook reads its Airflow connection, which in a triggerer is a request to the supervisor from a
+    worker thread; Airflow 3.1's channel is not safe for those beside the triggerer's own (several at once
+    crashed it: "Response read out of order"). Triggers stopping or watching jobs on the same connection
+    therefore share one hook instead of reading the connection again each."""
+    import json
+    import time
+
+    key = json.dumps(dict(hook_kwargs), sort_keys=True, default=str)
+    now = time.monotonic()
+    found = _shared_hooks.get(key)
+    if found is None or now - found[0] > SHARED_HOOK_SECONDS:
+        found = _shared_hooks[key] = (now, SageMakerPreferenceHook(**hook_kwargs))
+    return found[1]
 
 
 def service_time(response: Mapping[str, Any]) -> float | None:

@@ -49,7 +49,7 @@ def backfill(hook: Any, since: pendulum.DateTime, root: Any = None, region: str 
                 if summary.get(kind.status_field) not in TERMINAL_STATUSES:
                     counts.running += 1  # not over yet: the task records it when it ends
                     continue
-                tags = _tags(client, summary[kind.arn_field])
+                tags = hook.job_tags(summary[kind.arn_field])
                 if tagging.DAG_ID not in tags or tagging.TASK_ID not in tags:
                     counts.not_ours += 1
                     continue
@@ -67,10 +67,3 @@ def backfill(hook: Any, since: pendulum.DateTime, root: Any = None, region: str 
                     counts.added += 1
                     known.add(name)
     return counts
-
-
-def _tags(client: Any, arn: str) -> dict[str, str]:
-    tags: dict[str, str] = {}
-    for page in client.get_paginator("list_tags").paginate(ResourceArn=arn):
-        tags.update({tag["Key"]: tag["Value"] for tag in page.get("Tags", [])})
-    return tags

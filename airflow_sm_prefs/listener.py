@@ -11,10 +11,14 @@ A task's own failure (``previous_state`` set) is left to the task while a retry 
 reattaches to the job. When the failure is final and the job is not known to have ended, no try will ever
 look at the job again. That happens when a worker is lost while its task waits in the slot: the scheduler
 fails the try once its heartbeat stops, and fires this hook in its own process; the job is stopped there.
+
+The claim comes from Airflow 3.3's task state store; on earlier lines, from the try's XCom in the metadata
+database (both written by the task before it creates the job).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from typing import Any
 
@@ -43,9 +47,34 @@ def on_task_instance_success(previous_state: Any, task_instance: Any) -> None:
         stop_claimed_job(task_instance, "was set to a final state by hand")
 
 
+@hookimpl
+def on_dag_run_failed(dag_run: Any, msg: str) -> None:
+    """A run marked failed, or failed for good. Airflow 3.3 reports each of its task instances above; earlier
+    lines report only the run, so the jobs its tasks claimed in their XComs are stopped here."""
+    if importlib.util.find_spec("airflow.state") is not None:
+        return
+    try:
+        claims = _claims_in_run_xcoms(dag_run.dag_id, dag_run.run_id)
+    except Exception as error:  # the action that fired this hook must go through whatever happens here
+        log.warning("Could not read the SageMaker jobs claimed in run %s (%s)", dag_run.run_id, error)
+        return
+    for task_id, claim in claims:
+        _stop(claim, f"Run {dag_run.dag_id} {dag_run.run_id} failed while task {task_id}'s job had not ended")
+
+
 def stop_claimed_job(task_instance: Any, why: str) -> None:
-    claim = _claim_of(task_instance)
-    if claim is None or claim.job_kind is None or claim.phase == FINISHED:
+    try:
+        claim = _claim_of(task_instance)
+    except Exception as error:  # the action that fired this hook must go through whatever happens here
+        log.warning("Could not read the SageMaker job claimed by %s (%s)", task_instance.task_id, error)
+        return
+    if claim is not None:
+        ti = task_instance
+        _stop(claim, f"Task {ti.dag_id}.{ti.task_id} ({ti.run_id}, map index {ti.map_index}) {why}")
+
+
+def _stop(claim: JobClaim, why: str) -> None:
+    if claim.job_kind is None or claim.phase == FINISHED:
         return
     if not claim.stop_on_kill:
         log.info("stop_on_kill is off: leaving SageMaker job %s running", claim.job_name)
@@ -53,15 +82,7 @@ def stop_claimed_job(task_instance: Any, why: str) -> None:
     from airflow_sm_prefs.hooks import SageMakerPreferenceHook
     from airflow_sm_prefs.jobs import KINDS
 
-    log.info(
-        "Task %s.%s (%s, map index %s) %s; stopping its SageMaker job %s",
-        task_instance.dag_id,
-        task_instance.task_id,
-        task_instance.run_id,
-        task_instance.map_index,
-        why,
-        claim.job_name,
-    )
+    log.info("%s; stopping its SageMaker job %s", why, claim.job_name)
     hook_kwargs = {**claim.hook_kwargs, "config": {**(claim.botocore_config or {}), **STOP_CALL_CONFIG}}
     try:
         SageMakerPreferenceHook(**hook_kwargs).stop_job(KINDS[claim.job_kind], claim.job_name, log)
@@ -70,10 +91,41 @@ def stop_claimed_job(task_instance: Any, why: str) -> None:
 
 
 def _claim_of(task_instance: Any) -> JobClaim | None:
-    from airflow.state import TaskScope, get_state_backend
-
     map_index = task_instance.map_index if task_instance.map_index is not None else -1
+    try:
+        from airflow.state import TaskScope, get_state_backend
+    except ImportError:
+        return _claim_in_xcom(task_instance, map_index)
     scope = TaskScope(
         dag_id=task_instance.dag_id, run_id=task_instance.run_id, task_id=task_instance.task_id, map_index=map_index
     )
     return JobClaim.from_stored(get_state_backend().get(scope, STATE_KEY))
+
+
+def _claim_in_xcom(task_instance: Any, map_index: int) -> JobClaim | None:
+    """Airflow before 3.3 has no task state store: the try keeps its claim in its XCom (attempts.JobLedger),
+    which this process (API server, scheduler) reads from the metadata database."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    query = XComModel.get_many(
+        run_id=task_instance.run_id,
+        key=STATE_KEY,
+        dag_ids=task_instance.dag_id,
+        task_ids=task_instance.task_id,
+        map_indexes=map_index,
+        limit=1,
+    )
+    with create_session() as session:
+        row = session.scalars(query).first()
+        return JobClaim.from_stored(XComModel.deserialize_value(row)) if row is not None else None
+
+
+def _claims_in_run_xcoms(dag_id: str, run_id: str) -> list[tuple[str, JobClaim]]:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows: list[Any] = list(session.scalars(XComModel.get_many(run_id=run_id, key=STATE_KEY, dag_ids=dag_id)))
+        found = [(row.task_id, JobClaim.from_stored(XComModel.deserialize_value(row))) for row in rows]
+    return [(task_id, claim) for task_id, claim in found if claim is not None]

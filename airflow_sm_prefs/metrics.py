@@ -12,17 +12,15 @@ if TYPE_CHECKING:
 
 
 def _stats() -> Any:
-    try:
-        from airflow.sdk.observability import stats
-    except ImportError:  # pragma: no cover - Airflow < 3.3
-        return None
-    return stats
+    """Airflow's ``Stats`` on every supported line (3.3's ``airflow.sdk.observability.stats``, 3.2's class of
+    the same name without module-level ``incr``, 3.1's ``airflow.stats``), as common.compat finds it."""
+    from airflow.providers.common.compat.sdk import Stats
+
+    return Stats
 
 
 def emit_selection(chosen: Selection) -> None:
     stats = _stats()
-    if stats is None:
-        return
     tags = {
         "job_kind": chosen["job_kind"],
         "instance_type": str(chosen["selected_instance_type"]),
@@ -39,8 +37,6 @@ def emit_end(entry: LedgerEntry) -> None:
     """How a job ended and, if it ran, for how long and at what cost (``sm_prefs.ended``,
     ``sm_prefs.run_seconds``, ``sm_prefs.estimated_cost_usd``)."""
     stats = _stats()
-    if stats is None:
-        return
     tags = {
         "job_kind": entry["job_kind"],
         "instance_type": str(entry["selected_instance_type"]),

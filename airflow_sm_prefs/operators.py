@@ -15,8 +15,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import pendulum
+from airflow.providers.common.compat.sdk import AirflowException
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException
 
 from airflow_sm_prefs import attempts, certification, guardrails, job_request, record
 from airflow_sm_prefs import finish_by as finish_by_module

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airflow.sdk.exceptions import AirflowException
+from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.progress import format_seconds

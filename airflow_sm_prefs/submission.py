@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pendulum
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_sm_prefs import attempts, tagging
 from airflow_sm_prefs.job_view import JobView
@@ -76,7 +76,10 @@ class Submission:
             or request.get(kind.name_field)
             or attempts.default_base_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
         )
+        try_number = int(getattr(ti, "try_number", 1) or 1)
         claim = ledger.load()
+        if claim is None and not ledger.has_store:  # Airflow before 3.3: this try's XCom is empty at first
+            claim = self.claim_from_service(base_name, try_number)
         if claim is not None and claim.base_name != base_name:
             claim = None  # the task now renders a different name: it is a different job
         live = self.hook.describe_job_or_none(kind, claim.job_name) if claim else None
@@ -102,7 +105,7 @@ class Submission:
                 base_name=base_name,
                 generation=decision.generation,
                 phase=attempts.SUBMITTING,
-                try_number=int(getattr(ti, "try_number", 1) or 1),
+                try_number=try_number,
                 submitted_at=(claim.submitted_at if claim and keeps_job else None) or pendulum.now("UTC").isoformat(),
                 job_kind=kind.name,
                 aws_conn_id=self.connection["aws_conn_id"],
@@ -114,11 +117,51 @@ class Submission:
             )
         )
         if creates:
-            ours = tagging.task_instance_tags(ti.dag_id, ti.task_id, ti.run_id, map_index)
+            ours = tagging.task_instance_tags(ti.dag_id, ti.task_id, ti.run_id, map_index, try_number)
+            if prepared.pending_until:
+                ours[tagging.PENDING_UNTIL] = prepared.pending_until
             tags = tagging.with_task_instance_tags(request.get("Tags"), ours)
             self.create_or_reattach({**request, kind.name_field: decision.job_name, "Tags": tags})
         reattached = keeps_job and decision.action == "reattach"
         return Submitted(ledger.save(claim.advanced(attempts.SUBMITTED)), reattached, request)
+
+    def claim_from_service(self, base_name: str, try_number: int) -> attempts.JobClaim | None:
+        """Airflow before 3.3 keeps no claim: rebuild it from SageMaker, which holds every generation's job
+        under a name derived from ``base_name``, tagged with the try that created it.
+
+        A listing can lag a create by moments; a generation it misses is found by the create call instead
+        (``ResourceInUse``: reattach), so a lag costs a reattach, never a second job."""
+        from airflow_sm_prefs.hooks import error_code
+
+        kind = self.kind
+        latest = attempts.latest_generation(
+            self.hook.job_names_containing(kind, attempts.name_stem(base_name)), base_name
+        )
+        if latest is None:
+            return None
+        generation, job_name = latest
+        described = self.hook.describe_job_or_none(kind, job_name)
+        tags: dict[str, str] = {}
+        if described is not None:
+            try:
+                tags = self.hook.job_tags(described[kind.arn_field])
+            except Exception as error:  # without sagemaker:ListTags, a clear cannot be told from a retry
+                self.log.warning("Could not read the tags of job %s (%s)", job_name, error_code(error) or error)
+        written = tags.get(tagging.TRY_NUMBER, "")
+        if not written.isdigit():
+            self.log.warning(
+                "Job %s does not say which try created it: treating this try as a retry (reattach, never relaunch)",
+                job_name,
+            )
+        return attempts.JobClaim(
+            job_name=job_name,
+            base_name=base_name,
+            generation=generation,
+            phase=attempts.SUBMITTED,
+            try_number=int(written) if written.isdigit() else try_number,
+            job_kind=kind.name,
+            pending_until=tags.get(tagging.PENDING_UNTIL) or None,
+        )
 
     def create_or_reattach(self, request: dict[str, Any]) -> None:
         """Create the job; a job of that name already there is one an earlier attempt created."""

@@ -18,6 +18,10 @@ DAG_ID = "airflow:dag_id"
 TASK_ID = "airflow:task_id"
 RUN_ID = "airflow:run_id"
 MAP_INDEX = "airflow:map_index"
+# Which try created the job, and the pending bound the task enforces itself: on Airflow before 3.3, which has
+# no task_state_store, a later try rebuilds its claim on the job from these.
+TRY_NUMBER = "airflow:try_number"
+PENDING_UNTIL = "sm_prefs:pending_until"
 
 
 def _allowed(character: str) -> bool:
@@ -29,13 +33,18 @@ def tag_value(text: str) -> str:
     return "".join(c if _allowed(c) else "_" for c in text)[:MAX_VALUE]
 
 
-def task_instance_tags(dag_id: str, task_id: str, run_id: str, map_index: int) -> dict[str, str]:
-    return {
+def task_instance_tags(
+    dag_id: str, task_id: str, run_id: str, map_index: int, try_number: int | None = None
+) -> dict[str, str]:
+    tags = {
         DAG_ID: tag_value(dag_id),
         TASK_ID: tag_value(task_id),
         RUN_ID: tag_value(run_id),
         MAP_INDEX: str(map_index),
     }
+    if try_number is not None:
+        tags[TRY_NUMBER] = str(try_number)
+    return tags
 
 
 def with_task_instance_tags(

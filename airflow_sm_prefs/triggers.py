@@ -10,7 +10,7 @@ from typing import Any
 import pendulum
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_sm_prefs import progress
+from airflow_sm_prefs import airflow_lines, progress
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import KINDS, JobKind
 from airflow_sm_prefs.polling import Outcome, WaitFor, next_limit, observe
@@ -112,10 +112,20 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            async for event in self._watch():
+                yield event
+        except asyncio.CancelledError:
+            if not airflow_lines.triggerer_calls_on_kill():
+                await self._stop_if_a_user_ended_the_task()
+            raise
+
+    async def _watch(self) -> AsyncIterator[TriggerEvent]:
         from airflow_sm_prefs.redaction import mask_variables
         from airflow_sm_prefs.watcher import JobWatcher, KnownState
 
-        await mask_variables([(str(key), bool(as_json)) for key, as_json in self.mask_variables])
+        if airflow_lines.triggers_may_ask_the_supervisor():
+            await mask_variables([(str(key), bool(as_json)) for key, as_json in self.mask_variables])
 
         kind = self.kind
         watcher = JobWatcher.shared(kind, self.hook_kwargs)
@@ -178,6 +188,17 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         if not self.stream_logs:
             yield None
             return
+        if self.mask_variables and not airflow_lines.triggers_may_ask_the_supervisor():
+            # The Variables the templates read cannot be read here to mask them: show no line rather than a
+            # secret. The task shows the job's last lines itself when it resumes, masked by its worker.
+            self.log.info(
+                "Not streaming job %s's log lines: on Airflow 3.1 this trigger cannot read the Variables its task "
+                "read (%s) to mask them",
+                self.job_name,
+                ", ".join(str(key) for key, _ in self.mask_variables),
+            )
+            yield None
+            return
         from airflow_sm_prefs.log_follower import LogCursor, LogFollower
         from airflow_sm_prefs.log_stream import TriggerLogStream
 
@@ -193,35 +214,72 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
 
         Airflow 3.3 also calls ``on_kill`` when a trigger leaves a triggerer because another triggerer took it
         over (two or more triggerers); the task is then still deferred, and its job must go on."""
-        from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+        from airflow_sm_prefs.hooks import shared_hook
 
         if not self.stop_on_kill:
             self.log.info("stop_on_kill is off: leaving SageMaker job %s running", self.job_name)
             return
-        if await self._task_still_deferred():
+        if await self._task_state() == "deferred":
             self.log.info(
                 "SageMaker job %s keeps running: its task is still deferred (another triggerer took this trigger "
                 "over), so this is not a user's action",
                 self.job_name,
             )
             return
-        await SageMakerPreferenceHook(**self.hook_kwargs).stop_job_async(self.kind, self.job_name, self.log)
+        await shared_hook(self.hook_kwargs).stop_job_async(self.kind, self.job_name, self.log)
 
-    async def _task_still_deferred(self) -> bool:
-        """Whether the task instance is still deferred, as the Execution API says; False when it cannot say."""
+    async def _stop_if_a_user_ended_the_task(self) -> None:
+        """Before Airflow 3.3 a trigger gets no ``on_kill``: it is cancelled, both when a user marks its task
+        failed or success or clears it and when its triggerer stops or hands it over. Only the task's state
+        tells them apart; when it cannot be read, the job goes on (a restart must never stop healthy jobs)."""
+        from airflow_sm_prefs.hooks import shared_hook
+
+        if not airflow_lines.triggers_may_ask_the_supervisor():
+            self.log.info(
+                "SageMaker job %s keeps running: on Airflow 3.1 a trigger cannot safely ask whether its task was "
+                "marked failed; stop the job in the SageMaker console if it was (a cleared task's next try stops it)",
+                self.job_name,
+            )
+            return
+        state = await self._task_state()
+        if not self.stop_on_kill or state in (None, "deferred"):
+            self.log.info("SageMaker job %s keeps running: its task is %s", self.job_name, state or "of unknown state")
+            return
+        self.log.info("The task left the deferred state (%s) by a user's action: stopping job %s", state, self.job_name)
+        await shared_hook(self.hook_kwargs).stop_job_async(self.kind, self.job_name, self.log)
+
+    async def _task_state(self) -> str | None:
+        """The task instance's state as the Execution API says; None when it cannot say."""
         ti = getattr(self, "task_instance", None)
         if ti is None:
-            return False
+            return None
+        map_index = getattr(ti, "map_index", -1)
+        query = {"dag_id": ti.dag_id, "task_ids": [ti.task_id], "run_ids": [ti.run_id], "map_index": map_index}
         try:
-            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-            from asgiref.sync import sync_to_async
-
-            map_index = getattr(ti, "map_index", -1)
-            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
-                dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=map_index
-            )
-        except Exception as error:  # no Execution API here (a test, an old Airflow): treat it as a user's action
-            self.log.debug("Could not read the task's state (%s); stopping the job", error)
-            return False
+            states = await _task_states(query)
+        except Exception as error:  # no Execution API here (a test, a triggerer without it)
+            self.log.debug("Could not read the task's state (%s)", error)
+            return None
         key = ti.task_id if map_index is None or map_index < 0 else f"{ti.task_id}_{map_index}"
-        return bool(states.get(ti.run_id, {}).get(key) == "deferred")
+        in_run = states.get(ti.run_id, {})
+        if key not in in_run:
+            return None
+        return str(in_run[key] or "none")  # a cleared task has no state: not deferred either
+
+
+async def _task_states(query: dict[str, Any]) -> dict[str, Any]:
+    """``RuntimeTaskInstance.get_task_states`` from a trigger. In a triggerer, the request goes on the event
+    loop, as the triggerer's own do: Airflow 3.1's channel is not safe for a request from a worker thread beside
+    them (two at once crashed its triggerer, "Response read out of order"). Shielded, so a second cancellation
+    cannot leave the answer unread in the channel."""
+    from airflow.sdk.execution_time import task_runner
+
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    if comms is not None and hasattr(comms, "asend"):
+        from airflow.sdk.execution_time.comms import GetTaskStates
+
+        response = await asyncio.shield(comms.asend(GetTaskStates(**query)))
+        return dict(response.task_states)
+    from asgiref.sync import sync_to_async
+
+    return dict(await sync_to_async(task_runner.RuntimeTaskInstance.get_task_states)(**query))

@@ -24,7 +24,14 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_sm_prefs.hooks import ErrorClass, SageMakerPreferenceHook, classify, is_transient, service_time
+from airflow_sm_prefs.hooks import (
+    ErrorClass,
+    SageMakerPreferenceHook,
+    classify,
+    is_transient,
+    service_time,
+    shared_hook,
+)
 from airflow_sm_prefs.job_view import JobView, jsonable
 from airflow_sm_prefs.jobs import JobKind
 from airflow_sm_prefs.loop_shared import ClientFactory, LoopShared
@@ -404,7 +411,7 @@ def _timestamp(value: Any) -> float | None:
 
 def _hook_client_factory(hook_kwargs: dict[str, Any]) -> ClientFactory:
     async def factory() -> Any:
-        return await SageMakerPreferenceHook(**hook_kwargs).get_async_conn()
+        return await shared_hook(hook_kwargs).get_async_conn()
 
     return factory
 

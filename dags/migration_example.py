@@ -35,7 +35,7 @@ with DAG("fine_tune_old_way", schedule=None, start_date=START, catchup=False, ta
         import time
 
         from airflow.providers.amazon.aws.hooks.sagemaker import SageMakerHook
-        from airflow.sdk.exceptions import AirflowException
+        from airflow.providers.common.compat.sdk import AirflowException
 
         attempt = context["ti"].try_number
         instance_type, count = FALLBACKS[min(attempt - 1, len(FALLBACKS) - 1)]

@@ -24,6 +24,17 @@ def _ledger_in_a_scratch_folder(tmp_path_factory: pytest.TempPathFactory) -> Ite
         yield
 
 
+@pytest.fixture(autouse=True)
+def _no_hook_shared_across_tests() -> Iterator[None]:
+    """Tests point one connection id at a new emulator each: a hook shared from an earlier test would call
+    the old one (a triggerer shares hooks for minutes; a test must not)."""
+    from airflow_sm_prefs import hooks
+
+    hooks._shared_hooks.clear()
+    yield
+    hooks._shared_hooks.clear()
+
+
 # The bucket the test requests write to (tests.helpers: s3://bucket/output), as a user's account has it.
 TEST_BUCKETS: Mapping[str, Sequence[str]] = {"bucket": ()}
 

@@ -9,6 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Scripts run in a fresh interpreter read the DAG folder with Airflow's DagBag, which moved in 3.2.
+IMPORT_DAGBAG = (
+    "try:\n    from airflow.dag_processing.dagbag import DagBag  # Airflow 3.2 and later\n"
+    "except ImportError:\n    from airflow.models.dagbag import DagBag  # Airflow 3.1\n"
+)
+
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
 

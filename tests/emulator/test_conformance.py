@@ -212,7 +212,7 @@ def test_what_the_amazon_provider_meets_when_the_pending_limit_expires(start_emu
     `Stopped` (the emulator's default), the provider's wait reads its start time and raises KeyError;
     ended `Failed`, the provider reports the capacity error."""
     from airflow.providers.amazon.aws.hooks.sagemaker import SageMakerHook
-    from airflow.sdk.exceptions import AirflowException
+    from airflow.providers.common.compat.sdk import AirflowException
 
     from airflow_sm_prefs.local_stack import control
 
@@ -290,7 +290,7 @@ def test_amazon_provider_training_operator_refuses_an_input_bucket_that_does_not
     start_emulator, aws_connection, tmp_path
 ):
     from airflow.providers.amazon.aws.operators.sagemaker import SageMakerTrainingOperator
-    from airflow.sdk.exceptions import AirflowException
+    from airflow.providers.common.compat.sdk import AirflowException
 
     server = start_emulator(_fast_scenario(tmp_path))
     operator = SageMakerTrainingOperator(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import IMPORT_DAGBAG
 from tests.integration.conftest import HERE, airflow_env
 
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
@@ -110,7 +111,7 @@ def test_invalid_dag_fails_at_parse_time_and_creates_nothing(airflow_home, start
     server = start_emulator("gpu-shortage", buckets=_buckets())
     folder = HERE / "invalid_dags"
     code = (
-        "from airflow.dag_processing.dagbag import DagBag; import json; "
+        IMPORT_DAGBAG + "import json; "
         f"bag = DagBag({str(folder)!r}); "
         "print(json.dumps({'dags': sorted(bag.dag_ids), 'errors': list(bag.import_errors.values())}))"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_sm_prefs import certification
 from tests.helpers import FakeTI

@@ -7,7 +7,7 @@ import json
 
 import pendulum
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
 
 from airflow_sm_prefs import quotas
 from airflow_sm_prefs.emulator.scenario import parse_faults

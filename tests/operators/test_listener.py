@@ -3,6 +3,7 @@ job had not ended (a lost worker's task, failed by the scheduler), and nothing e
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import asdict
 from typing import Any
@@ -15,6 +16,7 @@ from airflow_sm_prefs.attempts import DEFERRED, FINISHED, JobClaim
 from tests.helpers import GPU_PAIR, FakeTI, boto_client, training_request
 
 pytestmark = pytest.mark.emulator
+HAS_STATE_STORE = importlib.util.find_spec("airflow.state") is not None
 
 SCHEDULED_TI = FakeTI(run_id="scheduled__2026-11-30T02:00:00+00:00")
 RETRYING_TI = FakeTI(run_id="scheduled__2026-11-30T02:00:00+00:00", state=TaskInstanceState.UP_FOR_RETRY)
@@ -33,6 +35,8 @@ class Backend:
 
 @pytest.fixture
 def queued_job(start_emulator, aws_connection, monkeypatch):
+    if not HAS_STATE_STORE:
+        pytest.skip("Airflow before 3.3 has no task state store for the listener to read")
     server = start_emulator("all-busy-then-free")
     conn_id = aws_connection(server)
     boto_client(server.endpoint_url).create_training_job(**training_request("marked", GPU_PAIR))
@@ -101,3 +105,47 @@ def test_an_api_server_without_credentials_logs_and_lets_the_action_through(queu
     listener.on_task_instance_failed(previous_state=None, task_instance=SCHEDULED_TI, error="set by hand")
     assert _status(server) == "InProgress"
     assert "Could not stop SageMaker training job marked: Unable to locate credentials" in caplog.text
+
+
+def _without_the_state_store(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def without_state_module(name, *args, **kwargs):
+        if name == "airflow.state":
+            raise ImportError("No module named 'airflow.state'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_state_module)
+
+
+def test_before_airflow_3_3_the_claim_comes_from_the_tries_xcom(start_emulator, aws_connection, monkeypatch):
+    """No task state store: the listener reads the claim the try wrote in its XCom (the metadata database;
+    here the query's answer stands in for it, the platform matrix's fault scenario reads the real one)."""
+    server = start_emulator("all-busy-then-free")
+    conn_id = aws_connection(server)
+    boto_client(server.endpoint_url).create_training_job(**training_request("marked", GPU_PAIR))
+    claim = JobClaim("marked", "marked", 1, DEFERRED, 1, None, "training", conn_id, "us-east-1", True)
+    asked = []
+
+    def claim_in_xcom(task_instance, map_index):
+        asked.append((task_instance.dag_id, task_instance.task_id, task_instance.run_id, map_index))
+        return claim
+
+    _without_the_state_store(monkeypatch)
+    monkeypatch.setattr(listener, "_claim_in_xcom", claim_in_xcom)
+    listener.on_task_instance_failed(previous_state=None, task_instance=SCHEDULED_TI, error="set by hand")
+    assert _status(server) in ("Stopping", "Stopped")
+    assert asked == [("nightly", "train", SCHEDULED_TI.run_id, -1)]
+
+
+def test_a_claim_that_cannot_be_read_lets_the_action_through(monkeypatch, caplog):
+    def unreadable(task_instance, map_index):
+        raise RuntimeError("no metadata database here")
+
+    _without_the_state_store(monkeypatch)
+    monkeypatch.setattr(listener, "_claim_in_xcom", unreadable)
+    listener.on_task_instance_failed(previous_state=None, task_instance=SCHEDULED_TI, error="set by hand")
+    listener.on_task_instance_success(previous_state=None, task_instance=SCHEDULED_TI)
+    assert "Could not read the SageMaker job claimed by train" in caplog.text

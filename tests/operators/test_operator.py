@@ -7,7 +7,7 @@ from typing import Any
 
 import pendulum
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, TaskDeferred
 
 from airflow_sm_prefs import InstancePreference
 from airflow_sm_prefs.attempts import STATE_KEY
@@ -28,8 +28,15 @@ class FakeStore(dict):
         self[key] = value
 
 
-def context(ti: FakeTI | None = None, store: FakeStore | None = None) -> dict[str, Any]:
+def context(ti: FakeTI | None = None, store: FakeStore | None = None, claims: str = "store") -> dict[str, Any]:
+    """``claims="sagemaker"``: Airflow before 3.3, whose context has no task_state_store."""
+    if claims == "sagemaker":
+        return {"ti": ti or FakeTI()}
     return {"ti": ti or FakeTI(), "task_state_store": FakeStore() if store is None else store}
+
+
+# Where a later try finds the task instance's job: Airflow 3.3's task_state_store, or SageMaker itself.
+CLAIMS = pytest.mark.parametrize("claims", ["store", "sagemaker"])
 
 
 def training_operator(conn_id: str, **kwargs: Any) -> SageMakerPreferenceTrainingOperator:
@@ -130,6 +137,7 @@ def test_jobs_carry_the_task_instance_tags_beside_the_users(start_emulator, aws_
         "airflow:dag_id": "nightly",
         "airflow:run_id": "scheduled__2026-11-30T02:00:00+00:00",
         "airflow:map_index": "3",
+        "airflow:try_number": "1",
     }
 
 
@@ -208,34 +216,59 @@ def test_a_retry_reattaches_instead_of_launching_again(start_emulator, aws_conne
     assert _creates(server) == 1
 
 
-def test_without_a_state_store_the_deterministic_name_still_prevents_a_duplicate(start_emulator, aws_connection):
+def test_without_a_state_store_the_job_is_found_in_sagemaker_and_the_name_still_guards(
+    start_emulator, aws_connection, monkeypatch
+):
+    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+
     server = start_emulator("gpu-shortage")
     config = training_request("", None)
     config.pop("TrainingJobName")
     operator = training_operator(aws_connection(server), config=config)
     for _ in range(2):
-        ctx = {"ti": FakeTI()}
         with pytest.raises(TaskDeferred):
-            operator.execute(ctx)
-    assert len(server.engine.jobs) == 1 and _creates(server) == 2  # the second create met ResourceInUse
+            operator.execute({"ti": FakeTI()})
+    assert len(server.engine.jobs) == 1 and _creates(server) == 1, "the listing found the job: no create"
+    # A listing that lags the create (real SageMaker's lists are eventually consistent) misses the job: the
+    # deterministic name makes the create meet ResourceInUse, and the try reattaches.
+    monkeypatch.setattr(SageMakerPreferenceHook, "job_names_containing", lambda self, kind, text: [])
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute({"ti": FakeTI()})
+    assert len(server.engine.jobs) == 1 and _creates(server) == 2
+    assert deferred.value.trigger.job_name == next(iter(server.engine.jobs.values())).name
 
 
-def test_a_completed_job_is_not_launched_again(start_emulator, aws_connection):
+def test_without_a_state_store_or_the_jobs_tags_a_clear_is_taken_for_a_retry(start_emulator, aws_connection):
+    """Without sagemaker:ListTags the try that created the job is unknown: reattach, never launch again."""
+    server = start_emulator("gpu-shortage")
+    operator = training_operator(aws_connection(server))
+    with pytest.raises(TaskDeferred):
+        operator.execute(context(FakeTI(try_number=1), claims="sagemaker"))
+    control(server.endpoint_url, "faults", {"deny": ["ListTags"]})
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context(FakeTI(try_number=2, max_tries=1), claims="sagemaker"))  # cleared, in truth
+    assert deferred.value.trigger.job_name == "eval-job" and _creates(server) == 1
+    assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] == "InProgress"
+
+
+@CLAIMS
+def test_a_completed_job_is_not_launched_again(start_emulator, aws_connection, claims):
     server = start_emulator("ample")
     operator = training_operator(aws_connection(server))
     store = FakeStore()
     with pytest.raises(TaskDeferred):
-        operator.execute(context(FakeTI(try_number=1), store))
+        operator.execute(context(FakeTI(try_number=1), store, claims))
     control(server.endpoint_url, "advance", {"seconds": 5000})
-    result = operator.execute(context(FakeTI(try_number=2), store))
+    result = operator.execute(context(FakeTI(try_number=2), store, claims))
     assert result["status"] == "Completed" and _creates(server) == 1
 
 
-def test_clearing_a_successful_task_runs_a_new_job(start_emulator, aws_connection):
+@CLAIMS
+def test_clearing_a_successful_task_runs_a_new_job(start_emulator, aws_connection, claims):
     server = start_emulator("ample")
     operator = training_operator(aws_connection(server))
     store = FakeStore()
-    ctx = context(FakeTI(try_number=1), store)
+    ctx = context(FakeTI(try_number=1), store, claims)
     with pytest.raises(TaskDeferred):
         operator.execute(ctx)
     control(server.endpoint_url, "advance", {"seconds": 5000})
@@ -245,60 +278,66 @@ def test_clearing_a_successful_task_runs_a_new_job(start_emulator, aws_connectio
     operator.execute_complete(
         ctx, {"status": "finished", "job_name": "eval-job", "description": done, "announced": True}
     )
-    assert store[STATE_KEY]["phase"] == "finished"
+    assert claims == "sagemaker" or store[STATE_KEY]["phase"] == "finished"
     with pytest.raises(TaskDeferred) as deferred:
-        operator.execute(context(FakeTI(try_number=2, max_tries=1), store))  # the user cleared the successful task
+        operator.execute(
+            context(FakeTI(try_number=2, max_tries=1), store, claims)
+        )  # the user cleared the successful task
     assert deferred.value.trigger.job_name == "eval-job-r2" and _creates(server) == 2
 
 
-def test_after_a_failed_job_a_retry_starts_the_next_generation(start_emulator, aws_connection):
+@CLAIMS
+def test_after_a_failed_job_a_retry_starts_the_next_generation(start_emulator, aws_connection, claims):
     server = start_emulator("incompatible-fallback")
     preferences = [InstancePreference("ml.p5.48xlarge", 1), InstancePreference("ml.g5.48xlarge", 1)]
     operator = training_operator(aws_connection(server), preferences=preferences)
     store = FakeStore()
     with pytest.raises(TaskDeferred):
-        operator.execute(context(FakeTI(try_number=1), store))
+        operator.execute(context(FakeTI(try_number=1), store, claims))
     control(server.endpoint_url, "advance", {"seconds": 400})
     failed = server.engine.describe("training", "eval-job")
     from airflow_sm_prefs.job_view import jsonable
 
     with pytest.raises(AirflowException, match="fallback type: SageMaker does not check"):
         operator.execute_complete(
-            context(FakeTI(try_number=1), store),
+            context(FakeTI(try_number=1), store, claims),
             {"status": "finished", "job_name": "eval-job", "description": jsonable(failed), "announced": True},
         )
     with pytest.raises(TaskDeferred) as deferred:
-        operator.execute(context(FakeTI(try_number=2), store))
+        operator.execute(context(FakeTI(try_number=2), store, claims))
     assert deferred.value.trigger.job_name == "eval-job-r2"
     no_retry = training_operator(aws_connection(server), preferences=preferences, resubmit_after_failure=False)
     control(server.endpoint_url, "advance", {"seconds": 400})  # generation 2 fails the same way
     final_try = FakeTI(try_number=3)
     with pytest.raises(AirflowFailException, match=r"fallback type: .*eval-job-r2 ended Failed and resubmit_after"):
-        no_retry.execute(context(final_try, store))
+        no_retry.execute(context(final_try, store, claims))
     assert _creates(server) == 2
     assert (final_try.xcoms["record"]["job_name"], final_try.xcoms["record"]["status"]) == ("eval-job-r2", "Failed")
 
 
-def test_a_clear_while_deferred_stops_the_old_job_and_starts_afresh(start_emulator, aws_connection):
+@CLAIMS
+def test_a_clear_while_deferred_stops_the_old_job_and_starts_afresh(start_emulator, aws_connection, claims):
     server = start_emulator("gpu-shortage")
     operator = training_operator(aws_connection(server))
     store = FakeStore()
     with pytest.raises(TaskDeferred):
-        operator.execute(context(FakeTI(try_number=1), store))
+        operator.execute(context(FakeTI(try_number=1), store, claims))
     with pytest.raises(TaskDeferred) as deferred:
-        operator.execute(context(FakeTI(try_number=2, max_tries=1), store))
+        operator.execute(context(FakeTI(try_number=2, max_tries=1), store, claims))
     assert deferred.value.trigger.job_name == "eval-job-r2"
     assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] == "Stopping"
 
 
-def test_an_event_about_an_earlier_generation_is_ignored(start_emulator, aws_connection):
-    """SQLite reuses a deleted trigger's id, so the old try's trigger can resume the new try with its event."""
+@CLAIMS
+def test_an_event_about_an_earlier_generation_is_ignored(start_emulator, aws_connection, claims):
+    """SQLite reuses a deleted trigger's id, so the old try's trigger can resume the new try with its event.
+    Before Airflow 3.3 the resumed try finds the generation it follows in its own XCom."""
     server = start_emulator("gpu-shortage")
     operator = training_operator(aws_connection(server))
     store = FakeStore()
     with pytest.raises(TaskDeferred):
-        operator.execute(context(FakeTI(try_number=1), store))
-    cleared = context(FakeTI(try_number=2, max_tries=1), store)
+        operator.execute(context(FakeTI(try_number=1), store, claims))
+    cleared = context(FakeTI(try_number=2, max_tries=1), store, claims)
     with pytest.raises(TaskDeferred):
         operator.execute(cleared)
     control(server.endpoint_url, "advance", {"seconds": 60})
@@ -311,15 +350,16 @@ def test_an_event_about_an_earlier_generation_is_ignored(start_emulator, aws_con
     assert deferred.value.trigger.job_name == "eval-job-r2" and _creates(server) == 2
 
 
-def test_a_retry_of_a_deferred_try_that_airflow_failed_reattaches(start_emulator, aws_connection):
+@CLAIMS
+def test_a_retry_of_a_deferred_try_that_airflow_failed_reattaches(start_emulator, aws_connection, claims):
     """Airflow can fail a deferred try itself (apache/airflow#66374): that is a retry, not a user's clear."""
     server = start_emulator("gpu-shortage")
     operator = training_operator(aws_connection(server), retries=1)
     store = FakeStore()
     with pytest.raises(TaskDeferred):
-        operator.execute(context(FakeTI(try_number=1, max_tries=1), store))
+        operator.execute(context(FakeTI(try_number=1, max_tries=1), store, claims))
     with pytest.raises(TaskDeferred) as deferred:
-        operator.execute(context(FakeTI(try_number=2, max_tries=1), store))
+        operator.execute(context(FakeTI(try_number=2, max_tries=1), store, claims))
     assert deferred.value.trigger.job_name == "eval-job" and _creates(server) == 1
 
 

@@ -243,3 +243,74 @@ async def test_on_kill_stops_the_job_only_when_the_task_left_deferred(
     assert asked == [{"dag_id": "nightly", "task_ids": ["train"], "run_ids": ["r1"], "map_index": 2}]
     status = server.engine.describe("training", "moved")["TrainingJobStatus"]
     assert status == ("Stopping" if stopped else "InProgress")
+
+
+@pytest.mark.parametrize(
+    ("calls_on_kill", "may_ask", "state", "stopped"),
+    [
+        (False, True, "deferred", False),  # its triggerer stopped or handed it over
+        (False, True, "failed", True),  # marked failed by a user
+        (False, True, None, True),  # cleared: the task has no state
+        (False, True, "unreadable", False),  # cannot tell: a restart must not stop a healthy job
+        (False, False, "failed", False),  # Airflow 3.1: asking is not safe, so the job goes on
+        (True, True, "failed", False),  # Airflow 3.3 calls on_kill for that; cancelling alone stops nothing
+    ],
+)
+async def test_before_airflow_3_3_a_cancelled_trigger_stops_its_job_only_after_a_users_action(
+    start_emulator, aws_connection, monkeypatch, calls_on_kill, may_ask, state, stopped
+):
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    from airflow_sm_prefs import airflow_lines
+
+    server = start_emulator("all-busy-then-free")
+    boto_client(server.endpoint_url).create_training_job(**training_request("cancelled", GPU_PAIR))
+    trigger = _trigger(aws_connection(server), "cancelled")
+    trigger.task_instance = SimpleNamespace(dag_id="nightly", task_id="train", run_id="r1", map_index=-1)
+
+    def task_states(**query):
+        if state == "unreadable":
+            raise ConnectionError("no Execution API")
+        return {"r1": {"train": state}}
+
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(task_states))
+    monkeypatch.setattr(airflow_lines, "triggerer_calls_on_kill", lambda: calls_on_kill)
+    monkeypatch.setattr(airflow_lines, "triggers_may_ask_the_supervisor", lambda: may_ask)
+    running = asyncio.ensure_future(trigger.run().__anext__())
+    await asyncio.sleep(1.0)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    status = server.engine.describe("training", "cancelled")["TrainingJobStatus"]
+    assert status == ("Stopping" if stopped else "InProgress")
+
+
+def test_what_this_airflow_line_offers_a_trigger_is_known():
+    """The facts the trigger rests on, checked on each line the platform matrix runs."""
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    from airflow_sm_prefs import airflow_lines
+
+    release = Version(version("apache-airflow")).release
+    assert airflow_lines.triggerer_calls_on_kill() is (release >= (3, 3))
+    assert airflow_lines.triggers_may_ask_the_supervisor() is (release >= (3, 2))
+
+
+def test_triggers_on_one_connection_share_a_hook_renewed_after_a_while(monkeypatch):
+    """Each new hook reads its connection through the supervisor; Airflow 3.1's triggerer crashed when several
+    did at once. A renewed hook picks up a rotated secret."""
+    import time
+
+    from airflow_sm_prefs import hooks
+
+    kwargs = {"aws_conn_id": "a", "region_name": "us-east-1"}
+    first = hooks.shared_hook(kwargs)
+    assert hooks.shared_hook(dict(kwargs)) is first
+    assert hooks.shared_hook({**kwargs, "region_name": "eu-west-1"}) is not first
+    later = time.monotonic() + hooks.SHARED_HOOK_SECONDS + 1
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    assert hooks.shared_hook(kwargs) is not first

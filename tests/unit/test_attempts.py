@@ -14,6 +14,9 @@ from airflow_sm_prefs.attempts import (
     default_base_name,
     first_try_since_clear,
     generation_name,
+    generation_of,
+    latest_generation,
+    name_stem,
 )
 from airflow_sm_prefs.preferences import JOB_NAME_SHAPE
 
@@ -102,6 +105,38 @@ def test_names_are_deterministic_valid_and_bounded():
         assert len(name) <= 63 and JOB_NAME_SHAPE.fullmatch(name), name
 
 
+@pytest.mark.parametrize("base", ["eval-job", "x" * 63, "a-" * 31 + "b", "ends-r2"])
+def test_every_generations_name_reads_back_as_its_generation_and_contains_the_stem(base):
+    for generation in (1, 2, 9, 10, 123):
+        name = generation_name(base, generation)
+        assert generation_of(name, base) == generation, name
+        assert name_stem(base) in name, "the listing filter must find every generation"
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        "eval-job-r1",
+        "eval-job-r0",
+        "eval-job-rx",
+        "eval-job-2",
+        "eval-job-r2-r3",
+        "other-eval-job",
+        "eval-jo",
+        "eval-job-",
+    ],
+)
+def test_names_of_other_jobs_are_no_generation(other):
+    assert generation_of(other, "eval-job") is None
+
+
+def test_the_latest_generation_is_the_highest_not_the_last_listed():
+    names = ["eval-job-r10", "eval-job", "eval-job-r9", "eval-job-other", "eval-job-r2"]
+    assert latest_generation(names, "eval-job") == (10, "eval-job-r10")
+    assert latest_generation(["eval-job-other"], "eval-job") is None
+    assert latest_generation([], "eval-job") is None
+
+
 class FakeStore:
     def __init__(self):
         self.values = {}
@@ -118,3 +153,4 @@ def test_ledger_round_trip_and_absent_store():
     saved = ledger.save(claim(SUBMITTED))
     assert ledger.load() == saved
     assert JobLedger.from_context({}).load() is None
+    assert ledger.has_store and not JobLedger.from_context({}).has_store

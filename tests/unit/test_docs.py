@@ -6,14 +6,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.helpers import IMPORT_DAGBAG
 from tests.unit.test_dags import _parse_in_a_fresh_process
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 
-PARSE_FIRST_DAG = """
+PARSE_FIRST_DAG = (
+    """
 import json, sys
-from airflow.dag_processing.dagbag import DagBag
+"""
+    + IMPORT_DAGBAG
+    + """
 bag = DagBag(sys.argv[1])
 dag = bag.dags.get("fine_tune_nightly")
 task = dag.get_task("fine_tune") if dag else None
@@ -23,6 +27,7 @@ print(json.dumps({
     "preferences": task.preferences if task else None,
 }))
 """
+)
 
 
 def test_the_readme_is_a_door_not_the_manual():

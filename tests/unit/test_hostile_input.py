@@ -11,8 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import DAG
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_sm_prefs import SageMakerPreferenceProcessingOperator, SageMakerPreferenceTrainingOperator
 from airflow_sm_prefs.job_request import InvalidJobRequest

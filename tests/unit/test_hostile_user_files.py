@@ -126,3 +126,17 @@ def test_a_bad_instance_catalogue_is_refused_naming_the_file(tmp_path, monkeypat
     with pytest.raises(instance_catalogue.CatalogueError) as refused:
         instance_catalogue.current()
     assert str(path) in str(refused.value)
+
+
+def test_a_registry_nested_past_the_limit_is_refused_before_it_is_composed(tmp_path):
+    """Composing 100,000 levels recurses in C: Python 3.11 raised RecursionError, 3.12 (MWAA's) crashed the
+    DAG processor. The event walk refuses it first; a legitimate registry stays well inside the limit."""
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("[" * (certification.MAX_NESTING + 1) + "]" * (certification.MAX_NESTING + 1))
+    with pytest.raises(RegistryError, match=f"nested more than {certification.MAX_NESTING} deep"):
+        certification.read(deep)
+    at_limit = tmp_path / "at-limit.yaml"
+    at_limit.write_text("[" * certification.MAX_NESTING + "]" * certification.MAX_NESTING)
+    with pytest.raises(RegistryError, match="expected a mapping with format"):
+        certification.read(at_limit)
+    assert certification.MAX_NESTING >= 5  # workloads > name > list > entry > preferences

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 
 import pytest
-from airflow.providers.common.compat.sdk import mask_secret
+from airflow.sdk.log import mask_secret
 
 from airflow_sm_prefs import ledger, record
 from airflow_sm_prefs.certification_dag import verdict

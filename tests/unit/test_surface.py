@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from unittest import mock
 
-import airflow.sdk.observability.stats  # noqa: F401  (a submodule: imported so it can be patched)
-
+from airflow_sm_prefs import metrics
 from airflow_sm_prefs.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.lineage import s3_datasets
 from airflow_sm_prefs.metrics import emit_selection
@@ -13,8 +12,17 @@ from airflow_sm_prefs.operators import SageMakerPreferenceTrainingOperator
 from tests.helpers import training_request
 
 
+def test_the_stats_found_on_this_airflow_line_take_tagged_metrics():
+    """On each supported line (the platform matrix runs this), the object metrics go to is Airflow's own."""
+    stats = metrics._stats()
+    for method in ("incr", "gauge", "timing"):
+        assert callable(getattr(stats, method))
+    stats.incr("sm_prefs.selected", tags={"rank": "1"})  # no StatsD configured: Airflow's no-op logger
+
+
 def test_selection_metrics_carry_rank_and_fallback():
-    with mock.patch("airflow.sdk.observability.stats") as stats:
+    with mock.patch.object(metrics, "_stats") as found:
+        stats = found.return_value
         emit_selection(
             {
                 "job_kind": "training",
@@ -36,7 +44,8 @@ def test_selection_metrics_carry_rank_and_fallback():
 
 
 def test_first_choice_emits_no_fallback():
-    with mock.patch("airflow.sdk.observability.stats") as stats:
+    with mock.patch.object(metrics, "_stats") as found:
+        stats = found.return_value
         emit_selection(
             {
                 "job_kind": "training",
