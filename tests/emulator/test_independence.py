@@ -7,13 +7,15 @@ import sys
 
 
 def test_emulator_does_not_import_the_projects_validation():
+    """Only the package root comes with it, and the root's botocore shapes: with a botocore older than the
+    preference lists, the emulator checks requests against the same model SageMaker answers by."""
     code = (
         "import sys; from airflow_sm_prefs.emulator import EmulatorServer, load; "
         "server = EmulatorServer(load('ample')); server.stop(); "
         "print(sorted(m for m in sys.modules if m.startswith('airflow_sm_prefs') and 'emulator' not in m))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "['airflow_sm_prefs']", result.stdout
+    assert result.stdout.strip() == "['airflow_sm_prefs', 'airflow_sm_prefs.botocore_model']", result.stdout
 
 
 def test_only_the_kind_table_knows_the_kinds():
