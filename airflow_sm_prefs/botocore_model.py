@@ -17,6 +17,7 @@ where the installed model lacks the shapes: a newer model is never patched.
 
 from __future__ import annotations
 
+import functools
 import os
 from importlib import metadata
 from pathlib import Path
@@ -29,6 +30,7 @@ FIRST_BOTOCORE_WITH_PREFERENCES = (1, 43, 90)
 EXTRAS_FOLDER = Path(__file__).parent / "data" / "botocore"
 
 
+@functools.cache
 def installed_botocore() -> Version | None:
     """The installed botocore's version, from its metadata: importing botocore would cost every DAG parse."""
     try:

@@ -236,8 +236,9 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
 
         if not airflow_lines.triggers_may_ask_the_supervisor():
             self.log.info(
-                "SageMaker job %s keeps running: on Airflow 3.1 a trigger cannot safely ask whether its task was "
-                "marked failed; stop the job in the SageMaker console if it was (a cleared task's next try stops it)",
+                "SageMaker job %s keeps running here: on Airflow 3.1 a trigger cannot safely ask whether its task "
+                "was marked failed; if it was, the listener in the API server stops the job (a cleared task's next "
+                "try stops it too)",
                 self.job_name,
             )
             return
@@ -269,9 +270,8 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
 
 async def _task_states(query: dict[str, Any]) -> dict[str, Any]:
     """``RuntimeTaskInstance.get_task_states`` from a trigger. In a triggerer, the request goes on the event
-    loop, as the triggerer's own do: Airflow 3.1's channel is not safe for a request from a worker thread beside
-    them (two at once crashed its triggerer, "Response read out of order"). Shielded, so a second cancellation
-    cannot leave the answer unread in the channel."""
+    loop, as the triggerer's own do, and is shielded: a second cancellation cannot leave its answer unread in
+    the channel ("Response read out of order", which ends the triggerer). Never asked on 3.1 (airflow_lines)."""
     from airflow.sdk.execution_time import task_runner
 
     comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
