@@ -21,13 +21,16 @@ DOCS_STAMP := $(DOCS_VENV)/.installed-$(shell cat $(DOCS_CONSTRAINTS) | sha1sum 
 # The supported platforms' own pins (constraints/mwaa/<version>/, as MWAA's image repository has them): each gets
 # an environment installed the platform's way (tools/platform_env, cached by the hash of its inputs) and runs
 # what differs there: the botocore model on the wire, the operators and triggers (task state store or not,
-# on_kill or cancellation), and one `airflow dags test` that falls back and records the choice. MWAA 3.3.1
-# shares its Airflow line with the project's lock (.venv, which runs everything): only its botocore differs.
+# on_kill or cancellation), one `airflow dags test` that falls back and records the choice, and the fault
+# campaign's user actions on a running Airflow (a deferred task marked failed, one cleared, a run marked
+# failed: each job stopped, no second job). MWAA 3.3.1 shares its Airflow line with the project's lock (.venv,
+# which runs everything): only its botocore differs.
 PLATFORMS := mwaa-3.1.6 mwaa-3.2.1 mwaa-3.3.1
 DAGS_TEST := "tests/integration/test_dags_test.py::test_dag_falls_back_to_the_second_preference"
+USER_ACTIONS := "tests/faults/test_campaign.py::test_users_mark_failed_clear_and_fail_a_run"
 PLATFORM_TESTS := tests/platforms tests/operators tests/triggers tests/unit/test_surface.py tests/unit/test_attempts.py \
-	tests/unit/test_dags.py tests/unit/test_hostile_user_files.py tests/unit/test_provider.py $(DAGS_TEST)
-PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST)
+	tests/unit/test_dags.py tests/unit/test_hostile_user_files.py tests/unit/test_provider.py $(DAGS_TEST) $(USER_ACTIONS)
+PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST) $(USER_ACTIONS)
 
 .PHONY: platforms venv sdk-venv docs-venv docs lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
 
@@ -92,7 +95,7 @@ platform-%:
 	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
 
 test: lint typecheck docs browser sdk-venv platforms
-	$(BIN)/pytest -q -ra
+	$(BIN)/pytest -q -ra --durations=30
 
 demo: venv
 	$(BIN)/airflow-sm-prefs demo --project-dir .

@@ -18,12 +18,12 @@ database (both written by the task before it creates the job).
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from typing import Any
 
 from airflow.listeners import hookimpl
 
+from airflow_sm_prefs import airflow_lines
 from airflow_sm_prefs.attempts import FINISHED, STATE_KEY, JobClaim
 
 log = logging.getLogger(__name__)
@@ -51,26 +51,29 @@ def on_task_instance_success(previous_state: Any, task_instance: Any) -> None:
 def on_dag_run_failed(dag_run: Any, msg: str) -> None:
     """A run marked failed, or failed for good. Airflow 3.3 reports each of its task instances above; earlier
     lines report only the run, so the jobs its tasks claimed in their XComs are stopped here."""
-    if importlib.util.find_spec("airflow.state") is not None:
+    if airflow_lines.has_task_state_store():
         return
+    # Read once, before anything else: if reading the claims went wrong, the run's attributes might not load again.
+    dag_id, run_id = dag_run.dag_id, dag_run.run_id
     try:
-        claims = _claims_in_run_xcoms(dag_run.dag_id, dag_run.run_id)
+        claims = _claims_in_run_xcoms(dag_id, run_id)
     except Exception as error:  # the action that fired this hook must go through whatever happens here
-        log.warning("Could not read the SageMaker jobs claimed in run %s (%s)", dag_run.run_id, error)
+        log.warning("Could not read the SageMaker jobs claimed in run %s (%s)", run_id, error)
         return
     for task_id, claim in claims:
-        _stop(claim, f"Run {dag_run.dag_id} {dag_run.run_id} failed while task {task_id}'s job had not ended")
+        _stop(claim, f"Run {dag_id} {run_id} failed while task {task_id}'s job had not ended")
 
 
 def stop_claimed_job(task_instance: Any, why: str) -> None:
+    ti = task_instance
+    who = f"Task {ti.dag_id}.{ti.task_id} ({ti.run_id}, map index {ti.map_index})"
     try:
         claim = _claim_of(task_instance)
     except Exception as error:  # the action that fired this hook must go through whatever happens here
-        log.warning("Could not read the SageMaker job claimed by %s (%s)", task_instance.task_id, error)
+        log.warning("Could not read the SageMaker job claimed by %s (%s)", ti.task_id, error)
         return
     if claim is not None:
-        ti = task_instance
-        _stop(claim, f"Task {ti.dag_id}.{ti.task_id} ({ti.run_id}, map index {ti.map_index}) {why}")
+        _stop(claim, f"{who} {why}")
 
 
 def _stop(claim: JobClaim, why: str) -> None:
@@ -92,10 +95,10 @@ def _stop(claim: JobClaim, why: str) -> None:
 
 def _claim_of(task_instance: Any) -> JobClaim | None:
     map_index = task_instance.map_index if task_instance.map_index is not None else -1
-    try:
-        from airflow.state import TaskScope, get_state_backend
-    except ImportError:
+    if not airflow_lines.has_task_state_store():
         return _claim_in_xcom(task_instance, map_index)
+    from airflow.state import TaskScope, get_state_backend
+
     scope = TaskScope(
         dag_id=task_instance.dag_id, run_id=task_instance.run_id, task_id=task_instance.task_id, map_index=map_index
     )
@@ -106,7 +109,6 @@ def _claim_in_xcom(task_instance: Any, map_index: int) -> JobClaim | None:
     """Airflow before 3.3 has no task state store: the try keeps its claim in its XCom (attempts.JobLedger),
     which this process (API server, scheduler) reads from the metadata database."""
     from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
 
     query = XComModel.get_many(
         run_id=task_instance.run_id,
@@ -116,16 +118,25 @@ def _claim_in_xcom(task_instance: Any, map_index: int) -> JobClaim | None:
         map_indexes=map_index,
         limit=1,
     )
-    with create_session() as session:
+    with _own_session() as session:
         row = session.scalars(query).first()
         return JobClaim.from_stored(XComModel.deserialize_value(row)) if row is not None else None
 
 
 def _claims_in_run_xcoms(dag_id: str, run_id: str) -> list[tuple[str, JobClaim]]:
     from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
 
-    with create_session() as session:
+    with _own_session() as session:
         rows: list[Any] = list(session.scalars(XComModel.get_many(run_id=run_id, key=STATE_KEY, dag_ids=dag_id)))
         found = [(row.task_id, JobClaim.from_stored(XComModel.deserialize_value(row))) for row in rows]
     return [(task_id, claim) for task_id, claim in found if claim is not None]
+
+
+def _own_session() -> Any:
+    """A session of this hook's own, on its own connection. The thread's scoped session is the caller's: in the
+    scheduler it is inside a transaction that holds its locks and forbids commits (committing it raised "UNEXPECTED
+    COMMIT" and ended the scheduler's loop, seen on Airflow 3.1), so reading the XComs must neither commit it
+    nor close it."""
+    from airflow.utils.session import create_session
+
+    return create_session(scoped=False)

@@ -3,7 +3,6 @@ job had not ended (a lost worker's task, failed by the scheduler), and nothing e
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import asdict
 from typing import Any
@@ -11,12 +10,12 @@ from typing import Any
 import pytest
 from airflow.utils.state import TaskInstanceState
 
-from airflow_sm_prefs import listener
+from airflow_sm_prefs import airflow_lines, listener
 from airflow_sm_prefs.attempts import DEFERRED, FINISHED, JobClaim
 from tests.helpers import GPU_PAIR, FakeTI, boto_client, training_request
 
 pytestmark = pytest.mark.emulator
-HAS_STATE_STORE = importlib.util.find_spec("airflow.state") is not None
+HAS_STATE_STORE = airflow_lines.has_task_state_store()
 
 SCHEDULED_TI = FakeTI(run_id="scheduled__2026-11-30T02:00:00+00:00")
 RETRYING_TI = FakeTI(run_id="scheduled__2026-11-30T02:00:00+00:00", state=TaskInstanceState.UP_FOR_RETRY)
@@ -108,16 +107,7 @@ def test_an_api_server_without_credentials_logs_and_lets_the_action_through(queu
 
 
 def _without_the_state_store(monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def without_state_module(name, *args, **kwargs):
-        if name == "airflow.state":
-            raise ImportError("No module named 'airflow.state'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", without_state_module)
+    monkeypatch.setattr(airflow_lines, "has_task_state_store", lambda: False)
 
 
 def test_before_airflow_3_3_the_claim_comes_from_the_tries_xcom(start_emulator, aws_connection, monkeypatch):
@@ -149,3 +139,54 @@ def test_a_claim_that_cannot_be_read_lets_the_action_through(monkeypatch, caplog
     listener.on_task_instance_failed(previous_state=None, task_instance=SCHEDULED_TI, error="set by hand")
     listener.on_task_instance_success(previous_state=None, task_instance=SCHEDULED_TI)
     assert "Could not read the SageMaker job claimed by train" in caplog.text
+
+
+def _run_with_two_claims(start_emulator, aws_connection, monkeypatch):
+    server = start_emulator("all-busy-then-free")
+    conn_id = aws_connection(server)
+    client = boto_client(server.endpoint_url)
+    claims = []
+    for task_id, phase in (("train", DEFERRED), ("evaluate", FINISHED)):
+        client.create_training_job(**training_request(task_id, GPU_PAIR))
+        claims.append((task_id, JobClaim(task_id, task_id, 1, phase, 1, None, "training", conn_id, "us-east-1", True)))
+    asked = []
+
+    def claims_in_run_xcoms(dag_id, run_id):
+        asked.append((dag_id, run_id))
+        return claims
+
+    monkeypatch.setattr(listener, "_claims_in_run_xcoms", claims_in_run_xcoms)
+    return server, asked
+
+
+class FakeRun:
+    dag_id = "nightly"
+    run_id = SCHEDULED_TI.run_id
+
+
+def test_before_airflow_3_3_a_failed_run_stops_the_jobs_its_tasks_claimed(start_emulator, aws_connection, monkeypatch):
+    """Before 3.3 Airflow reports a run marked failed, not its task instances: the run's XCom claims are read."""
+    server, asked = _run_with_two_claims(start_emulator, aws_connection, monkeypatch)
+    _without_the_state_store(monkeypatch)
+    listener.on_dag_run_failed(dag_run=FakeRun(), msg="marked failed")
+    assert asked == [("nightly", FakeRun.run_id)]
+    assert server.engine.job("training", "train").status in ("Stopping", "Stopped")
+    assert server.engine.job("training", "evaluate").status == "InProgress"  # its claim says the job ended
+
+
+def test_from_airflow_3_3_a_failed_run_is_left_to_its_task_instances(start_emulator, aws_connection, monkeypatch):
+    server, asked = _run_with_two_claims(start_emulator, aws_connection, monkeypatch)
+    monkeypatch.setattr(airflow_lines, "has_task_state_store", lambda: True)
+    listener.on_dag_run_failed(dag_run=FakeRun(), msg="marked failed")
+    assert asked == []
+    assert server.engine.job("training", "train").status == "InProgress"
+
+
+def test_a_run_whose_claims_cannot_be_read_lets_the_action_through(monkeypatch, caplog):
+    def unreadable(dag_id, run_id):
+        raise RuntimeError("no metadata database here")
+
+    _without_the_state_store(monkeypatch)
+    monkeypatch.setattr(listener, "_claims_in_run_xcoms", unreadable)
+    listener.on_dag_run_failed(dag_run=FakeRun(), msg="marked failed")
+    assert f"Could not read the SageMaker jobs claimed in run {FakeRun.run_id}" in caplog.text
