@@ -182,7 +182,7 @@ def decide(
     )
 
 
-class JobLedger:
+class ClaimStore:
     """Where the claim is kept: Airflow 3.3's ``task_state_store``, or, before 3.3, the try's own XCom.
 
     The XCom serves this try (a resumed task finds the generation it follows) and code outside the task (the
@@ -200,7 +200,7 @@ class JobLedger:
         return self._store is not None
 
     @classmethod
-    def from_context(cls, context: Any) -> JobLedger:
+    def from_context(cls, context: Any) -> ClaimStore:
         try:
             store = context["task_state_store"]
         except (KeyError, TypeError):

@@ -106,7 +106,7 @@ def _claim_of(task_instance: Any) -> JobClaim | None:
 
 
 def _claim_in_xcom(task_instance: Any, map_index: int) -> JobClaim | None:
-    """Airflow before 3.3 has no task state store: the try keeps its claim in its XCom (attempts.JobLedger),
+    """Airflow before 3.3 has no task state store: the try keeps its claim in its XCom (attempts.ClaimStore),
     which this process (API server, scheduler) reads from the metadata database."""
     from airflow.models.xcom import XComModel
 

@@ -374,12 +374,12 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self._outcome(context),
             prepare=lambda rendered: self._guarded_request(context, rendered),
         )
-        ledger = attempts.JobLedger.from_context(context)
-        return self._follow(context, ledger, submitted.claim, submitted.request, reattached=submitted.reattached)
+        claims = attempts.ClaimStore.from_context(context)
+        return self._follow(context, claims, submitted.claim, submitted.request, reattached=submitted.reattached)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        ledger = attempts.JobLedger.from_context(context)
-        claim = ledger.load()
+        claims = attempts.ClaimStore.from_context(context)
+        claim = claims.load()
         job_name = event["job_name"]
         if claim is not None and claim.job_name != job_name:
             # Airflow delivered another trigger's event (seen with SQLite, which reuses a deleted trigger's
@@ -387,9 +387,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self.log.warning(
                 "Ignoring an event about SageMaker job %s: this task instance follows job %s", job_name, claim.job_name
             )
-            return self._follow(context, ledger, claim, self._rendered_request())
+            return self._follow(context, claims, claim, self._rendered_request())
         if claim is not None:
-            ledger.save(claim.advanced(attempts.RESUMED))
+            claims.save(claim.advanced(attempts.RESUMED))
         self._active_job = job_name
         deadline = event.get("deadline") or wait_deadlines(self.job_kind, {}, None, None, None)[0]
         description = event.get("description") or {}
@@ -417,7 +417,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     def _follow(
         self,
         context: Context,
-        ledger: attempts.JobLedger,
+        claims: attempts.ClaimStore,
         claim: attempts.JobClaim,
         request: Mapping[str, Any],
         reattached: bool = False,
@@ -437,7 +437,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         announced = view.selected is not None
         if announced:
             self._outcome(context).announce(view)
-        ledger.save(claim.advanced(attempts.DEFERRED if self.deferrable else attempts.BLOCKING))
+        claims.save(claim.advanced(attempts.DEFERRED if self.deferrable else attempts.BLOCKING))
         return self._wait(context, description, announced, deadline, pending_deadline)
 
     def _skip_earlier_log_lines(self, context: Context, job_name: str, service_now: float | None) -> None:
@@ -558,10 +558,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         view = self._view(description)
         if outcome is Outcome.SELECTED:
             self._outcome(context).announce(view)
-            ledger = attempts.JobLedger.from_context(context)
-            claim = ledger.load()
+            claims = attempts.ClaimStore.from_context(context)
+            claim = claims.load()
             if claim is not None:
-                ledger.save(claim.advanced(attempts.DEFERRED if self.deferrable else attempts.BLOCKING))
+                claims.save(claim.advanced(attempts.DEFERRED if self.deferrable else attempts.BLOCKING))
             return self._wait(context, description, True, deadline, pending)
         if outcome is Outcome.FINISHED:
             return self._finish(context, description, announced)

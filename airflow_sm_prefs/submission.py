@@ -67,7 +67,7 @@ class Submission:
         ``prepare`` (the guardrails) runs only when a job is to be created, before anything is claimed or
         stopped: a retry that reattaches to its running job is never refused by them."""
         kind = self.kind
-        ledger = attempts.JobLedger.from_context(context)
+        claims = attempts.ClaimStore.from_context(context)
         ti = context["ti"]
         raw_map_index = getattr(ti, "map_index", None)
         map_index = -1 if raw_map_index is None else int(raw_map_index)
@@ -77,8 +77,8 @@ class Submission:
             or attempts.default_base_name(ti.dag_id, ti.task_id, ti.run_id, map_index)
         )
         try_number = int(getattr(ti, "try_number", 1) or 1)
-        claim = ledger.load()
-        if claim is None and not ledger.has_store:  # Airflow before 3.3: this try's XCom is empty at first
+        claim = claims.load()
+        if claim is None and not claims.has_store:  # Airflow before 3.3: this try's XCom is empty at first
             claim = self.claim_from_service(base_name, try_number)
         if claim is not None and claim.base_name != base_name:
             claim = None  # the task now renders a different name: it is a different job
@@ -99,7 +99,7 @@ class Submission:
         if decision.action == "supersede" and claim is not None:
             self.hook.stop_job(kind, claim.job_name, self.log)
         keeps_job = claim is not None and decision.action in ("reattach", "finished")
-        claim = ledger.save(
+        claim = claims.save(
             attempts.JobClaim(
                 job_name=decision.job_name,
                 base_name=base_name,
@@ -123,7 +123,7 @@ class Submission:
             tags = tagging.with_task_instance_tags(request.get("Tags"), ours)
             self.create_or_reattach({**request, kind.name_field: decision.job_name, "Tags": tags})
         reattached = keeps_job and decision.action == "reattach"
-        return Submitted(ledger.save(claim.advanced(attempts.SUBMITTED)), reattached, request)
+        return Submitted(claims.save(claim.advanced(attempts.SUBMITTED)), reattached, request)
 
     def claim_from_service(self, base_name: str, try_number: int) -> attempts.JobClaim | None:
         """Airflow before 3.3 keeps no claim: rebuild it from SageMaker, which holds every generation's job

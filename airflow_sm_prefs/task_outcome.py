@@ -68,10 +68,10 @@ class TaskOutcome:
 
     def mark_finished(self) -> None:
         """This try reached the job's outcome: a later try of this task instance is a user's new request."""
-        ledger = attempts.JobLedger.from_context(self.context)
-        claim = ledger.load()
+        claims = attempts.ClaimStore.from_context(self.context)
+        claim = claims.load()
         if claim is not None:
-            ledger.save(claim.advanced(attempts.FINISHED))
+            claims.save(claim.advanced(attempts.FINISHED))
 
     def finish(self, view: JobView, announced: bool, log_tail: Sequence[str] = ()) -> record.JobRecord:
         """The job ended: return its record if it completed, else push the record and raise why it did not

@@ -8,8 +8,8 @@ from airflow_sm_prefs.attempts import (
     RESUMED,
     SUBMITTED,
     SUBMITTING,
+    ClaimStore,
     JobClaim,
-    JobLedger,
     decide,
     default_base_name,
     first_try_since_clear,
@@ -149,8 +149,8 @@ class FakeStore:
 
 
 def test_ledger_round_trip_and_absent_store():
-    ledger = JobLedger(FakeStore())
-    saved = ledger.save(claim(SUBMITTED))
-    assert ledger.load() == saved
-    assert JobLedger.from_context({}).load() is None
-    assert ledger.has_store and not JobLedger.from_context({}).has_store
+    claims = ClaimStore(FakeStore())
+    saved = claims.save(claim(SUBMITTED))
+    assert claims.load() == saved
+    assert ClaimStore.from_context({}).load() is None
+    assert claims.has_store and not ClaimStore.from_context({}).has_store
