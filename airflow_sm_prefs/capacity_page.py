@@ -19,6 +19,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
 from airflow_sm_prefs import ledger, report
+from airflow_sm_prefs.object_storage import StorageUnavailable
 
 T = TypeVar("T")
 RANK_COLOURS = ("#2563eb", "#f59e0b", "#dc2626", "#7c3aed", "#059669")
@@ -93,6 +94,12 @@ def _since(days: int | None) -> pendulum.DateTime | None:
 def create_app() -> FastAPI:
     app = FastAPI(title="SageMaker capacity", docs_url=None, redoc_url=None, openapi_url=None)
     user_dependency = _user_dependency()
+
+    @app.exception_handler(StorageUnavailable)
+    def ledger_unavailable(request: Any, error: StorageUnavailable) -> HTMLResponse:
+        # Authentication ran before the ledger was opened: only a signed-in user reads which setting is wrong.
+        body = f"<p>The capacity ledger cannot be opened: {html.escape(str(error))}</p>"
+        return HTMLResponse(_page("SageMaker capacity", body), status_code=503)
 
     @app.get("/capacity", response_class=HTMLResponse)
     def capacity(user: Any = user_dependency, days: int | None = Query(None, ge=1, le=3650)) -> str:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import logging
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+from airflow_sm_prefs.object_storage import StorageUnavailable
 
 
 def _error(message: str) -> int:
@@ -63,7 +66,7 @@ def _emulator(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _error(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    print(
+    _say(
         f"SageMaker emulator ({scenario.name}, speed x{scenario.speed:g}) on {server.endpoint_url}",
         flush=True,
     )
@@ -156,11 +159,8 @@ def _read_ledger() -> Any:
         if root.exists() and not root.is_dir():
             raise CommandError(f"[sm_prefs] ledger_path: {root} is a file, not a folder")
         reading = ledger.read(root, fields=ledger.REPORT_FIELDS)
-    except ImportError as error:  # fsspec's filesystem for the URL's scheme is not installed
-        raise CommandError(
-            f"[sm_prefs] ledger_path: {error}; install the filesystem for its scheme (for s3://, "
-            "apache-airflow-providers-amazon[s3fs])"
-        ) from None
+    except StorageUnavailable as error:  # the URL's filesystem is not installed, or the URL is not one
+        raise CommandError(str(error)) from None
     except (ValueError, OSError) as error:  # an unknown scheme, an unreachable store
         raise CommandError(f"[sm_prefs] ledger_path cannot be read: {error}") from None
     if reading.bad:
@@ -184,7 +184,7 @@ def _report(args: argparse.Namespace) -> int:
         max_cost_premium=args.max_cost_premium / 100.0,
         drift_tolerance=args.drift_tolerance / 100.0,
     )
-    print(report.render(rows, args.format))
+    _say(report.render(rows, args.format))
     return 0
 
 
@@ -196,7 +196,7 @@ def _advise(args: argparse.Namespace) -> int:
     history = [e for e in reading.entries if (e["dag_id"], e["task_id"]) == (args.dag_id, args.task_id)]
     if not history:
         return _error(f"no job of {args.dag_id}.{args.task_id} in the capacity ledger")
-    print(advisor.render(advisor.advise(history, Timeline(reading.entries)), args.format))
+    _say(advisor.render(advisor.advise(history, Timeline(reading.entries)), args.format))
     return 0
 
 
@@ -204,7 +204,7 @@ def _weather(args: argparse.Namespace) -> int:
     from airflow_sm_prefs import weather
 
     reading = _read_ledger()
-    print(weather.render(weather.weather(reading.entries, region=args.region), args.format))
+    _say(weather.render(weather.weather(reading.entries, region=args.region), args.format))
     return 0
 
 
@@ -217,7 +217,7 @@ def _backfill(args: argparse.Namespace) -> int:
         counts = backfill(hook, args.since, region=hook.conn_region_name)
     except Exception as error:  # no connection, no permission, no service: one line, not a traceback
         return _error(f"backfill failed: {type(error).__name__}: {error}")
-    print(
+    _say(
         f"{counts.listed} job(s) listed: {counts.added} added, {counts.already} already in the ledger, "
         f"{counts.running} still running, {counts.not_ours} not launched by this provider"
     )
@@ -246,7 +246,7 @@ def _refresh_prices(args: argparse.Namespace) -> int:
         return _error(str(error))
     for conflict in retrieved.conflicts:
         print(f"airflow-sm-prefs: warning: two prices for {conflict}; the higher was kept", file=sys.stderr)
-    print(
+    _say(
         f"{retrieved.count()} price(s) for {', '.join(regions)} written to {output} ({retrieved.skipped} product(s) "
         "without a single on-demand hourly USD price skipped)"
     )
@@ -264,12 +264,12 @@ def _show_prices(args: argparse.Namespace) -> int:
             return _error(f"[sm_prefs] price_table: {error}; tasks use the shipped table without it")
     table = prices.current()
     for source in table.sources:
-        print(f"source: {source.source} (retrieved {source.retrieved or 'never'})")
+        _say(f"source: {source.source} (retrieved {source.retrieved or 'never'})")
     rows = sorted(key for key in table.entries if args.region is None or key[0] == args.region)
     if not rows:
-        print("No prices: every cost is shown as unknown. Run `airflow-sm-prefs prices refresh`.")
+        _say("No prices: every cost is shown as unknown. Run `airflow-sm-prefs prices refresh`.")
     for region, kind, instance_type in rows:
-        print(f"{region:<16} {kind:<11} {instance_type:<22} ${table.entries[(region, kind, instance_type)].usd:g}/h")
+        _say(f"{region:<16} {kind:<11} {instance_type:<22} ${table.entries[(region, kind, instance_type)].usd:g}/h")
     return 0
 
 
@@ -278,13 +278,11 @@ def _compact(args: argparse.Namespace) -> int:
 
     try:
         result = ledger.compact(older_than=args.older_than)
-    except ledger.LedgerError as error:
+    except (ledger.LedgerError, StorageUnavailable) as error:
         return _error(str(error))
-    except ImportError as error:
-        return _error(f"[sm_prefs] ledger_path: {error}; install the filesystem for its scheme")
     except (ValueError, OSError) as error:
         return _error(f"[sm_prefs] ledger_path cannot be used: {error}")
-    print(
+    _say(
         f"{result.folded} entr{'y' if result.folded == 1 else 'ies'} folded into {result.files} month file(s); "
         f"{result.kept} left as they are (recorded in the last {args.older_than}, or unreadable)"
     )
@@ -394,14 +392,30 @@ def price_list_regions() -> tuple[str, ...]:
     return API_REGIONS
 
 
+def _say(*values: object, sep: str = " ", end: str = "\n", flush: bool = False) -> None:
+    """A command's result (a table, JSON, CSV): to the stdout the command started with."""
+    print(*values, sep=sep, end=end, file=_results, flush=flush)
+
+
+_results: TextIO = sys.stdout
+RESULT_COMMANDS = frozenset({"report", "advise", "weather", "ledger", "prices"})
+
+
 def main(argv: list[str] | None = None) -> int:
+    global _results
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["aws"]:  # everything after `aws` is the AWS CLI's, options included
         return _aws(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO)
+    # Airflow logs to whatever sys.stdout is when a logger is first used (reading a connection logs a line):
+    # a report's stdout is its result, which users pipe to jq or a CSV file, so Airflow's lines go to stderr.
+    # The long-running commands (emulator, demo) keep their own output where it was.
+    _results = sys.stdout
+    quiet_stdout = args.command in RESULT_COMMANDS
     try:
-        return int(args.handler(args))
+        with contextlib.redirect_stdout(sys.stderr) if quiet_stdout else contextlib.nullcontext():
+            return int(args.handler(args))
     except CommandError as error:
         return _error(str(error))
 

@@ -29,7 +29,7 @@ from typing import Any, Literal, TypedDict
 
 import pendulum
 
-from airflow_sm_prefs import untrusted_files
+from airflow_sm_prefs import object_storage, untrusted_files
 from airflow_sm_prefs.job_view import JobView, iso
 from airflow_sm_prefs.paths import default_file
 
@@ -153,14 +153,14 @@ def entry_for(
 
 
 def location() -> Any:
-    """The ledger's root, an ``ObjectStoragePath`` (local unless ``[sm_prefs] ledger_path`` says otherwise)."""
+    """The ledger's root, an ``ObjectStoragePath`` (local unless ``[sm_prefs] ledger_path`` says otherwise);
+    ``object_storage.StorageUnavailable`` when its filesystem is not installed."""
     from airflow.configuration import conf
-    from airflow.sdk import ObjectStoragePath
 
     default = f"file://{os.path.abspath(default_file('ledger'))}"
     path = conf.get(CONFIG_SECTION, "ledger_path", fallback=None) or default
     conn_id = conf.get(CONFIG_SECTION, "ledger_conn_id", fallback=None)
-    return ObjectStoragePath(path, conn_id=conn_id) if conn_id else ObjectStoragePath(path)
+    return object_storage.open_root(path, conn_id, f"[{CONFIG_SECTION}] ledger_path")
 
 
 def _safe(name: str) -> str:

@@ -152,3 +152,25 @@ def test_a_reading_memo_never_trusts_a_folder_it_cannot_list_with_times(tmp_path
     before = _folder_signature(tmp_path / "dag")
     (tmp_path / "dag" / "a.json").write_text("{} ")
     assert _folder_signature(tmp_path / "dag") != before
+
+
+@pytest.fixture
+def without_s3fs(monkeypatch):
+    """A deployment that set an s3:// ledger but did not install the S3 filesystem."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "s3fs", None)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", "s3://team-bucket/sm-prefs/ledger")
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_ledger_whose_filesystem_is_missing_is_one_sentence_to_a_signed_in_user(route, without_s3fs, signed_in):
+    page = signed_in.get(route)
+    assert page.status_code == 503
+    assert "[sm_prefs] ledger_path = s3://team-bucket/sm-prefs/ledger" in page.text
+    assert "pip install &#x27;airflow-sm-prefs[s3]&#x27;" in page.text and "Traceback" not in page.text
+
+
+def test_a_missing_filesystem_tells_no_anonymous_caller_about_the_ledger(without_s3fs):
+    response = TestClient(capacity_page.create_app()).get("/capacity")
+    assert response.status_code == 401 and "ledger" not in response.text
