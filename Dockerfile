@@ -5,4 +5,4 @@ FROM apache/airflow:${AIRFLOW_VERSION}-python3.11
 ARG AIRFLOW_VERSION
 COPY --chown=airflow:0 pyproject.toml README.md LICENSE /opt/airflow-sm-prefs/
 COPY --chown=airflow:0 airflow_sm_prefs /opt/airflow-sm-prefs/airflow_sm_prefs
-RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" "/opt/airflow-sm-prefs[emulator]"
+RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" "/opt/airflow-sm-prefs[emulator,s3]"

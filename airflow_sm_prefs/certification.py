@@ -16,9 +16,11 @@ A YAML file::
           certified_by: nightly_eval_certification / manual__2026-11-30T10:00:00+00:00
           notes: ""
 
-Checked whole: a malformed registry is refused naming the file, the line and the field. Writers take an
-exclusive lock on ``<file>.lock`` and replace the file atomically, so two certification runs at once lose
-nothing; an entry of the same type and count is updated, never duplicated.
+Checked whole: a malformed registry is refused naming the file, the line and the field. Two certification runs
+at once lose nothing: locally, writers take an exclusive lock on ``<file>.lock`` and replace the file
+atomically; on object storage (``<[sm_prefs] storage>/certified.yaml``, S3), a write succeeds only if the
+object is unchanged since it was read (``If-Match``, ``If-None-Match``), else it is read and merged again. An
+entry of the same type and count is updated, never duplicated.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any, Literal
 
 import yaml
 
+from airflow_sm_prefs import object_storage
 from airflow_sm_prefs.paths import default_file
 
 FORMAT = 1
@@ -257,11 +260,12 @@ def _entry(raw: Any, where: str, path: str, node: yaml.Node | None) -> Certified
 MAX_REGISTRY_BYTES = 16 << 20  # a workload's certified configurations are a few hundred bytes each
 
 
-def read(path: str | Path) -> Registry:
-    """The registry at ``path``; an empty one if the file does not exist yet."""
+def read(path: Any) -> Registry:
+    """The registry at ``path`` (a local path, a URL or an ``ObjectStoragePath``); an empty one if the file does
+    not exist yet."""
     from airflow_sm_prefs import untrusted_files
 
-    location = Path(path)
+    location = _place(path) if isinstance(path, str | Path) else path  # else already an ObjectStoragePath
     if not location.exists() and not location.is_symlink():
         return {}
     try:
@@ -273,15 +277,23 @@ def read(path: str | Path) -> Registry:
 
 def registry_path(explicit: str | None) -> str:
     """The operator's ``certification_registry`` if given, else ``[sm_prefs] certification_registry``, else
-    ``$AIRFLOW_HOME/sm_prefs/certified.yaml`` (beside the default ledger)."""
-    if explicit:
-        return os.path.expanduser(explicit)
-    from airflow.configuration import conf
-
-    configured = conf.get("sm_prefs", "certification_registry", fallback=None)
+    ``<[sm_prefs] storage>/certified.yaml``, else ``$AIRFLOW_HOME/sm_prefs/certified.yaml``: a local path or a
+    URL, as text (nothing is opened, so a DAG file's parse makes no call)."""
+    configured = explicit or object_storage.setting("certification_registry")
+    storage = object_storage.setting("storage")
     if configured:
-        return os.path.expanduser(configured)
+        return configured if is_remote(configured) else os.path.expanduser(configured)
+    if storage:
+        return f"{storage.rstrip('/')}/certified.yaml"
     return default_file("certified.yaml")
+
+
+def is_remote(path: str | Path) -> bool:
+    return not object_storage.is_local(str(path))
+
+
+def _place(path: str | Path) -> Any:
+    return object_storage.place(str(path), object_storage.setting("storage_conn_id"), "the certification registry")
 
 
 def certified_for(registry: Registry, workload: str, instance_type: str, count: int) -> CertifiedConfiguration | None:
@@ -302,27 +314,54 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+MAX_WRITE_ATTEMPTS = 20  # a conditional write loses only to another writer's success; 20 in a row is not contention
+
+
 def record(path: str | Path, workload: str, passed: Sequence[CertifiedConfiguration]) -> Registry:
-    """Add or update ``passed`` under ``workload``, under the file's lock, replacing the file atomically. A
-    registry behind a symlink is written where the link points, and the link is kept."""
+    """Add or update ``passed`` under ``workload`` with no update lost to a concurrent writer: locally under the
+    file's lock, replacing the file atomically (a registry behind a symlink is written where the link points,
+    and the link is kept); on object storage by a write that succeeds only if the object is unchanged since it
+    was read, read again and merged again otherwise."""
+    if is_remote(path):
+        return _record_on_object_storage(_place(path), workload, passed)
     location = Path(os.path.realpath(path))
     with _locked(location):
-        registry = read(location)
-        entries = {entry.key: entry for entry in registry.get(workload, [])}
-        for entry in passed:
-            entries[entry.key] = entry
-        registry[workload] = sorted(entries.values(), key=lambda e: (e.instance_type, e.instance_count))
-        document = {
-            "format": FORMAT,
-            "workloads": {name: [e.to_yaml() for e in entries] for name, entries in sorted(registry.items())},
-        }
-        text = yaml.safe_dump(document, sort_keys=False)
-        parse(text, str(location))  # never write what the readers would refuse
+        registry, text = _merged(read(location), workload, passed, str(location))
         handle, temporary = tempfile.mkstemp(dir=location.parent, prefix=f".{location.name}.")
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
         os.replace(temporary, location)
     return registry
+
+
+def _record_on_object_storage(location: Any, workload: str, passed: Sequence[CertifiedConfiguration]) -> Registry:
+    for _ in range(MAX_WRITE_ATTEMPTS):
+        # The version first: content read after it is that version or newer, and a newer one fails the write.
+        version = object_storage.current_version(location)
+        registry, text = _merged(read(location) if version else {}, workload, passed, str(location))
+        try:
+            object_storage.write_if_unchanged(location, text.encode("utf-8"), version)
+            return registry
+        except object_storage.ChangedMeanwhile:
+            continue
+    raise RegistryError(f"{location}: changed by other writers {MAX_WRITE_ATTEMPTS} times in a row; nothing written")
+
+
+def _merged(
+    registry: Registry, workload: str, passed: Sequence[CertifiedConfiguration], where: str
+) -> tuple[Registry, str]:
+    """The registry with ``passed`` added to or updated in ``workload``, and its text, checked as readers will."""
+    entries = {entry.key: entry for entry in registry.get(workload, [])}
+    for entry in passed:
+        entries[entry.key] = entry
+    registry = {**registry, workload: sorted(entries.values(), key=lambda e: (e.instance_type, e.instance_count))}
+    document = {
+        "format": FORMAT,
+        "workloads": {name: [e.to_yaml() for e in listed] for name, listed in sorted(registry.items())},
+    }
+    text = yaml.safe_dump(document, sort_keys=False)
+    parse(text, where)  # never write what the readers would refuse
+    return registry, text
 
 
 # -- what the operators ask ------------------------------------------------------------------------------------
@@ -349,11 +388,17 @@ class Certification:
         elif mode != "off" and not workload:
             problems.append(f"certified={mode!r} needs workload= (the registry's name for this job)")
         if registry is not None and not isinstance(registry, str):
-            problems.append(f"certification_registry must be a file path, got {type(registry).__name__}")
+            problems.append(f"certification_registry must be a path or a URL, got {type(registry).__name__}")
         path = registry_path(registry) if not problems else None
         if problems:
             raise rules.PreferenceValidationError(problems)
         return cls(workload, mode, path)
+
+    @property
+    def checked_at_parse(self) -> bool:
+        """A local registry is read when the DAG file is parsed; a remote one only before a job is created, so
+        that parsing (every 30 s, on the DAG processor) makes no network call."""
+        return self.registry is not None and not is_remote(self.registry)
 
     def uncertified(self, entries: Sequence[tuple[str, int, str]]) -> list[str]:
         """Of ``(type, count, label)`` entries, those the registry does not certify for the workload."""

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from airflow_sm_prefs import object_storage
 from airflow_sm_prefs.object_storage import StorageUnavailable
 
 
@@ -229,7 +230,14 @@ def _refresh_prices(args: argparse.Namespace) -> int:
 
     from airflow_sm_prefs import price_list, prices
 
-    output = args.output or prices.user_table_path()
+    try:
+        output = (
+            object_storage.place(args.output, object_storage.setting("storage_conn_id"), "--output")
+            if args.output
+            else prices.user_table_path()
+        )
+    except StorageUnavailable as error:
+        return _error(str(error))
     try:
         client = AwsBaseHook(
             aws_conn_id=args.aws_conn_id, client_type="pricing", region_name=args.api_region
@@ -378,7 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     refresh.add_argument(
         "--api-region", choices=price_list_regions(), default="us-east-1", help="where the Price List API is asked"
     )
-    refresh.add_argument("--output", type=Path, default=None, help="default: [sm_prefs] price_table")
+    refresh.add_argument(
+        "--output", default=None, help="a path or URL (default: [sm_prefs] price_table, else <storage>/prices.json)"
+    )
     refresh.set_defaults(handler=_refresh_prices)
     show = price_actions.add_parser("show", help="the prices in effect and where they come from")
     show.add_argument("--region")

@@ -193,6 +193,14 @@ SHARED_HOOK_SECONDS = 300.0
 _shared_hooks: dict[str, tuple[float, SageMakerPreferenceHook]] = {}
 
 
+def settings_key(hook_kwargs: Mapping[str, Any]) -> str:
+    """One text per set of connection settings: what the process's shared hooks, watchers and log readers are
+    kept by."""
+    import json
+
+    return json.dumps(dict(hook_kwargs), sort_keys=True, default=str)
+
+
 def shared_hook(hook_kwargs: Mapping[str, Any]) -> SageMakerPreferenceHook:
     """One hook per connection settings in this process, renewed every :data:`SHARED_HOOK_SECONDS`.
 
@@ -200,10 +208,9 @@ def shared_hook(hook_kwargs: Mapping[str, Any]) -> SageMakerPreferenceHook:
     worker thread; Airflow 3.1's channel is not safe for those beside the triggerer's own (several at once
     crashed it: "Response read out of order"). Triggers stopping or watching jobs on the same connection
     therefore share one hook instead of reading the connection again each."""
-    import json
     import time
 
-    key = json.dumps(dict(hook_kwargs), sort_keys=True, default=str)
+    key = settings_key(hook_kwargs)
     now = time.monotonic()
     found = _shared_hooks.get(key)
     if found is None or now - found[0] > SHARED_HOOK_SECONDS:

@@ -25,13 +25,13 @@ import os
 import threading
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 import pendulum
 
 from airflow_sm_prefs import object_storage, untrusted_files
 from airflow_sm_prefs.job_view import JobView, iso
-from airflow_sm_prefs.paths import default_file
 
 log = logging.getLogger(__name__)
 
@@ -153,14 +153,12 @@ def entry_for(
 
 
 def location() -> Any:
-    """The ledger's root, an ``ObjectStoragePath`` (local unless ``[sm_prefs] ledger_path`` says otherwise);
-    ``object_storage.StorageUnavailable`` when its filesystem is not installed."""
-    from airflow.configuration import conf
-
-    default = f"file://{os.path.abspath(default_file('ledger'))}"
-    path = conf.get(CONFIG_SECTION, "ledger_path", fallback=None) or default
-    conn_id = conf.get(CONFIG_SECTION, "ledger_conn_id", fallback=None)
-    return object_storage.open_root(path, conn_id, f"[{CONFIG_SECTION}] ledger_path")
+    """The ledger's root, an ``ObjectStoragePath``: ``[sm_prefs] ledger_path``, else ``<[sm_prefs] storage>/ledger``,
+    else local; ``object_storage.StorageUnavailable`` when its filesystem is not installed."""
+    root = object_storage.shared_file("ledger_path", "ledger", conn_option="ledger_conn_id")
+    if isinstance(root, Path):  # one API for both: readers and compaction walk it as object storage
+        return object_storage.open_root(f"file://{root.absolute()}", None, f"[{CONFIG_SECTION}] ledger_path")
+    return root
 
 
 def _safe(name: str) -> str:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_sm_prefs.hooks import ErrorClass, classify, error_code
+from airflow_sm_prefs.hooks import ErrorClass, classify, error_code, settings_key
 from airflow_sm_prefs.loop_shared import ClientFactory, LoopShared
 from airflow_sm_prefs.polling import backoff_seconds
 from airflow_sm_prefs.ratelimit import AdaptiveRateLimiter
@@ -152,7 +151,7 @@ class LogFollower(LoopShared):
     def shared(
         cls, log_group: str, hook_kwargs: dict[str, Any], client_factory: ClientFactory | None = None
     ) -> LogFollower:
-        key = (json.dumps(hook_kwargs, sort_keys=True, default=str), log_group)
+        key = (settings_key(hook_kwargs), log_group)
 
         def make() -> LogFollower:
             limiter = AdaptiveRateLimiter.shared(

@@ -194,8 +194,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         if not isinstance(config, str):  # JSON text is judged once rendered
             for warning in self._prepare(markers):
                 self.log.warning(warning)
-            if certifying.mode == "strict" and self._request is not None:
-                # A static list naming an uncertified configuration fails the DAG import.
+            if certifying.mode == "strict" and certifying.checked_at_parse and self._request is not None:
+                # A static list naming an uncertified configuration fails the DAG import (with a local
+                # registry; a remote one is read just before the job would be created).
                 with job_request.refusing():
                     self._refuse_uncertified(self._request, certifying)
             if checks.requires is not None and checks.on_violation == "fail" and self._request is not None:

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -96,12 +93,12 @@ def retrieve(client: Any, regions: Iterable[str], kinds: Iterable[str] = tuple(P
     return result
 
 
-def write(retrieved: Retrieved, output: Path, endpoint: str) -> None:
+def write(retrieved: Retrieved, output: Any, endpoint: str) -> None:
     """Merge into the table at ``output``: the Regions retrieved are replaced, the others kept; the table
     says where and when its prices were read. Written whole or not at all."""
     import pendulum
 
-    from airflow_sm_prefs import prices, untrusted_files
+    from airflow_sm_prefs import object_storage, prices, untrusted_files
 
     table: dict[str, Any] = {}
     if output.exists() or output.is_symlink():
@@ -121,7 +118,4 @@ def write(retrieved: Retrieved, output: Path, endpoint: str) -> None:
     )
     document = prices.to_json(table, source, pendulum.now("UTC").to_date_string())
     prices.parse(document, str(output))  # never write a table its readers would refuse
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=output.parent, prefix=".prices-", delete=False) as stream:
-        json.dump(document, stream, indent=2, sort_keys=True)
-    os.replace(stream.name, output)
+    object_storage.replace_whole(output, json.dumps(document, indent=2, sort_keys=True), prefix=".prices-")

@@ -4,8 +4,9 @@ Two layers, the second replacing the first entry by entry (Region, kind, instanc
 
 1. the table shipped with the package (``data/prices.json``), with its source and the date it was retrieved;
 2. the user's table: the file ``[sm_prefs] price_table`` names (``AIRFLOW__SM_PREFS__PRICE_TABLE``), by
-   default ``$AIRFLOW_HOME/sm_prefs/prices.json``, which is where ``airflow-sm-prefs prices refresh`` writes
-   what the AWS Price List API answers. A team with negotiated rates writes its own here.
+   default ``<[sm_prefs] storage>/prices.json``, or ``$AIRFLOW_HOME/sm_prefs/prices.json`` without one, which
+   is where ``airflow-sm-prefs prices refresh`` writes what the AWS Price List API answers. A team with
+   negotiated rates writes its own here.
 
 A price nobody gave is unknown (``None``), never 0. Jobs on a Flexible Training Plan are paid for by the
 plan, so they are never priced as on-demand.
@@ -16,14 +17,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_sm_prefs import user_files
-from airflow_sm_prefs.paths import default_file
+from airflow_sm_prefs import object_storage, user_files
 
 if TYPE_CHECKING:
     from airflow_sm_prefs.job_view import JobView
@@ -124,7 +122,7 @@ def to_json(table: dict[str, dict[str, dict[str, str]]], source: str, retrieved:
 MAX_TABLE_BYTES = 64 << 20  # every Region's prices are about 1 MB
 
 
-def read_file(path: Path) -> PriceTable:
+def read_file(path: Any) -> PriceTable:
     from airflow_sm_prefs import untrusted_files
 
     try:
@@ -139,14 +137,11 @@ def shipped() -> PriceTable:
     return parse(json.loads(text), "airflow_sm_prefs/data/prices.json")
 
 
-def user_table_path() -> Path:
-    """Where the user's table is read from, and where ``prices refresh`` writes by default."""
-    from airflow.configuration import conf
-
-    configured = conf.get("sm_prefs", "price_table", fallback=None)
-    if configured:
-        return Path(os.path.expanduser(configured))
-    return Path(default_file("prices.json"))
+def user_table_path() -> Any:
+    """Where the user's table is read from, and where ``prices refresh`` writes by default: ``[sm_prefs]
+    price_table``, else ``<[sm_prefs] storage>/prices.json``, else local (a ``Path``; on object storage an
+    ``ObjectStoragePath``)."""
+    return object_storage.shared_file("price_table", "prices.json")
 
 
 def current() -> PriceTable:
@@ -157,6 +152,9 @@ def current() -> PriceTable:
     table = shipped()
     try:
         users = user_files.parsed(user_table_path(), read_file)
+    except object_storage.StorageUnavailable as error:
+        log.warning("Price table left out: %s", error)
+        return table
     except OSError:
         return table
     except PriceTableError as error:

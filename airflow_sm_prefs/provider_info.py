@@ -43,20 +43,36 @@ def get_provider_info() -> dict[str, Any]:
                 "description": "Where the capacity ledger lives and which price table and instance catalogue the "
                 "guardrails and cost estimates read.",
                 "options": {
+                    "storage": _option(
+                        "One location every host shares (a URL ObjectStoragePath understands), under which the "
+                        "capacity ledger (ledger/), the price table (prices.json) and the certification registry "
+                        "(certified.yaml) live unless their own "
+                        "option names another place (default: each under $AIRFLOW_HOME/sm_prefs/). S3 needs "
+                        "airflow-sm-prefs[s3].",
+                        "s3://team-bucket/sm-prefs",
+                    ),
+                    "storage_conn_id": _option(
+                        "The connection of storage's object store (and of price_table's and "
+                        "certification_registry's when they are URLs).",
+                        "aws_default",
+                    ),
                     "ledger_path": _option(
                         "The capacity ledger's root, a path ObjectStoragePath understands (default: "
-                        "$AIRFLOW_HOME/sm_prefs/ledger).",
+                        "<storage>/ledger, else $AIRFLOW_HOME/sm_prefs/ledger).",
                         "s3://team-bucket/sm-prefs-ledger",
                     ),
-                    "ledger_conn_id": _option("The connection of ledger_path's object store.", "aws_default"),
+                    "ledger_conn_id": _option(
+                        "The connection of ledger_path's object store (default: storage_conn_id).", "aws_default"
+                    ),
                     "price_table": _option(
-                        "The user's price table, read over the shipped one (default: "
-                        "$AIRFLOW_HOME/sm_prefs/prices.json, where `airflow-sm-prefs prices refresh` writes).",
+                        "The user's price table, read over the shipped one (default: <storage>/prices.json, else "
+                        "$AIRFLOW_HOME/sm_prefs/prices.json; where `airflow-sm-prefs prices refresh` writes).",
                         "/opt/airflow/sm_prefs/prices.json",
                     ),
                     "certification_registry": _option(
                         "The certification registry (YAML) that certification DAGs write and certified= reads "
-                        "(default: $AIRFLOW_HOME/sm_prefs/certified.yaml).",
+                        "(a path or a URL; default: <storage>/certified.yaml, else "
+                        "$AIRFLOW_HOME/sm_prefs/certified.yaml).",
                         "/opt/airflow/sm_prefs/certified.yaml",
                     ),
                     "instance_catalogue": _option(

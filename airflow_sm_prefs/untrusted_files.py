@@ -38,16 +38,31 @@ def read_bytes(path: Any, limit: int) -> bytes:
         with os.fdopen(descriptor, "rb") as opened:
             data = opened.read(limit + 1)
     else:
+        data = _read_object(path, limit)
+    if len(data) > limit:
+        raise UntrustedFileError(f"{path}: more than the {limit} bytes allowed")
+    return bytes(data)
+
+
+READ_ATTEMPTS = 3  # an object replaced while it is read is read again, whole
+
+
+def _read_object(path: Any, limit: int) -> bytes:
+    for _ in range(READ_ATTEMPTS):
         try:
             size = path.stat().st_size
         except (OSError, AttributeError) as error:
             raise UntrustedFileError(f"{path}: cannot be read ({error})") from None
         if size is not None and size > limit:
             raise UntrustedFileError(f"{path}: {size} bytes, more than the {limit} allowed")
-        data = path.read_bytes()
-    if len(data) > limit:
-        raise UntrustedFileError(f"{path}: more than the {limit} bytes allowed")
-    return bytes(data)
+        try:
+            return bytes(path.read_bytes())
+        except OSError as error:
+            # s3fs's FileExpired (by name: s3fs is not installed everywhere): another host replaced the object
+            # between its size and its read. Read again, so never half of each.
+            if type(error).__name__ != "FileExpired":
+                raise
+    raise UntrustedFileError(f"{path}: replaced by another writer each of the {READ_ATTEMPTS} times it was read")
 
 
 def decode(data: bytes, where: object) -> str:

@@ -5,18 +5,20 @@ restart and a task does not re-parse the file on every call."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
+
+from airflow_sm_prefs import object_storage
 
 T = TypeVar("T")
 
-_parsed: dict[tuple[str, Callable[[Path], Any]], tuple[float, Any]] = {}
+_parsed: dict[tuple[str, Callable[[Any], Any]], tuple[Any, Any]] = {}
 
 
-def parsed(path: Path, parse: Callable[[Path], T]) -> T:
-    """``parse(path)``, from memory while the file's modification time is unchanged. ``OSError`` when the file
-    cannot be found; whatever ``parse`` raises is raised again on the next call (a failure is not kept)."""
-    stamp = path.stat().st_mtime
+def parsed(path: Any, parse: Callable[[Any], T]) -> T:
+    """``parse(path)``, from memory while the file is unchanged (``object_storage.version_of``; ``path``: a
+    ``Path`` or an ``ObjectStoragePath``). ``OSError`` when the file cannot be found; whatever ``parse`` raises
+    is raised again on the next call (a failure is not kept)."""
+    stamp = object_storage.version_of(path)
     key = (str(path), parse)
     kept = _parsed.get(key)
     if kept is not None and kept[0] == stamp:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import logging
 import random
 from collections.abc import AsyncIterator, Mapping
@@ -30,6 +29,7 @@ from airflow_sm_prefs.hooks import (
     classify,
     is_transient,
     service_time,
+    settings_key,
     shared_hook,
 )
 from airflow_sm_prefs.job_view import JobView, jsonable
@@ -131,7 +131,7 @@ class JobWatcher(LoopShared):
         client_factory: ClientFactory | None = None,
     ) -> JobWatcher:
         """The event loop's watcher for these connection settings and job kind (``hook_kwargs``: the hook's)."""
-        key = (json.dumps(hook_kwargs, sort_keys=True, default=str), kind.name)
+        key = (settings_key(hook_kwargs), kind.name)
 
         def make() -> JobWatcher:
             limiter = AdaptiveRateLimiter.shared((hook_kwargs.get("aws_conn_id"), hook_kwargs.get("region_name")))

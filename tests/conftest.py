@@ -26,13 +26,18 @@ def _ledger_in_a_scratch_folder(tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 @pytest.fixture(autouse=True)
 def _no_hook_shared_across_tests() -> Iterator[None]:
-    """Tests point one connection id at a new emulator each: a hook shared from an earlier test would call
-    the old one (a triggerer shares hooks for minutes; a test must not)."""
+    """Tests point one connection id at a new emulator each: a hook or an object store shared from an earlier
+    test would call the old one (a triggerer shares hooks for minutes; a test must not)."""
+    from airflow.sdk.io import store
+
     from airflow_sm_prefs import hooks
 
-    hooks._shared_hooks.clear()
+    # Airflow keeps one object store (filesystem) per scheme and connection id for the process's life.
+    for shared in (hooks._shared_hooks, store._STORE_CACHE):
+        shared.clear()
     yield
-    hooks._shared_hooks.clear()
+    for shared in (hooks._shared_hooks, store._STORE_CACHE):
+        shared.clear()
 
 
 # The bucket the test requests write to (tests.helpers: s3://bucket/output), as a user's account has it.

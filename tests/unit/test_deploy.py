@@ -21,7 +21,11 @@ def test_the_helm_values_run_the_provider_with_two_triggerers_and_irsa():
         assert role in VALUES[component]["serviceAccount"]["annotations"], component
     assert "airflow-aws-connection" in VALUES["extraEnvFrom"]
     settings = {item["name"]: item["value"] for item in VALUES["env"]}
-    assert settings["AIRFLOW__SM_PREFS__LEDGER_PATH"].startswith("s3://")
+    # Every shared file on the one location the IAM policy lets the pods read and write, none on a pod's disk.
+    assert settings["AIRFLOW__SM_PREFS__STORAGE"] == "s3://team-bucket/sm-prefs"
+    assert not {"LEDGER_PATH", "PRICE_TABLE", "CERTIFICATION_REGISTRY"} & {n.split("__")[-1] for n in settings}
+    s3 = next(s for s in POLICY["Statement"] if "s3:PutObject" in _list(s["Action"]))
+    assert "arn:aws:s3:::team-bucket/sm-prefs/*" in s3["Resource"] and "s3:DeleteObject" in _list(s3["Action"])
 
 
 def test_the_iam_policy_grants_every_call_the_provider_makes():
