@@ -22,7 +22,6 @@ from airflow_sm_prefs.polling import Outcome, WaitFor, backoff_seconds, next_lim
 def wait(
     hook: SageMakerPreferenceHook,
     view: JobView,
-    description: dict[str, Any],
     wait_for: WaitFor,
     deadline: str | None,
     pending_deadline: str | None,
@@ -30,8 +29,8 @@ def wait(
     log: logging.Logger | Any,
     sleep: Any = time.sleep,
     observed: Callable[[JobView], None] | None = None,
-) -> tuple[Outcome, dict[str, Any]]:
-    """Poll the job until an observation ends the wait or a limit passes; the outcome and last description.
+) -> tuple[Outcome, JobView]:
+    """Poll the job until an observation ends the wait or a limit passes; the outcome and the last view.
 
     ``observed`` is called with every fresh view (the operator shows the job's new log lines there).
     """
@@ -41,7 +40,7 @@ def wait(
     while True:
         remaining, limit = next_limit(pendulum.now("UTC"), deadline, pending_deadline, view.selected is not None)
         if remaining is not None and remaining <= 0:
-            return limit, description
+            return limit, view
         sleep(delay if remaining is None else min(delay, remaining))
         try:
             fresh = hook.describe_job(view.kind, view.name)
@@ -56,10 +55,10 @@ def wait(
         fresh_view = JobView.parse(view.kind, fresh)
         if fresh_view.signature != view.signature:
             log.info(progress.status_line(fresh_view))
-        view, description = fresh_view, fresh
+        view = fresh_view
         if observed is not None:
             observed(view)
         delay = view_interval(check_interval, view)
         outcome = observe(view, wait_for)
         if outcome is not None:
-            return outcome, description
+            return outcome, view

@@ -40,7 +40,6 @@ from typing import Any, Literal
 import yaml
 
 from airflow_sm_prefs import object_storage
-from airflow_sm_prefs.paths import default_file
 
 FORMAT = 1
 Mode = Literal["strict", "warn", "off"]
@@ -279,13 +278,8 @@ def registry_path(explicit: str | None) -> str:
     """The operator's ``certification_registry`` if given, else ``[sm_prefs] certification_registry``, else
     ``<[sm_prefs] storage>/certified.yaml``, else ``$AIRFLOW_HOME/sm_prefs/certified.yaml``: a local path or a
     URL, as text (nothing is opened, so a DAG file's parse makes no call)."""
-    configured = explicit or object_storage.setting("certification_registry")
-    storage = object_storage.setting("storage")
-    if configured:
-        return configured if is_remote(configured) else os.path.expanduser(configured)
-    if storage:
-        return f"{storage.rstrip('/')}/certified.yaml"
-    return default_file("certified.yaml")
+    url, _ = object_storage.shared_url("certification_registry", "certified.yaml", explicit)
+    return url if is_remote(url) else os.path.expanduser(url)
 
 
 def is_remote(path: str | Path) -> bool:

@@ -4,15 +4,19 @@ SageMaker selects by capacity only. A fallback that costs more than the team wil
 quota is short (which makes SageMaker refuse the whole list), is found here, each with the entry and the
 reason. ``on_violation="fail"`` refuses the task; ``"drop"`` removes the offending entries, keeps the order of
 the rest, and records what it removed (``dropped_preferences``); it fails only if nothing is left.
+
+Each guardrail is a ``Check`` (the entries it objects to, by rank, with reasons); ``checks_for`` turns a task's
+arguments into the checks to run and ``enforce`` applies them. A new guardrail is a ``Check`` and a line in
+``checks_for`` (with its argument in ``Guardrails``), nothing in the operator's code but the argument.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, Protocol, TypedDict
 
 from airflow_sm_prefs import preferences as rules
 from airflow_sm_prefs.jobs import JobKind
@@ -217,43 +221,88 @@ def apply(
     return shortened, dropped
 
 
-def enforce(
-    kind: JobKind,
-    request: dict[str, Any],
-    guardrails: Guardrails,
-    region: str | None,
-    quota_client: Callable[[], Any],
-    cache_key: tuple[Any, ...],
-    log: Any,
-) -> tuple[dict[str, Any], list[DroppedPreference]]:
-    """Every guardrail over the rendered request, before any job exists; the request to send and what was
-    dropped (each logged with its reason)."""
-    from airflow_sm_prefs import prices, quotas
+class Check(Protocol):
+    """One guardrail: the entries of a request it objects to, by rank, each with its reason."""
 
-    violations: dict[int, str] = {}
-    if guardrails.requires is not None:
-        violations.update(requirement_violations(kind, request, guardrails.requires))
-    if guardrails.prices_needed:
-        for rank, reason in cost_violations(kind, request, guardrails, prices.current(), region).items():
-            violations.setdefault(rank, reason)
-    if guardrails.quota_preflight:
+    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]: ...
+
+
+@dataclass(frozen=True)
+class MeetsRequirements:
+    requires: InstanceRequirements
+
+    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
+        return requirement_violations(kind, request, self.requires)
+
+
+@dataclass(frozen=True)
+class WithinCostCaps:
+    guardrails: Guardrails
+    table: PriceTable
+    region: str | None
+
+    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
+        return cost_violations(kind, request, self.guardrails, self.table, self.region)
+
+
+@dataclass(frozen=True)
+class WithinQuotas:
+    """Reads the account's quotas when it runs; a quota that cannot be read skips the check, never the task."""
+
+    quota_client: Callable[[], Any]
+    cache_key: tuple[Any, ...]
+    log: Any
+
+    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
+        from airflow_sm_prefs import quotas
+
         try:
-            known = quotas.sagemaker_quotas(quota_client(), cache_key)
+            known = quotas.sagemaker_quotas(self.quota_client(), self.cache_key)
         except quotas.QuotasUnreadable as refused:
-            log.info(
+            self.log.info(
                 "Quota preflight skipped: this identity may not read SageMaker's quotas (%s); SageMaker "
                 "still checks them when the job is created",
                 refused,
             )
+            return {}
         except Exception as error:  # throttled, unreachable: the preflight advises, it never fails a task
-            log.warning(
+            self.log.warning(
                 "Quota preflight skipped: could not read SageMaker's quotas (%s: %s)", type(error).__name__, error
             )
-        else:
-            found = quota_violations(kind, request, lambda instance_type: known.get(quota_name(instance_type, kind)))
-            for rank, reason in found.items():
-                violations.setdefault(rank, reason)
-    shortened, dropped = apply(kind, request, violations, guardrails.on_violation)
+            return {}
+        return quota_violations(kind, request, lambda instance_type: known.get(quota_name(instance_type, kind)))
+
+
+def checks_for(
+    guardrails: Guardrails, region: str | None, quota_client: Callable[[], Any], cache_key: tuple[Any, ...], log: Any
+) -> list[Check]:
+    """The guardrails a task's arguments turn on, in the order their reasons are given."""
+    from airflow_sm_prefs import prices
+
+    checks: list[Check] = []
+    if guardrails.requires is not None:
+        checks.append(MeetsRequirements(guardrails.requires))
+    if guardrails.prices_needed:
+        checks.append(WithinCostCaps(guardrails, prices.current(), region))
+    if guardrails.quota_preflight:
+        checks.append(WithinQuotas(quota_client, cache_key, log))
+    return checks
+
+
+def enforce(
+    kind: JobKind,
+    request: dict[str, Any],
+    checks: Sequence[Check],
+    on_violation: OnViolation,
+    log: Any,
+) -> tuple[dict[str, Any], list[DroppedPreference]]:
+    """Every check over the rendered request, before any job exists; the request to send and what was dropped
+    (each logged with its reason). An entry several checks object to is given the first one's reason."""
+    violations: dict[int, str] = {}
+    for check in checks:
+        for rank, reason in check.violations(kind, request).items():
+            violations.setdefault(rank, reason)
+    shortened, dropped = apply(kind, request, violations, on_violation)
     for removed in dropped:
         log.warning("Dropped %s", removed["reason"])
     return shortened, dropped

@@ -9,7 +9,7 @@ list checked when the file is parsed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -80,6 +80,28 @@ def prepare(
             preferences = rules.to_api_entries(_parse_json(preferences, "preferences"))
         request = kind.prepare(parsed, preferences, max_pending)
         return request, kind.validate(request)
+
+
+def rendered(
+    kind: JobKind,
+    config: Any,
+    preferences: Any,
+    max_pending: int | None,
+    job_name: Any,
+    check_instance_types: Callable[[JobKind, Mapping[str, Any]], None],
+    log: Any,
+) -> dict[str, Any]:
+    """The request after the task rendered its fields, judged whole (nothing in it is a template any more,
+    and each listed type is one the installed botocore knows): ``InvalidJobRequest`` names every problem."""
+    try:
+        request, warnings = prepare(kind, config, preferences, max_pending, markers=(), job_name=job_name)
+        with refusing():
+            check_instance_types(kind, request)
+    except rules.PreferenceValidationError as error:
+        raise InvalidJobRequest([*error.problems, "no SageMaker job was created"]) from None
+    for warning in warnings:
+        log.warning(warning)
+    return request
 
 
 def _parse_json(text: str, what: str) -> Any:

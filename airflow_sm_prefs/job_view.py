@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pendulum
@@ -71,6 +71,9 @@ class JobView:
     last_modified: pendulum.DateTime | None
     failure_reason: str | None
     billable_seconds: int | None
+    # The description this view was parsed from, for the few readers of fields no view holds (lineage's
+    # output locations, the trigger's stored essentials); never parsed again.
+    source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def parse(cls, kind: JobKind, description: Mapping[str, Any]) -> JobView:
@@ -108,6 +111,7 @@ class JobView:
             last_modified=to_time(description.get("LastModifiedTime")),
             failure_reason=redacted(description.get("FailureReason")),
             billable_seconds=description.get("BillableTimeInSeconds"),
+            source=description,
         )
 
     @property
@@ -163,14 +167,6 @@ class JobView:
         if rank is None or rank >= len(self.preferences):
             return False
         return bool(self.preferences[rank].get("TrainingPlanArns"))
-
-    def billed_instance_seconds(self) -> float | None:
-        """Instance-seconds billed: training's billable time x instances; processing reports no billable time,
-        so its run time x instances."""
-        if not self.selected_count:
-            return None
-        seconds = self.billable_seconds if self.billable_seconds is not None else self.run_seconds()
-        return None if seconds is None else float(seconds) * self.selected_count
 
     def describe_preferences(self) -> str:
         """'#1 ml.p5.48xlarge x1, #2 ml.p4d.24xlarge x2' for messages that must name every preference."""

@@ -26,12 +26,15 @@ import threading
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import pendulum
 
 from airflow_sm_prefs import object_storage, untrusted_files
-from airflow_sm_prefs.job_view import JobView, iso
+from airflow_sm_prefs.job_view import JobView
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.job_facts import JobFacts
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +87,7 @@ class LedgerEntry(TypedDict):
     plan_backed: bool
     pending_seconds: float
     run_seconds: float | None
-    billable_instance_seconds: int | None
+    billable_instance_seconds: float | None
     estimated_cost_usd: float | None
     cost_basis: str
     workload: str | None
@@ -108,15 +111,10 @@ def outcome_of(view: JobView) -> Outcome:
 
 
 def entry_for(
-    view: JobView, dag_id: str, task_id: str, run_id: str, map_index: int, region: str | None, source: str = "task"
+    facts: JobFacts, dag_id: str, task_id: str, run_id: str, map_index: int, source: str = "task"
 ) -> LedgerEntry:
-    from airflow_sm_prefs.job_view import jsonable
-    from airflow_sm_prefs.prices import job_cost
-
+    view = facts.view
     assert view.name is not None
-    run = view.run_seconds()
-    billable = view.billable_seconds
-    cost = job_cost(view, region)
     return LedgerEntry(
         format=FORMAT,
         dag_id=dag_id,
@@ -126,24 +124,24 @@ def entry_for(
         job_name=view.name,
         job_arn=view.arn,
         job_kind=view.kind.name,
-        region=region,
+        region=facts.region,
         outcome=outcome_of(view),
-        preferences=jsonable(list(view.preferences)),
+        preferences=facts.preferences,
         selected_instance_type=view.selected_type,
         selected_instance_count=view.selected_count,
         selected_rank=view.selected_rank,
         plan_backed=view.plan_backed,
-        pending_seconds=round(view.pending_seconds(), 3),
-        run_seconds=round(run, 3) if run is not None else None,
-        billable_instance_seconds=billable * view.selected_count if billable and view.selected_count else None,
-        estimated_cost_usd=cost.usd,
-        cost_basis=cost.basis,
+        pending_seconds=facts.pending_seconds,
+        run_seconds=facts.run_seconds,
+        billable_instance_seconds=facts.billable_instance_seconds,
+        estimated_cost_usd=facts.estimated_cost_usd,
+        cost_basis=facts.cost_basis,
         workload=None,
         certified_run_seconds=None,
         failure_reason=view.failure_reason,
-        created_at=iso(view.created),
-        started_at=iso(view.started),
-        ended_at=iso(view.ended),
+        created_at=facts.created_at,
+        started_at=facts.started_at,
+        ended_at=facts.ended_at,
         recorded_at=pendulum.now("UTC").to_iso8601_string(),
         source="backfill" if source == "backfill" else "task",
     )

@@ -14,6 +14,7 @@ from typing import Any
 import pendulum
 
 from airflow_sm_prefs import ledger, tagging
+from airflow_sm_prefs.job_facts import JobFacts
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import KINDS, TERMINAL_STATUSES
 
@@ -55,12 +56,11 @@ def backfill(hook: Any, since: pendulum.DateTime, root: Any = None, region: str 
                     continue
                 view = JobView.parse(kind, hook.describe_job(kind, name))
                 entry = ledger.entry_for(
-                    view,
+                    JobFacts.of(view, region),
                     tags[tagging.DAG_ID],
                     tags[tagging.TASK_ID],
                     tags.get(tagging.RUN_ID, ""),
                     int(tags.get(tagging.MAP_INDEX, "-1") or -1),
-                    region,
                     source="backfill",
                 )
                 if ledger.write(entry, root):

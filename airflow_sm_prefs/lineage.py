@@ -21,3 +21,15 @@ def s3_datasets(
     inputs = uris(request, kind.input_uri_paths)
     outputs = uris(request, kind.request_output_uri_paths) + uris(description, kind.described_output_uri_paths)
     return inputs, outputs
+
+
+def operator_lineage(kind: JobKind, request: Mapping[str, Any], description: Mapping[str, Any]) -> Any:
+    """The task's OpenLineage facets: its job's S3 inputs and outputs as datasets."""
+    from airflow.providers.common.compat.openlineage.facet import Dataset
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    inputs, outputs = s3_datasets(kind, request, description)
+    return OperatorLineage(
+        inputs=[Dataset(namespace=n, name=k) for n, k in inputs],
+        outputs=[Dataset(namespace=n, name=k) for n, k in outputs],
+    )

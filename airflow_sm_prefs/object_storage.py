@@ -61,19 +61,27 @@ def is_local(url: str) -> bool:
     return "://" not in url or url.startswith(("file://", "local://"))
 
 
-def shared_file(option: str, name: str, conn_option: str = "storage_conn_id") -> Any:
-    """Where one shared file or folder lives: its own setting ``[sm_prefs] <option>``, else
-    ``<[sm_prefs] storage>/<name>``, else ``$AIRFLOW_HOME/sm_prefs/<name>``. A local place is a ``pathlib.Path``;
-    anything else an ``ObjectStoragePath`` on ``[sm_prefs] <conn_option>`` (else ``storage_conn_id``)."""
+def shared_url(option: str, name: str, given: str | None = None) -> tuple[str, str | None]:
+    """Where one shared file or folder lives, as text (nothing is opened): ``given`` (an operator's argument),
+    else its own setting ``[sm_prefs] <option>``, else ``<[sm_prefs] storage>/<name>``, else
+    ``$AIRFLOW_HOME/sm_prefs/<name>``; and the setting it came from (None for the default or ``given``)."""
+    if given:
+        return given, None
     own = setting(option)
-    storage = setting("storage")
     if own:
-        url, named = own, f"[{SECTION}] {option}"
-    elif storage:
-        url, named = f"{storage.rstrip('/')}/{name}", f"[{SECTION}] storage"
-    else:
-        return Path(default_file(name))
-    return place(url, (setting(conn_option) if own else None) or setting("storage_conn_id"), named)
+        return own, f"[{SECTION}] {option}"
+    storage = setting("storage")
+    if storage:
+        return f"{storage.rstrip('/')}/{name}", f"[{SECTION}] storage"
+    return default_file(name), None
+
+
+def shared_file(option: str, name: str, conn_option: str = "storage_conn_id") -> Any:
+    """``shared_url``'s place opened: a local one as a ``pathlib.Path``, anything else an ``ObjectStoragePath``
+    on ``[sm_prefs] <conn_option>`` when the file's own setting named it, else on ``storage_conn_id``."""
+    url, named = shared_url(option, name)
+    own = named == f"[{SECTION}] {option}"
+    return place(url, (setting(conn_option) if own else None) or setting("storage_conn_id"), named or option)
 
 
 def place(url: str, conn_id: str | None, named: str) -> Any:
@@ -89,9 +97,10 @@ def version_of(path: Any) -> tuple[Any, ...]:
     if isinstance(path, Path):
         found = path.stat()
         return (found.st_mtime_ns, found.st_size, found.st_ino)
-    path.fs.invalidate_cache(path.path)
-    info = path.fs.info(path.path)
-    return (info.get("ETag") or info.get("LastModified"), info.get("size"))
+    version = current_version(path)
+    if version is None:
+        raise FileNotFoundError(str(path))
+    return (version,)
 
 
 def replace_whole(path: Any, text: str, prefix: str) -> None:
@@ -114,9 +123,11 @@ def current_version(path: Any) -> str | None:
     """The object's ETag, asked of the store now; None when there is no object."""
     path.fs.invalidate_cache(path.path)
     try:
-        return str(path.fs.info(path.path)["ETag"])
+        info = path.fs.info(path.path)
     except FileNotFoundError:
         return None
+    # S3 and the stores that speak its API give an ETag; for another store, what else says it changed.
+    return str(info.get("ETag") or (info.get("LastModified"), info.get("size")))
 
 
 def write_if_unchanged(path: Any, data: bytes, version: str | None) -> None:

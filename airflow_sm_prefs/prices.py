@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from airflow_sm_prefs import object_storage, user_files
 
 if TYPE_CHECKING:
-    from airflow_sm_prefs.job_view import JobView
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -188,13 +188,6 @@ def estimate(
     if instance_seconds is None:
         return CostEstimate(None, "unknown-billed-time")
     return CostEstimate(round(instance_seconds * price.usd / 3600.0, 4), "on-demand")
-
-
-def job_cost(view: JobView, region: str | None) -> CostEstimate:
-    """The job's estimated cost with the prices in effect now."""
-    return estimate(
-        current(), region, view.kind.name, view.selected_type, view.billed_instance_seconds(), view.plan_backed
-    )
 
 
 def format_usd(value: float | None, basis: CostBasis | None = None) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from airflow_sm_prefs.job_view import JobView, iso, jsonable
+from airflow_sm_prefs.job_view import JobView, iso
 
 if TYPE_CHECKING:
     from airflow_sm_prefs.guardrails import DroppedPreference
+    from airflow_sm_prefs.job_facts import JobFacts
 
 
 class Selection(TypedDict):
@@ -47,7 +48,7 @@ class JobRecord(TypedDict):
     pending_seconds: float
     run_seconds: float | None
     billable_seconds: int | None
-    billable_instance_seconds: int | None
+    billable_instance_seconds: float | None
     # On-demand prices x billed instance-seconds; None when unknown (see cost_basis), never a made-up 0.
     estimated_cost_usd: float | None
     cost_basis: str
@@ -75,17 +76,11 @@ def selection(view: JobView, region: str | None) -> Selection | None:
 
 
 def build(
-    view: JobView,
-    region: str | None,
+    facts: JobFacts,
     dropped: Sequence[DroppedPreference] = (),
     uncertified: Sequence[str] = (),
-    certified_run_seconds: float | None = None,
 ) -> JobRecord:
-    from airflow_sm_prefs.prices import job_cost
-
-    run = view.run_seconds()
-    cost = job_cost(view, region)
-    billable = view.billable_seconds
+    view, run, certified_run_seconds = facts.view, facts.run_seconds, facts.certified_run_seconds
     return JobRecord(
         job_name=view.name,
         job_arn=view.arn,
@@ -96,25 +91,23 @@ def build(
         selected_instance_count=view.selected_count,
         selected_rank=view.selected_rank,
         fell_back=view.fell_back,
-        preferences=jsonable(list(view.preferences)),
+        preferences=facts.preferences,
         dropped_preferences=list(dropped),
         uncertified_preferences=list(uncertified),
         certified_run_seconds=certified_run_seconds,
         run_time_vs_certified=round(run / certified_run_seconds, 3)
         if run is not None and certified_run_seconds
         else None,
-        pending_seconds=round(view.pending_seconds(), 3),
-        run_seconds=round(run, 3) if run is not None else None,
-        billable_seconds=billable,
-        billable_instance_seconds=billable * view.selected_count
-        if billable is not None and view.selected_count
-        else None,
-        estimated_cost_usd=cost.usd,
-        cost_basis=cost.basis,
+        pending_seconds=facts.pending_seconds,
+        run_seconds=run,
+        billable_seconds=view.billable_seconds,
+        billable_instance_seconds=facts.billable_instance_seconds,
+        estimated_cost_usd=facts.estimated_cost_usd,
+        cost_basis=facts.cost_basis,
         failure_reason=view.failure_reason,
-        region=region,
-        created_at=iso(view.created),
-        started_at=iso(view.started),
-        ended_at=iso(view.ended),
+        region=facts.region,
+        created_at=facts.created_at,
+        started_at=facts.started_at,
+        ended_at=facts.ended_at,
         last_modified_at=iso(view.last_modified),
     )

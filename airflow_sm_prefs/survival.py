@@ -52,7 +52,7 @@ def kaplan_meier(points: Iterable[tuple[float, bool]]) -> Curve:
 
     At a tie, ends count before censorings, as is customary: a job censored at t was still waiting at t.
     """
-    ordered = sorted(points, key=lambda point: (point[0], not point[1]))
+    ordered = sorted(points)  # the points of one moment are taken together below, ends first
     at_risk = len(ordered)
     remaining = 1.0
     steps: list[tuple[float, float]] = []

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
 from airflow_sm_prefs import attempts, ledger, progress, record
+from airflow_sm_prefs.job_facts import JobFacts
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import JobKind
 from airflow_sm_prefs.outcomes import FINISH_SUMMARY_FIELDS, outcome_error, with_log_tail
@@ -47,23 +48,21 @@ class TaskOutcome:
         self.context["ti"].xcom_push(key="selection", value=chosen)
         emit_selection(chosen)
 
-    def record_of(self, view: JobView) -> record.JobRecord:
+    def facts_of(self, view: JobView) -> JobFacts:
+        """Everything the record, the ledger and the metrics say of the job, computed once."""
+        certified = None
+        if self.certification is not None and self.certification.workload:
+            certified = self.certification.certified_run_seconds(view.selected_type, view.selected_count)
+        return JobFacts.of(view, self.region, certified_run_seconds=certified)
+
+    def record_of(self, facts: JobFacts) -> record.JobRecord:
         """The job's record, with the entries this try's guardrails dropped from its list."""
         ti = self.context["ti"]
         map_index = getattr(ti, "map_index", -1)
         dropped = ti.xcom_pull(key=DROPPED_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
         uncertified = ti.xcom_pull(key=UNCERTIFIED_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
-        certified = (
-            self.certification.certified_run_seconds(view.selected_type, view.selected_count)
-            if self.certification
-            else None
-        )
         return record.build(
-            view,
-            self.region,
-            dropped if isinstance(dropped, list) else (),
-            uncertified if isinstance(uncertified, list) else (),
-            certified,
+            facts, dropped if isinstance(dropped, list) else (), uncertified if isinstance(uncertified, list) else ()
         )
 
     def mark_finished(self) -> None:
@@ -79,29 +78,26 @@ class TaskOutcome:
         self.mark_finished()
         if not announced:
             self.announce(view)
-        result = self.record_of(view)
+        facts = self.facts_of(view)
+        result = self.record_of(facts)
         summary = json.dumps({k: result[k] for k in FINISH_SUMMARY_FIELDS})  # type: ignore[literal-required]
         self.log.info("SageMaker %s job %s ended %s: %s", view.kind.name, view.name, view.status, summary)
-        self.record_in_ledger(view)
+        self.record_in_ledger(facts)
         if result["status"] == "Completed":
             return result
         self.context["ti"].xcom_push(key="record", value=result)
         raise with_log_tail(outcome_error(view, result), log_tail)
 
-    def record_in_ledger(self, view: JobView, outcome: ledger.Outcome | None = None) -> None:
+    def record_in_ledger(self, facts: JobFacts, outcome: ledger.Outcome | None = None) -> None:
         """The job's end, in the capacity ledger and as metrics; never a reason for the task to fail."""
         from airflow_sm_prefs.metrics import emit_end
 
         ti = self.context["ti"]
         map_index = getattr(ti, "map_index", -1)
-        entry = ledger.entry_for(
-            view, ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index), self.region
-        )
+        entry = ledger.entry_for(facts, ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
         if self.certification is not None and self.certification.workload:
             entry["workload"] = self.certification.workload
-            entry["certified_run_seconds"] = self.certification.certified_run_seconds(
-                view.selected_type, view.selected_count
-            )
+            entry["certified_run_seconds"] = facts.certified_run_seconds
         if outcome is not None:
             entry["outcome"] = outcome
         ledger.write(entry)
@@ -110,40 +106,38 @@ class TaskOutcome:
     def refuse_ended_job(self, view: JobView, reason: str) -> NoReturn:
         """A retry finds the job ended and may not launch another: record it again (a retry starts with no
         XCom) and say again why it ended."""
-        result = self.record_of(view)
+        result = self.record_of(self.facts_of(view))
         self.context["ti"].xcom_push(key="record", value=result)
         raise AirflowFailException(f"{outcome_error(view, result)} Not launched again: {reason}.")
 
     def abandon(
         self,
         hook: SageMakerPreferenceHook,
-        description: dict[str, Any],
+        view: JobView,
         error: type[AirflowException],
         message: str,
         stop: bool,
         left: str,
     ) -> NoReturn:
         """The task stops waiting: stop the job unless told not to, record it, and fail saying which."""
-        view = JobView.parse(self.kind, description)
         assert view.name is not None
         self.mark_finished()
         if stop:
             hook.stop_job(self.kind, view.name, self.log)
             # The record shows the job after the stop.
-            view = JobView.parse(self.kind, latest_description(hook, self.kind, description, self.log))
-            # A job left running is not over: a backfill records it once it ends.
-            self.record_in_ledger(view, "no_capacity" if view.started is None else "stopped")
-        self.context["ti"].xcom_push(key="record", value=self.record_of(view))
+            view = latest_view(hook, view, self.log)
+        facts = self.facts_of(view)
+        if stop:  # a job left running is not over: a backfill records it once it ends
+            self.record_in_ledger(facts, "no_capacity" if view.started is None else "stopped")
+        self.context["ti"].xcom_push(key="record", value=self.record_of(facts))
         raise error(message + ("; the job was stopped" if stop else f"; the job was left {left}"))
 
 
-def latest_description(
-    hook: SageMakerPreferenceHook, kind: JobKind, last_seen: dict[str, Any], log: Any
-) -> dict[str, Any]:
-    """A fresh description for the record; the last one seen if SageMaker cannot be asked right now."""
-    name = last_seen[kind.name_field]
+def latest_view(hook: SageMakerPreferenceHook, last_seen: JobView, log: Any) -> JobView:
+    """A fresh view of the job for its record; the last one seen if SageMaker cannot be asked right now."""
+    assert last_seen.name is not None
     try:
-        return hook.describe_job(kind, name)
+        return JobView.parse(last_seen.kind, hook.describe_job(last_seen.kind, last_seen.name))
     except Exception as error:
-        log.info("Could not describe %s for its record (%s); recording the last status seen", name, error)
+        log.info("Could not describe %s for its record (%s); recording the last status seen", last_seen.name, error)
         return last_seen

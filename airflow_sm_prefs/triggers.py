@@ -14,14 +14,15 @@ from airflow_sm_prefs import airflow_lines, progress
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import KINDS, JobKind
 from airflow_sm_prefs.polling import Outcome, WaitFor, next_limit, observe
+from airflow_sm_prefs.wait_event import WaitEnded
 
 
 class SageMakerPreferenceJobTrigger(BaseTrigger):
     """Waits for a SageMaker job to select a preference (``wait_for="selection"``) or to end.
 
-    Yields exactly one event, ``{"status": ..., "job_name": ..., "description": ...}`` where status is an
-    :class:`~airflow_sm_prefs.polling.Outcome` and ``description`` holds only the Describe fields the
-    operator reads (never the job's environment or hyperparameters, which may hold secrets).
+    Yields exactly one event, a :class:`~airflow_sm_prefs.wait_event.WaitEnded`'s payload, whose description
+    holds only the Describe fields the operator reads (never the job's environment or hyperparameters, which
+    may hold secrets).
 
     :param hook_kwargs: the operator's connection settings (``aws_conn_id``, ``region_name``, ``verify``,
         ``config``), so the trigger's clients are built exactly like the task's. ``aws_conn_id`` and
@@ -98,18 +99,16 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
     def _event(self, status: Outcome, description: dict[str, Any] | None, message: str | None = None) -> TriggerEvent:
         # What the operator needs to resume travels in the event itself: `airflow dags test` hands the resume
         # method only the event, not the kwargs given to defer().
-        return TriggerEvent(
-            {
-                "status": str(status),
-                "job_name": self.job_name,
-                "job_kind": self.job_kind,
-                "description": self.kind.essentials(description) if description else None,
-                "message": message,
-                "announced": self.wait_for == "completion",
-                "deadline": self.deadline,
-                "pending_deadline": self.pending_deadline,
-            }
+        ended = WaitEnded(
+            outcome=status,
+            job_name=self.job_name,
+            description=self.kind.essentials(description) if description else None,
+            announced=self.wait_for == "completion",
+            deadline=self.deadline,
+            pending_deadline=self.pending_deadline,
+            message=message,
         )
+        return TriggerEvent(ended.payload(self.kind))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:

@@ -5,7 +5,8 @@ while a blocking wait (``deferrable=False``) runs. The deferred wait reads throu
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from airflow_sm_prefs.jobs import JobKind
 from airflow_sm_prefs.log_follower import (
@@ -16,6 +17,9 @@ from airflow_sm_prefs.log_follower import (
     LogLine,
     events_in_order,
 )
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.job_view import JobView
 
 TAIL_LINES = 20
 # A failure's reason is nearly always in the first instances' streams; a large cluster is not read whole.
@@ -101,3 +105,41 @@ class BlockingLogReader:
             if not token:
                 return
             request["nextToken"] = token
+
+
+def saved_cursor(ti: Any) -> dict[str, Any] | None:
+    """Where this try's reading of the job's log stands (XCom ``sm_prefs_log_cursor``), if it began."""
+    from airflow_sm_prefs.log_stream import CURSOR_XCOM_KEY
+
+    saved = ti.xcom_pull(key=CURSOR_XCOM_KEY, task_ids=ti.task_id, map_indexes=ti.map_index)
+    return saved if isinstance(saved, dict) else None
+
+
+def start_from_now(ti: Any, job_name: str, service_now: float | None, log: Any) -> None:
+    """A retry reattached to a running job: the lines an earlier try showed are in that try's log, so this try
+    shows the lines written from now on (in the service's clock), none of them twice."""
+    import pendulum
+
+    from airflow_sm_prefs.log_stream import CURSOR_XCOM_KEY
+
+    now = service_now if service_now is not None else pendulum.now("UTC").timestamp()
+    ti.xcom_push(key=CURSOR_XCOM_KEY, value=LogCursor(after=int(now) * 1000).to_json())
+    log.info(
+        "SageMaker job %s was already running: its log lines up to %s are in the earlier tries' logs and in "
+        "CloudWatch; showing the lines written from then on",
+        job_name,
+        pendulum.from_timestamp(int(now)).to_iso8601_string(),
+    )
+
+
+def blocking_reader(
+    hook_kwargs: dict[str, Any], kind: JobKind, job_name: str, log: Any, saved: dict[str, Any] | None
+) -> Callable[[JobView], None]:
+    """What a blocking wait calls with each view: show the job's new lines once it runs."""
+    reader = BlockingLogReader(logs_client(hook_kwargs), kind, job_name, log, LogCursor.from_json(saved) or LogCursor())
+
+    def observed(view: JobView) -> None:
+        if view.started is not None:
+            reader.read()
+
+    return observed

@@ -8,6 +8,7 @@ import pytest
 
 from airflow_sm_prefs import advisor, ledger, report, weather
 from airflow_sm_prefs.counterfactual import Timeline
+from airflow_sm_prefs.job_facts import JobFacts
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import TRAINING
 from airflow_sm_prefs.local_stack import control
@@ -49,7 +50,7 @@ def eight_nights() -> list[dict]:
         for dag, name, night in made:
             view = JobView.parse(TRAINING, client.describe_training_job(TrainingJobName=name))
             assert view.status == "Completed", (name, view.status)
-            entries.append(ledger.entry_for(view, dag, "train", f"scheduled__{night}", -1, "us-east-1"))
+            entries.append(ledger.entry_for(JobFacts.of(view, "us-east-1"), dag, "train", f"scheduled__{night}", -1))
         return entries
     finally:
         server.stop()

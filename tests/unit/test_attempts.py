@@ -9,6 +9,7 @@ from airflow_sm_prefs.attempts import (
     SUBMITTED,
     SUBMITTING,
     ClaimStore,
+    Decision,
     JobClaim,
     decide,
     default_base_name,
@@ -32,7 +33,7 @@ def claim(phase: str, try_number: int = 1, generation: int = 1) -> JobClaim:
 
 
 def test_first_execution_creates_the_base_name():
-    assert decide(None, "base", None, 1, True).action == "create"
+    assert decide(None, "base", None, 1, True) == Decision("create", "base", 1, "no earlier job for this task instance")
 
 
 @pytest.mark.parametrize(
@@ -45,22 +46,27 @@ def test_first_execution_creates_the_base_name():
 )
 def test_a_retry_reattaches_to_its_running_job(claimed_by_try, first_try):
     decision = decide(claim(DEFERRED, try_number=claimed_by_try), "base", "InProgress", first_try, True)
-    assert (decision.action, decision.job_name) == ("reattach", "base")
+    assert decision == Decision("reattach", "base", 1, "job base is still InProgress")
 
 
 def test_a_claim_whose_create_never_happened_creates_the_same_name():
     decision = decide(claim(SUBMITTING), "base", None, 1, True)
-    assert (decision.action, decision.job_name, decision.generation) == ("create", "base", 1)
+    assert decision == Decision("create", "base", 1, "job base was claimed but never created")
+    second = decide(claim(SUBMITTING, generation=2), "base", None, 1, True)
+    assert (second.job_name, second.generation) == ("base-r2", 2), "the same generation, not the next"
 
 
 def test_a_completed_job_is_reported_not_relaunched_by_a_retry():
     # Even when the task saw the outcome and Airflow failed the try anyway: the retry must not relaunch.
-    assert decide(claim(FINISHED, try_number=1), "base", "Completed", 1, True).action == "finished"
+    decision = decide(claim(FINISHED, try_number=1, generation=2), "base", "Completed", 1, True)
+    assert decision == Decision("finished", "base-r2", 2, "job base-r2 already completed")
 
 
 def test_clearing_a_task_whose_job_completed_runs_the_next_generation():
     decision = decide(claim(FINISHED, try_number=1), "base", "Completed", 2, True)
-    assert (decision.action, decision.job_name) == ("create", "base-r2")
+    assert decision == Decision(
+        "create", "base-r2", 2, "the task was cleared after job base completed; starting generation 2"
+    )
 
 
 def test_a_stopping_job_is_never_reattached():
@@ -71,15 +77,21 @@ def test_a_stopping_job_is_never_reattached():
 @pytest.mark.parametrize("status", ["Failed", "Stopped"])
 def test_a_failed_job_starts_the_next_generation_or_fails_by_policy(status):
     decision = decide(claim(RESUMED), "base", status, 1, True)
-    assert (decision.action, decision.job_name, decision.generation) == ("create", "base-r2", 2)
-    assert decide(claim(RESUMED), "base", status, 1, False).action == "fail"
+    assert decision == Decision("create", "base-r2", 2, f"job base ended {status}; starting generation 2")
+    refused = decide(claim(RESUMED, generation=3), "base", status, 1, False)
+    assert refused == Decision("fail", "base-r3", 3, f"job base-r3 ended {status} and resubmit_after_failure is off")
 
 
 @pytest.mark.parametrize(("claimed_by_try", "first_try"), [(1, 2), (2, 4)])
 def test_a_clear_while_the_job_runs_supersedes_it(claimed_by_try, first_try):
     # The claim predates the first try since the clear: the user asked for a fresh run.
     decision = decide(claim(DEFERRED, try_number=claimed_by_try), "base", "InProgress", first_try, True)
-    assert (decision.action, decision.job_name) == ("supersede", "base-r2")
+    assert decision == Decision(
+        "supersede",
+        "base-r2",
+        2,
+        f"the task was cleared while job base ran (try {claimed_by_try}); stopping it and starting afresh",
+    )
 
 
 @pytest.mark.parametrize(
@@ -154,3 +166,80 @@ def test_ledger_round_trip_and_absent_store():
     assert claims.load() == saved
     assert ClaimStore.from_context({}).load() is None
     assert claims.has_store and not ClaimStore.from_context({}).has_store
+
+
+def test_the_derived_names_are_the_ones_earlier_releases_derived():
+    """A retry after an upgrade finds its job by this name: a change to the derivation would launch a second job."""
+    run = "scheduled__2026-11-30T00:00:00+00:00"
+    assert default_base_name("Nightly_Eval", "train.Step", run, -1) == "nightly-eval-train-step-d6c9c7dafa"
+    assert default_base_name("___", "...", "r", 0) == "job-2f80c11558"
+    assert default_base_name("d" * 200, "t" * 200, "r", 0) == "d" * 18 + "-" + "t" * 30 + "-45a20ddc43"
+    assert generation_name("a" * 58 + "--bbbbb", 2) == "a" * 58 + "-r2", "no doubled hyphen before the suffix"
+    assert name_stem("a" * 57 + "--bbbbbb") == "a" * 57
+
+
+class RecordingTI:
+    """A task instance whose XCom remembers how it was asked: Airflow before 3.3 keeps the claim there."""
+
+    def __init__(self, map_index: int | None) -> None:
+        self.task_id, self.map_index = "train", map_index
+        self.pushed: dict[str, object] = {}
+        self.pulls: list[dict[str, object]] = []
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.pushed[key] = value
+
+    def xcom_pull(self, **asked: object) -> object:
+        self.pulls.append(asked)
+        return self.pushed.get(str(asked["key"]))
+
+
+@pytest.mark.parametrize(("map_index", "asked_for"), [(None, -1), (-1, -1), (3, 3)])
+def test_before_3_3_the_claim_is_this_map_index_s_xcom(map_index, asked_for):
+    from airflow_sm_prefs.attempts import STATE_KEY
+
+    ti = RecordingTI(map_index)
+    claims = ClaimStore.from_context({"ti": ti})
+    assert not claims.has_store and claims.load() is None
+    saved = claims.save(claim(DEFERRED, generation=2))
+    assert ti.pushed[STATE_KEY]["job_name"] == "base-r2"
+    assert claims.load() == saved
+    assert ti.pulls[-1] == {"task_ids": "train", "key": STATE_KEY, "map_indexes": asked_for}
+
+
+def test_with_a_task_state_store_the_claim_lives_there_and_never_in_xcom():
+    from airflow_sm_prefs.attempts import STATE_KEY
+
+    class Store(dict):
+        def set(self, key: str, value: object, retention: object = None) -> None:
+            self[key] = value
+
+    ti, store = RecordingTI(None), Store()
+    claims = ClaimStore.from_context({"ti": ti, "task_state_store": store})
+    assert claims.has_store
+    saved = claims.save(claim(SUBMITTED))
+    assert store[STATE_KEY]["phase"] == SUBMITTED and ti.pushed == {}
+    assert claims.load() == saved and ti.pulls == []
+    assert ClaimStore.from_context({}).load() is None, "no task instance, no claim"
+
+
+def test_a_stored_claim_reads_back_from_json_text_and_advances_keeping_the_rest():
+    import json
+    from dataclasses import asdict
+
+    stored = claim(DEFERRED, try_number=2, generation=3)
+    assert JobClaim.from_stored(json.dumps(asdict(stored))) == stored
+    assert JobClaim.from_stored("{not json") is None
+    moved = stored.advanced(RESUMED, pending_until="2026-12-01T02:00:00+00:00")
+    assert (moved.phase, moved.pending_until, moved.generation) == (RESUMED, "2026-12-01T02:00:00+00:00", 3)
+
+
+def test_the_connection_settings_keep_the_hooks_own_argument_names():
+    from airflow_sm_prefs.attempts import hook_kwargs
+
+    assert hook_kwargs("c", "eu-west-1", False, {"connect_timeout": 5}) == {
+        "aws_conn_id": "c",
+        "region_name": "eu-west-1",
+        "verify": False,
+        "config": {"connect_timeout": 5},
+    }

@@ -67,7 +67,20 @@ def test_only_censored_points_have_no_quantile_and_no_drop():
     curve = kaplan_meier([(5.0, False), (9.0, False)])
     assert (curve.steps, curve.quantile(0.5), curve.longest, curve.restricted_mean(9.0)) == ((), None, 9.0, 9.0)
     empty = kaplan_meier([])
-    assert (empty.observed, empty.censored, empty.quantile(0.5)) == (0, 0, None)
+    assert (empty.observed, empty.censored, empty.quantile(0.5), empty.longest) == (0, 0, None, 0.0)
+
+
+def test_the_curve_at_its_own_steps_and_edges():
+    curve = kaplan_meier([(1.0, True), (2.0, True)])
+    assert (curve.survival(1.0), curve.survival(0.999)) == (0.5, 1.0), "S drops at the end itself"
+    assert curve.quantile(0.5) == 1.0, "half the waits had ended by the first end"
+    assert curve.restricted_mean(0.0) == 0.0
+    assert curve.restricted_mean(1.0) == 1.0 and curve.restricted_mean(2.0) == 1.5
+
+
+def test_several_censorings_at_one_moment_all_leave_the_risk_set():
+    curve = kaplan_meier([(5.0, False), (5.0, False), (10.0, True), (20.0, True)])
+    assert curve.steps == ((10.0, 0.5), (20.0, 0.0))
 
 
 # -- 30-night histories ----------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import DAG
 
-from airflow_sm_prefs import SageMakerPreferenceProcessingOperator, SageMakerPreferenceTrainingOperator
+from airflow_sm_prefs import SageMakerPreferenceProcessingOperator, SageMakerPreferenceTrainingOperator, job_request
 from airflow_sm_prefs.job_request import InvalidJobRequest
 from airflow_sm_prefs.preferences import PreferenceValidationError, validate_training_request
 from tests.helpers import GPU_PAIR, processing_request, training_request
@@ -24,6 +24,18 @@ OPERATORS = {"training": SageMakerPreferenceTrainingOperator, "processing": Sage
 CASES = [
     (kind, case) for kind, cases in (("training", TRAINING_CASES), ("processing", PROCESSING_CASES)) for case in cases
 ]
+
+
+def _judged_once_rendered(operator: Any) -> Any:
+    """What the task judges after rendering (``job_request.rendered``), short of the installed botocore's type list."""
+    return job_request.prepare(
+        operator.job_kind,
+        operator.config,
+        operator.preferences,
+        operator.max_pending,
+        markers=(),
+        job_name=operator.job_name,
+    )
 
 
 def _build(kind: str, config: Any, **kwargs: Any) -> Any:
@@ -112,14 +124,14 @@ def test_a_templated_list_rendered_as_python_text_says_how_to_fix_it():
     operator = _build("training", training_request("job", None, InstanceCount=1), preferences="{{ params.prefs }}")
     operator.preferences = "['ml.p5.48xlarge', 'ml.p4d.24xlarge']"  # what Jinja renders without native objects
     with pytest.raises(InvalidJobRequest, match="render_template_as_native_obj=True"):
-        operator._prepare(markers=())
+        _judged_once_rendered(operator)
 
 
 def test_a_rendered_value_that_contains_braces_is_judged_not_skipped():
     operator = _build("training", training_request("job", None, InstanceCount=1), preferences="{{ params.prefs }}")
     operator.preferences = '["ml.{{p5}}.48xlarge"]'  # rendered text is final, whatever it contains
     with pytest.raises(InvalidJobRequest, match="is not an instance type"):
-        operator._prepare(markers=())
+        _judged_once_rendered(operator)
 
 
 # -- 2. nothing misread silently ----------------------------------------------------------------------------
@@ -252,7 +264,7 @@ def test_a_config_that_is_not_a_request_is_refused(config):
     if isinstance(config, str):
         operator = _build(operator_kind, config)  # JSON text is judged once rendered
         with pytest.raises(InvalidJobRequest, match="config must be the TrainingJob request"):
-            operator._prepare(markers=())
+            _judged_once_rendered(operator)
         return
     _refused(operator_kind, config, "config must be the TrainingJob request")
 
@@ -266,7 +278,7 @@ def test_a_templated_job_name_argument_is_checked_once_rendered():
     operator = _build("training", training_request("job", GPU_PAIR), job_name="eval-{{ ds_nodash }}")
     operator.job_name = "eval_2026-11-30"  # what it rendered to: an underscore SageMaker refuses
     with pytest.raises(InvalidJobRequest, match="job_name"):
-        operator._prepare(markers=())
+        _judged_once_rendered(operator)
 
 
 def test_every_entry_is_counted_from_one_in_every_message():

@@ -11,6 +11,7 @@ import yaml
 
 from airflow_sm_prefs import certification, instance_catalogue, prices, record
 from airflow_sm_prefs.certification import RegistryError
+from airflow_sm_prefs.job_facts import JobFacts
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import TRAINING
 from tests.helpers import plant_file
@@ -108,7 +109,7 @@ def test_a_bad_price_table_costs_the_estimate_never_the_task(user_prices, conten
     table = prices.current()
     assert table.sources == prices.shipped().sources, "the user's table is left out"
     assert str(user_prices) in caplog.text
-    built = record.build(JobView.parse(TRAINING, training_description()), "us-east-1")
+    built = record.build(JobFacts.of(JobView.parse(TRAINING, training_description()), "us-east-1"))
     assert built["status"] == "Completed" and built["cost_basis"] in ("unknown-price", "on-demand")
 
 

@@ -10,11 +10,20 @@ import datetime as dt
 from datetime import timedelta
 from typing import Any
 
+import pendulum
 import pytest
 
 from airflow_sm_prefs import deadlines, guardrails, metrics, prices, watcher
 from airflow_sm_prefs.jobs import PROCESSING, TRAINING
-from airflow_sm_prefs.polling import MAX_BACKOFF_SECONDS, backoff_seconds, interval_for
+from airflow_sm_prefs.polling import (
+    MAX_BACKOFF_SECONDS,
+    Outcome,
+    backoff_seconds,
+    interval_for,
+    next_limit,
+    observe,
+    view_interval,
+)
 from airflow_sm_prefs.ratelimit import AdaptiveRateLimiter
 from tests.unit.test_prices import table
 
@@ -54,6 +63,38 @@ def test_backoff_doubles_from_half_the_interval_and_stops_at_five_minutes():
     assert backoff_seconds(60.0, 8) == 300.0
 
 
+def test_a_view_is_looked_at_on_the_clock_of_its_state():
+    from airflow_sm_prefs.job_view import JobView
+    from tests.unit.test_task_life import described
+
+    queued = JobView.parse(TRAINING, described("j"))
+    running = JobView.parse(TRAINING, described("j", selected="ml.p4d.24xlarge"))
+    assert (view_interval(60.0, queued), view_interval(60.0, running)) == (120.0, 60.0)
+
+
+def test_what_an_observation_means_for_each_wait():
+    from airflow_sm_prefs.job_view import JobView
+    from tests.unit.test_task_life import described
+
+    queued = JobView.parse(TRAINING, described("j"))
+    chosen = JobView.parse(TRAINING, described("j", selected="ml.p4d.24xlarge"))
+    ended = JobView.parse(TRAINING, described("j", "Failed"))
+    assert (observe(queued, "selection"), observe(queued, "completion")) == (None, None)
+    assert (observe(chosen, "selection"), observe(chosen, "completion")) == (Outcome.SELECTED, None)
+    assert (observe(ended, "selection"), observe(ended, "completion")) == (Outcome.FINISHED, Outcome.FINISHED)
+
+
+def test_the_nearest_limit_ends_a_wait_and_the_pending_one_only_before_a_selection():
+    now = pendulum.datetime(2026, 12, 1, 0, 0, tz="UTC")
+    soon, later = "2026-12-01T00:10:00+00:00", "2026-12-01T01:00:00+00:00"
+    assert next_limit(now, None, None, False) == (None, Outcome.TIMEOUT)
+    assert next_limit(now, later, soon, False) == (600.0, Outcome.PENDING_TIMEOUT)
+    assert next_limit(now, later, soon, True) == (3600.0, Outcome.TIMEOUT)
+    assert next_limit(now, soon, later, False) == (600.0, Outcome.TIMEOUT)
+    assert next_limit(now, None, soon, False) == (600.0, Outcome.PENDING_TIMEOUT)
+    assert next_limit(now.add(hours=2), later, None, True) == (0.0, Outcome.TIMEOUT), "a limit passed is 0, never less"
+
+
 # -- deadlines -------------------------------------------------------------------------------------------------
 
 SUBMITTED = "2026-12-01T00:00:00+00:00"
@@ -74,6 +115,19 @@ def test_without_limits_the_wait_lasts_two_days_pending_one_day_running_and_an_h
 def test_a_processing_jobs_pending_limit_is_the_tasks_to_enforce():
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 600}}
     deadline, pending = deadlines.wait_deadlines(PROCESSING, request, SUBMITTED, 1800, None)
+    assert (deadline, pending) == ("2026-12-01T01:40:00+00:00", "2026-12-01T00:30:00+00:00")
+
+
+def test_a_processing_job_without_max_pending_waits_two_days_and_the_task_enforces_none():
+    request = {"StoppingCondition": {"MaxRuntimeInSeconds": 600}}
+    deadline, pending = deadlines.wait_deadlines(PROCESSING, request, SUBMITTED, None, None)
+    assert (deadline, pending) == ("2026-12-03T01:10:00+00:00", None)
+
+
+def test_the_earlier_of_max_pending_and_finish_by_bounds_a_processing_jobs_wait():
+    request = {"StoppingCondition": {"MaxRuntimeInSeconds": 600}}
+    later = "2026-12-01T02:00:00+00:00"
+    deadline, pending = deadlines.wait_deadlines(PROCESSING, request, SUBMITTED, 1800, None, later)
     assert (deadline, pending) == ("2026-12-01T01:40:00+00:00", "2026-12-01T00:30:00+00:00")
 
 

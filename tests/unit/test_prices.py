@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_sm_prefs import ledger, prices, record
+from airflow_sm_prefs.job_facts import JobFacts
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import PROCESSING, TRAINING
 from tests.unit.test_record import training_description
@@ -40,16 +41,19 @@ def test_the_shipped_table_says_where_prices_come_from_and_invents_none():
 
 def test_a_job_without_a_known_price_costs_unknown_never_zero():
     view = JobView.parse(TRAINING, training_description())
-    built = record.build(view, "us-east-1")
+    built = record.build(JobFacts.of(view, "us-east-1"))
     assert (built["estimated_cost_usd"], built["cost_basis"]) == (None, "unknown-price")
 
 
 def test_the_users_table_prices_a_training_job_by_its_billable_instance_seconds(user_table):
     user_table(table({"us-east-1": {"training": {"ml.p4d.24xlarge": "40.00"}}}))
-    built = record.build(JobView.parse(TRAINING, training_description()), "us-east-1")
+    built = record.build(JobFacts.of(JobView.parse(TRAINING, training_description()), "us-east-1"))
     # 600 billable seconds x 2 instances x $40 per instance-hour
     assert (built["estimated_cost_usd"], built["cost_basis"]) == (13.3333, "on-demand")
-    assert record.build(JobView.parse(TRAINING, training_description()), "eu-west-1")["estimated_cost_usd"] is None
+    assert (
+        record.build(JobFacts.of(JobView.parse(TRAINING, training_description()), "eu-west-1"))["estimated_cost_usd"]
+        is None
+    )
 
 
 def test_a_processing_job_is_priced_by_its_run_time_for_it_reports_no_billable_time(user_table):
@@ -70,19 +74,24 @@ def test_a_processing_job_is_priced_by_its_run_time_for_it_reports_no_billable_t
         "ProcessingEndTime": ended,
         "LastModifiedTime": ended,
     }
-    view = JobView.parse(PROCESSING, description)
-    cost = prices.job_cost(view, "us-east-1")
-    assert cost.basis == "on-demand"
-    assert cost.usd == 12.0  # 30 minutes x 3 instances x $8 per instance-hour
+    facts = JobFacts.of(JobView.parse(PROCESSING, description), "us-east-1")
+    assert facts.cost_basis == "on-demand"
+    assert facts.estimated_cost_usd == 12.0  # 30 minutes x 3 instances x $8 per instance-hour
+    # One rule for the instance-seconds the cost is computed from, in the record and the ledger alike.
+    assert facts.billable_instance_seconds == 5400.0
+    built = record.build(facts)
+    entry = ledger.entry_for(facts, "d", "t", "r", -1)
+    for projection in (built, entry):
+        assert (projection["billable_instance_seconds"], projection["estimated_cost_usd"]) == (5400.0, 12.0)
 
 
 def test_a_plan_backed_job_is_never_priced_on_demand(user_table):
     user_table(table({"us-east-1": {"training": {"ml.p5.48xlarge": 100}}}))
     description = training_description()
     description["ResourceConfig"]["InstancePreferences"][1]["TrainingPlanArns"] = ["arn:aws:sagemaker:plan/p"]
-    built = record.build(JobView.parse(TRAINING, description), "us-east-1")
+    built = record.build(JobFacts.of(JobView.parse(TRAINING, description), "us-east-1"))
     assert (built["estimated_cost_usd"], built["cost_basis"]) == (None, "plan-backed")
-    entry = ledger.entry_for(JobView.parse(TRAINING, description), "d", "t", "r", -1, "us-east-1")
+    entry = ledger.entry_for(JobFacts.of(JobView.parse(TRAINING, description), "us-east-1"), "d", "t", "r", -1)
     assert entry["plan_backed"] and entry["cost_basis"] == "plan-backed"
 
 

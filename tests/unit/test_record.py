@@ -6,6 +6,7 @@ import json
 import pendulum
 
 from airflow_sm_prefs import record
+from airflow_sm_prefs.job_facts import JobFacts
 from airflow_sm_prefs.job_view import JobView, jsonable
 from airflow_sm_prefs.jobs import PROCESSING, TRAINING
 
@@ -48,7 +49,7 @@ def training_description(**overrides):
 
 
 def test_record_of_a_fallback_training_job():
-    built = record.build(JobView.parse(TRAINING, training_description()), "us-east-1")
+    built = record.build(JobFacts.of(JobView.parse(TRAINING, training_description()), "us-east-1"))
     assert built == {
         "job_name": "eval",
         "job_arn": "arn:aws:sagemaker:us-east-1:1:training-job/eval",
@@ -85,8 +86,8 @@ def test_record_of_a_fallback_training_job():
 
 def test_record_from_an_event_payload_equals_record_from_boto3():
     description = training_description()
-    assert record.build(JobView.parse(TRAINING, jsonable(description)), "r") == record.build(
-        JobView.parse(TRAINING, description), "r"
+    assert record.build(JobFacts.of(JobView.parse(TRAINING, jsonable(description)), "r")) == record.build(
+        JobFacts.of(JobView.parse(TRAINING, description), "r")
     )
 
 
@@ -107,7 +108,7 @@ def test_record_of_a_job_that_never_got_capacity():
     description["ResourceConfig"] = {
         k: v for k, v in description["ResourceConfig"].items() if not k.startswith("Selected")
     }
-    built = record.build(JobView.parse(TRAINING, description), "us-east-1")
+    built = record.build(JobFacts.of(JobView.parse(TRAINING, description), "us-east-1"))
     assert (built["selected_instance_type"], built["selected_rank"], built["fell_back"]) == (None, None, None)
     assert built["pending_seconds"] == 1800.0
     assert built["run_seconds"] is None and built["billable_instance_seconds"] is None

@@ -99,9 +99,11 @@ def test_with_drop_or_a_templated_list_the_run_decides():
         on_violation="drop",
     )
     assert dropping._request is not None
-    violations = guardrails.requirement_violations(
-        dropping.job_kind, dropping._request, dropping._guardrails().requires
-    )
+    from airflow_sm_prefs.preflight import Preflight
+
+    requires = Preflight.of(dropping).guardrails.requires
+    assert requires is not None
+    violations = guardrails.requirement_violations(dropping.job_kind, dropping._request, requires)
     assert list(violations) == [1], "the import passed, and the run will drop entry #2"
     templated = SageMakerPreferenceProcessingOperator(
         task_id="p",
@@ -165,3 +167,35 @@ def test_a_malformed_user_catalogue_names_the_file_and_the_entry(tmp_path, monke
     monkeypatch.setenv("AIRFLOW__SM_PREFS__INSTANCE_CATALOGUE", str(mine))
     with pytest.raises(instance_catalogue.CatalogueError, match=r"catalogue\.json: instances\.ml\.x\.vcpus"):
         instance_catalogue.current()
+
+
+def test_every_check_is_asked_and_an_entry_objected_to_twice_keeps_the_first_reason():
+    from dataclasses import dataclass
+
+    from airflow_sm_prefs import guardrails
+    from airflow_sm_prefs.jobs import TRAINING
+    from tests.helpers import TaskLog
+
+    @dataclass(frozen=True)
+    class Objects:
+        ranks: tuple[int, ...]
+        why: str
+
+        def violations(self, kind, request):
+            return {rank: f"preference #{rank + 1}: {self.why}" for rank in self.ranks}
+
+    request = training_request(
+        "x", [{"InstanceType": t, "InstanceCount": 1} for t in ("ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.g5.48xlarge")]
+    )
+    log = TaskLog()
+    kept, dropped = guardrails.enforce(
+        TRAINING, request, [Objects((1,), "too dear"), Objects((1, 2), "short quota")], "drop", log
+    )
+    assert [entry["InstanceType"] for entry in kept["ResourceConfig"]["InstancePreferences"]] == ["ml.p5.48xlarge"]
+    assert [(d["rank"], d["reason"]) for d in dropped] == [
+        (1, "preference #2: too dear"),
+        (2, "preference #3: short quota"),
+    ]
+    assert log.messages == ["Dropped preference #2: too dear", "Dropped preference #3: short quota"]
+    with pytest.raises(PreferenceValidationError, match="too dear"):
+        guardrails.enforce(TRAINING, request, [Objects((1,), "too dear")], "fail", log)

@@ -14,6 +14,7 @@ from airflow.sdk.log import mask_secret
 
 from airflow_sm_prefs import ledger, record
 from airflow_sm_prefs.certification_dag import verdict
+from airflow_sm_prefs.job_facts import JobFacts
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import TRAINING
 from airflow_sm_prefs.log_follower import LogLine
@@ -41,11 +42,11 @@ def _view(description: dict) -> JobView:
 
 
 STORES = {
-    "the XCom record": lambda d: record.build(_view(d), "us-east-1"),
-    "the ledger entry": lambda d: ledger.entry_for(_view(d), "d", "t", "r", -1, "us-east-1"),
+    "the XCom record": lambda d: record.build(JobFacts.of(_view(d), "us-east-1")),
+    "the ledger entry": lambda d: ledger.entry_for(JobFacts.of(_view(d), "us-east-1"), "d", "t", "r", -1),
     "the trigger event (next_kwargs)": lambda d: TRAINING.essentials(d),
-    "the certification result": lambda d: verdict(record.build(_view(d), "us-east-1"), None),
-    "the task's error": lambda d: str(outcome_error(_view(d), record.build(_view(d), "us-east-1"))),
+    "the certification result": lambda d: verdict(record.build(JobFacts.of(_view(d), "us-east-1")), None),
+    "the task's error": lambda d: str(outcome_error(_view(d), record.build(JobFacts.of(_view(d), "us-east-1")))),
     "the progress line": lambda d: _view(d).status_message,
 }
 

@@ -1,0 +1,190 @@
+"""The task's state machine, driven with a fake hook: each way a wait ends leads to the step it must."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from airflow.providers.common.compat.sdk import AirflowException
+
+from airflow_sm_prefs import attempts
+from airflow_sm_prefs.certification import Certification
+from airflow_sm_prefs.jobs import TRAINING
+from airflow_sm_prefs.outcomes import NoCapacityError
+from airflow_sm_prefs.polling import Outcome
+from airflow_sm_prefs.task_life import Defer, Done, TaskLife, Waiting
+from airflow_sm_prefs.wait_event import WaitEnded
+from tests.helpers import FakeTI, TaskLog
+
+DEADLINE = "2030-01-01T00:00:00+00:00"
+WAITING = Waiting(
+    deferrable=True,
+    check_interval=60.0,
+    max_pending=None,
+    wait_timeout=None,
+    stop_on_kill=True,
+    stop_on_timeout=True,
+    resubmit_after_failure=True,
+    stream_logs=False,
+    retries=0,
+)
+
+
+def described(name: str, status: str = "InProgress", selected: str | None = None, **more: Any) -> dict[str, Any]:
+    config = {
+        "InstancePreferences": [
+            {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
+            {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2},
+        ]
+    }
+    if selected:
+        config |= {"SelectedInstanceType": selected, "SelectedInstanceCount": 2}
+    return {
+        "TrainingJobName": name,
+        "TrainingJobArn": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{name}",
+        "TrainingJobStatus": status,
+        "SecondaryStatus": "Pending" if status == "InProgress" and not selected else "Training",
+        "ResourceConfig": config,
+        **more,
+    }
+
+
+class FakeHook:
+    def __init__(self, *jobs: dict[str, Any], reachable: bool = True) -> None:
+        self.jobs = {job["TrainingJobName"]: job for job in jobs}
+        self.reachable = reachable
+        self.described: list[str] = []
+        self.stopped: list[str] = []
+
+    def describe_job(self, kind: Any, name: str) -> dict[str, Any]:
+        self.described.append(name)
+        if not self.reachable:
+            raise ConnectionError("endpoint unreachable")
+        return self.jobs[name]
+
+    def describe_job_at(self, kind: Any, name: str) -> tuple[dict[str, Any], float | None]:
+        return self.describe_job(kind, name), None
+
+    def stop_job(self, kind: Any, name: str, log: Any) -> None:
+        self.stopped.append(name)
+        self.jobs[name] = {**self.jobs[name], "TrainingJobStatus": "Stopped"}
+
+
+class FakeStore(dict):
+    def set(self, key: str, value: Any, retention: Any = None) -> None:
+        self[key] = value
+
+
+def life(hook: FakeHook, waiting: Waiting = WAITING, claimed: str | None = "job-a") -> tuple[TaskLife, dict, TaskLog]:
+    context: dict[str, Any] = {"ti": FakeTI(), "task_state_store": FakeStore()}
+    if claimed:
+        context["task_state_store"][attempts.STATE_KEY] = {
+            "job_name": claimed,
+            "base_name": claimed,
+            "generation": 1,
+            "phase": attempts.DEFERRED,
+            "try_number": 1,
+            "submitted_at": "2029-12-31T00:00:00+00:00",
+            "job_kind": "training",
+        }
+    log = TaskLog()
+    linked: list[str] = []
+    task = TaskLife(
+        TRAINING, hook, {}, "us-east-1", waiting, Certification.judged(None, None, None), context, log, linked.append
+    )  # type: ignore[arg-type]
+    return task, context, log
+
+
+def ended(outcome: Outcome, name: str = "job-a", description: dict | None = None, **more: Any) -> WaitEnded:
+    return WaitEnded(outcome, name, description, more.pop("announced", False), DEADLINE, None, **more)
+
+
+def test_an_event_about_another_job_is_ignored_and_the_claimed_job_followed():
+    hook = FakeHook(described("job-a"), described("job-b", "Completed"))
+    task, context, log = life(hook, claimed="job-a")
+    step = task.resume(ended(Outcome.FINISHED, "job-b", described("job-b", "Completed")), lambda: {})
+    assert isinstance(step, Defer) and step.trigger.job_name == "job-a"
+    assert hook.described == ["job-a"], "the claimed job is looked at, not the one the stray event named"
+    assert any("Ignoring an event about SageMaker job job-b" in m for m in log.messages)
+    assert "record" not in context["ti"].xcoms
+
+
+def test_a_selection_is_announced_and_the_wait_goes_on_for_the_end():
+    hook = FakeHook()
+    task, context, _ = life(hook)
+    step = task.resume(ended(Outcome.SELECTED, description=described("job-a", selected="ml.p4d.24xlarge")), dict)
+    assert isinstance(step, Defer)
+    assert (step.trigger.wait_for, step.trigger.deadline) == ("completion", DEADLINE)
+    assert context["ti"].xcoms["selection"]["selected_instance_type"] == "ml.p4d.24xlarge"
+    assert context["ti"].xcoms["selection"]["selected_rank"] == 1
+    assert context["task_state_store"][attempts.STATE_KEY]["phase"] == attempts.DEFERRED
+    assert hook.described == [], "the event's description is used as it came"
+
+
+def test_a_finished_job_ends_the_task_with_its_record():
+    job = described("job-a", "Completed", selected="ml.p4d.24xlarge")
+    task, context, _ = life(FakeHook())
+    step = task.resume(ended(Outcome.FINISHED, description=job, announced=True), dict)
+    assert isinstance(step, Done)
+    assert step.record["status"] == "Completed" and step.view.source == job
+    assert context["task_state_store"][attempts.STATE_KEY]["phase"] == attempts.FINISHED
+
+
+def test_an_event_without_a_description_asks_sagemaker_and_falls_back_to_the_name():
+    """A trigger that saw no change since the deferral (a quiet queue) sends no description."""
+    hook = FakeHook(described("job-a"))
+    task, context, _ = life(hook, replace(WAITING, stop_on_timeout=False))
+    with pytest.raises(AirflowException, match="the job was left queued"):
+        task.resume(ended(Outcome.PENDING_TIMEOUT), dict)
+    assert hook.described == ["job-a"]
+    assert context["ti"].xcoms["record"]["status"] == "InProgress"
+    task, context, log = life(FakeHook(described("job-a"), reachable=False), replace(WAITING, stop_on_timeout=False))
+    with pytest.raises(AirflowException, match="the job was left queued"):
+        task.resume(ended(Outcome.PENDING_TIMEOUT), dict)
+    assert context["ti"].xcoms["record"]["job_name"] == "job-a"
+    assert any("recording the last status seen" in m for m in log.messages)
+
+
+def test_no_capacity_in_time_stops_the_job_and_names_the_bound():
+    hook = FakeHook(described("job-a"))
+    task, context, _ = life(hook, replace(WAITING, pending_bound="in time to finish by finish_by"))
+    with pytest.raises(NoCapacityError, match=r"in time to finish by finish_by.*the job was stopped"):
+        task.resume(ended(Outcome.PENDING_TIMEOUT, description=described("job-a")), dict)
+    assert hook.stopped == ["job-a"]
+    assert context["ti"].xcoms["record"]["status"] == "Stopped"
+
+
+def test_stop_on_timeout_false_leaves_the_job_running_and_says_so():
+    hook = FakeHook(described("job-a", selected="ml.p4d.24xlarge"))
+    task, _, _ = life(hook, replace(WAITING, stop_on_timeout=False))
+    with pytest.raises(AirflowException, match="the job was left running"):
+        task.resume(ended(Outcome.TIMEOUT, description=described("job-a", selected="ml.p4d.24xlarge")), dict)
+    assert hook.stopped == []
+
+
+def test_an_unknown_status_means_the_job_was_lost_and_a_retry_reattaches():
+    event = WaitEnded.parse({"status": "from-a-newer-version", "job_name": "job-a", "description": None})
+    assert event.outcome is Outcome.ERROR
+    task, _, _ = life(FakeHook(described("job-a")))
+    with pytest.raises(RuntimeError, match="lost track of SageMaker job job-a: boom; a retry reattaches"):
+        task.resume(replace(event, message="boom"), dict)
+
+
+def test_a_wait_event_survives_its_payload_and_keeps_the_keys_0_1_0_sent():
+    event = WaitEnded(Outcome.PENDING_TIMEOUT, "job-a", {"TrainingJobName": "job-a"}, True, DEADLINE, DEADLINE, "m")
+    payload = event.payload(TRAINING)
+    assert set(payload) == {
+        "status",
+        "job_name",
+        "job_kind",
+        "description",
+        "message",
+        "announced",
+        "deadline",
+        "pending_deadline",
+    }
+    assert payload["status"] == "pending_timeout"
+    assert WaitEnded.parse(payload) == event
+    assert WaitEnded.parse({**payload, "description": {}}).description is None
+    assert replace(event, description=None).payload(TRAINING)["description"] is None
