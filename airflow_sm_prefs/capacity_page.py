@@ -9,25 +9,26 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 import pendulum
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
 from airflow_sm_prefs import ledger, report
+from airflow_sm_prefs.capacity_views import Answer, Views
 from airflow_sm_prefs.object_storage import StorageUnavailable
 
-T = TypeVar("T")
+COMPUTING_RELOAD_SECONDS = 3
 RANK_COLOURS = ("#2563eb", "#f59e0b", "#dc2626", "#7c3aed", "#059669")
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:1.5rem;color:#111}table{border-collapse:collapse;margin:1rem 0}"
     "th,td{border-bottom:1px solid #ddd;padding:.35rem .7rem;text-align:left;vertical-align:top}"
     "th{background:#f4f4f5}.paid_off{color:#047857}.did_not_pay_off,.incompatible_fallback{color:#b91c1c}"
-    ".not_enough_data{color:#6b7280}h2{margin-top:2rem}svg{background:#fafafa;border:1px solid #e4e4e7}"
+    ".not_enough_data{color:#6b7280}.pending{background:#fef9c3;padding:.4rem .7rem}h2{margin-top:2rem}"
+    "svg{background:#fafafa;border:1px solid #e4e4e7}"
 )
 
 
@@ -44,40 +45,7 @@ def readable_dags(user: Any) -> set[str]:
     return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
 
 
-class _Views:
-    """What the API server last read of the ledger, and each view computed from it, kept while no ledger file
-    changed: the report over 100,000 jobs takes seconds to compute and a page is asked for far more often than
-    a job ends. A changed folder is read again on the next request (``ledger.ReadingMemo``); a view is computed
-    again when any folder it rests on changed."""
-
-    MAX_VIEWS = 64  # distinct (user's DAGs, window, view) kept; each a report's rows or a page's HTML
-
-    def __init__(self) -> None:
-        self.memo = ledger.ReadingMemo()
-        self._views: OrderedDict[Any, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def reading(self, dags: set[str]) -> ledger.Reading:
-        return ledger.read(dags=dags, fields=ledger.REPORT_FIELDS, memo=self.memo)
-
-    def view(self, reading: ledger.Reading, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
-        """``compute()``, or what it returned for the same ``key`` over the same ledger files."""
-        if reading.signature is None or any(part is None for _, part in reading.signature):
-            return compute()  # a folder whose state is unknown (object storage): never trusted
-        full_key = (reading.signature, key)
-        with self._lock:
-            if full_key in self._views:
-                self._views.move_to_end(full_key)
-                return self._views[full_key]  # type: ignore[no-any-return]
-        value = compute()
-        with self._lock:
-            self._views[full_key] = value
-            while len(self._views) > self.MAX_VIEWS:
-                self._views.popitem(last=False)
-        return value
-
-
-_VIEWS = _Views()
+_VIEWS = Views()
 
 
 def _reading_for(user: Any) -> tuple[ledger.Reading, frozenset[str]]:
@@ -103,32 +71,40 @@ def create_app() -> FastAPI:
 
     @app.get("/capacity", response_class=HTMLResponse)
     def capacity(user: Any = user_dependency, days: int | None = Query(None, ge=1, le=3650)) -> str:
-        reading, dags = _reading_for(user)
-        since = _since(days)
+        dags, since = frozenset(readable_dags(user)), _since(days)
 
         def page() -> str:
-            rows = report.summarize(reading.entries, since=since)
-            bad = reading.bad
-            skipped = f"<p>{bad} ledger entries could not be read and were skipped.</p>" if bad else ""
-            weather_link = (
-                "<p><a href='capacity/weather'>Capacity weather</a>: how often each configuration had room.</p>"
-            )
-            return _page("SageMaker capacity", skipped + weather_link + _capacity_body(rows, reading.entries))
+            reading = _VIEWS.reading(dags)
 
-        return _VIEWS.view(reading, ("page", dags, since), page)
+            def body() -> str:
+                rows = report.summarize(reading.entries, since=since)
+                bad = reading.bad
+                skipped = f"<p>{bad} ledger entries could not be read and were skipped.</p>" if bad else ""
+                weather_link = (
+                    "<p><a href='capacity/weather'>Capacity weather</a>: how often each configuration had room.</p>"
+                )
+                return skipped + weather_link + _capacity_body(rows, reading.entries)
+
+            return _VIEWS.view(reading, ("page", dags, since), body)
+
+        return _answered("SageMaker capacity", _VIEWS.latest(("page", dags, days), page))
 
     @app.get("/capacity/weather", response_class=HTMLResponse)
     def capacity_weather(user: Any = user_dependency, days: int | None = Query(None, ge=1, le=3650)) -> str:
         from airflow_sm_prefs.weather import weather
 
-        reading, dags = _reading_for(user)
-        since = _since(days)
+        dags, since = frozenset(readable_dags(user)), _since(days)
 
         def page() -> str:
-            recent = [entry for entry in reading.entries if report.created_since(entry, since)]
-            return _page("SageMaker capacity weather", _weather_section(weather(recent)))
+            reading = _VIEWS.reading(dags)
 
-        return _VIEWS.view(reading, ("weather", dags, since), page)
+            def body() -> str:
+                recent = [entry for entry in reading.entries if report.created_since(entry, since)]
+                return _weather_section(weather(recent))
+
+            return _VIEWS.view(reading, ("weather", dags, since), body)
+
+        return _answered("SageMaker capacity weather", _VIEWS.latest(("weather", dags, days), page))
 
     @app.get("/capacity/report")
     def capacity_report(
@@ -170,11 +146,28 @@ def create_app() -> FastAPI:
 # -- HTML ------------------------------------------------------------------------------------------------------
 
 
-def _page(title: str, body: str) -> str:
+def _page(title: str, body: str, reload_after: int | None = None) -> str:
+    reload = f"<meta http-equiv='refresh' content='{reload_after}'>" if reload_after else ""
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<!doctype html><html><head><meta charset='utf-8'>{reload}<title>{html.escape(title)}</title>"
         f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>"
     )
+
+
+def _answered(title: str, answer: Answer[str]) -> str:
+    """The page as computed now, or the last one with when it was computed, or a page that reloads until the
+    first one is ready."""
+    if answer.value is None:
+        note = "<p class='pending'>The report is being computed over the capacity ledger; this page reloads itself.</p>"
+        return _page(title, note, reload_after=COMPUTING_RELOAD_SECONDS)
+    if answer.computed_at is None:
+        return _page(title, answer.value)
+    at = dt.datetime.fromtimestamp(answer.computed_at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    note = (
+        f"<p class='pending'>As computed at {at}: jobs have ended since, and the page is being brought up to date. "
+        "Reload in a few seconds for the newer one.</p>"
+    )
+    return _page(title, note + answer.value)
 
 
 def _jobs(count: int) -> str:

@@ -5,8 +5,9 @@ measures, after the imports (a running API server has them): reading the ledger 
 `airflow-sm-prefs report` does), the Capacity page's JSON route and its HTML page through its FastAPI app
 (auth stubbed to a user who may read every DAG), `advise` for one task and `weather`. Then it compacts the
 ledger (`airflow-sm-prefs ledger compact`, every entry older than a day into one file per DAG and month) and
-measures them again. Reports wall time and the
-memory the work adds against the goal (2 s, 200 MB).
+measures them again. Reports, against the goal (2 s, 200 MB): how soon the first answer came and what it was (the
+page is computed in the background: a request past its budget gets the last page, or one saying the report is
+being computed), how long until the full, current result, and the memory the work adds.
 
 Usage: python -m benchmarks.report_at_scale [--dags 100] [--nights 1000] [--ledger DIR] [--output FILE]
 """
@@ -68,10 +69,23 @@ else:
             if what.endswith("-after-a-job"):  # one more job of one DAG ends: its folder changes
                 some = next(root.glob("*/*.json"), None) or next(root.glob("*/compacted/*.jsonl"))
                 ledger.write({**json.loads(some.read_text().splitlines()[0]), "job_name": "one-more-job"}, root)
+            if route == "/capacity":  # the first visit's page, however long it takes, as a user reloading gets it
+                while "being computed" in answer.text:
+                    time.sleep(0.2)
+                    answer = client.get(route)
             started = time.perf_counter()  # the API server already answered once: what a later visit costs
             answer = client.get(route)
-            for added in root.glob("*/one-more-job.json"):
-                added.unlink()
+        answered = time.perf_counter() - started
+        kind = "fresh"
+        if "being computed" in answer.text or "As computed at" in answer.text:
+            kind = "computing" if "being computed" in answer.text else "the last page"
+        while route == "/capacity" and kind != "fresh" and (
+            "being computed" in answer.text or "As computed at" in answer.text
+        ):  # reloading, as the page asks, until the newer page is served
+            time.sleep(0.2)
+            answer = client.get(route)
+        for added in root.glob("*/one-more-job.json"):
+            added.unlink()
     assert answer.status_code == 200, answer.text[:500]
     # The page: one row per DAG's task, each with its runs in the second cell.
     count = sum(r["runs"] for r in answer.json()) if what.startswith("route") else sum(
@@ -80,7 +94,9 @@ else:
     )
 seconds = time.perf_counter() - started
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"seconds": seconds, "added_mb": peak - before, "jobs": count}))
+if what in ("report", "advise", "weather"):
+    answered, kind = seconds, "the result"
+print(json.dumps({"seconds": seconds, "answered": answered, "kind": kind, "added_mb": peak - before, "jobs": count}))
 """
 
 
@@ -120,7 +136,7 @@ def main() -> None:
             started = time.perf_counter()
             folded = ledger.compact(args.ledger, older_than=dt.timedelta(0)).folded
             rows.append(
-                f"| `ledger compact` (once; then daily for a day's jobs) | {folded:,} | "
+                f"| `ledger compact` (once; then daily for a day's jobs) | {folded:,} | | | "
                 f"{time.perf_counter() - started:.1f} s | |"
             )
         measured_here = (
@@ -140,15 +156,17 @@ def main() -> None:
             measured = json.loads(result.stdout.strip().splitlines()[-1])
             assert measured["jobs"] == expected + what.endswith("-after-a-job"), measured
             rows.append(
-                f"| {label}, {layout} | {expected:,} | {measured['seconds']:.2f} s | {measured['added_mb']:.0f} MB |"
+                f"| {label}, {layout} | {expected:,} | {measured['answered']:.2f} s | {measured['kind']} | "
+                f"{measured['seconds']:.2f} s | {measured['added_mb']:.0f} MB |"
             )
     table = "\n".join(
         [
             f"Capacity report over {expected:,} ledger entries ({args.dags} DAGs x {args.nights} nights); "
             "goal 2 s, 200 MB",
             "",
-            "| what | jobs | wall time | memory it adds (peak over the warm process) |",
-            "|---|---:|---:|---:|",
+            "| what | jobs | first answer | answered with | until the full, current result | memory it adds (peak "
+            "over the warm process) |",
+            "|---|---:|---:|---|---:|---:|",
             *rows,
         ]
     )

@@ -77,3 +77,12 @@ def aws_connection(monkeypatch: pytest.MonkeyPatch) -> Callable[[EmulatorServer]
         return conn_id
 
     return connect
+
+
+@pytest.fixture(autouse=True)
+def _capacity_pages_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page request in these tests waits for its page however slow the machine is; what a request does when
+    the page takes longer than its budget is tested on its own (tests/unit/test_capacity_views.py)."""
+    from airflow_sm_prefs import capacity_views
+
+    monkeypatch.setattr(capacity_views, "PAGE_BUDGET_SECONDS", 300.0)

@@ -1,0 +1,69 @@
+"""The API server's kept views: a page request waits a bounded time, then answers with the last page or says
+the first one is being computed. Driven by events, never by how fast the machine is."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from airflow_sm_prefs.capacity_page import _answered
+from airflow_sm_prefs.capacity_views import Answer, Views
+
+PATIENT = 60.0  # long enough for work that is not held back to finish on any machine
+IMPATIENT = 0.01  # work held back by an event is never done within it
+
+
+def held(value: str, release: threading.Event, calls: list[str]):
+    def work() -> str:
+        calls.append(value)
+        release.wait(PATIENT)
+        return value
+
+    return work
+
+
+def test_a_first_page_still_computing_is_said_so_and_the_next_request_gets_it():
+    views, release, calls = Views(), threading.Event(), []
+    assert views.latest("page", held("report v1", release, calls), IMPATIENT) == Answer(None)
+    assert views.latest("page", held("report v1", release, calls), IMPATIENT) == Answer(None)
+    release.set()
+    assert views.latest("page", held("unused", release, calls), PATIENT) in (Answer("report v1"), Answer("unused"))
+    assert calls[0] == "report v1" and calls.count("report v1") == 1, "a request joins the work already running"
+
+
+def test_while_a_newer_page_is_computed_the_last_one_is_served_with_its_time():
+    views, calls = Views(), []
+    done = threading.Event()
+    done.set()
+    before = time.time()
+    assert views.latest("page", held("report v1", done, calls), PATIENT) == Answer("report v1")
+    release = threading.Event()
+    stale = views.latest("page", held("report v2", release, calls), IMPATIENT)
+    assert stale.value == "report v1" and stale.computed_at is not None and stale.computed_at >= before
+    assert not stale.fresh
+    release.set()
+    assert views.latest("page", held("report v3", done, calls), PATIENT).value in ("report v2", "report v3")
+    assert views.latest("other user's page", held("theirs", release, calls), PATIENT) == Answer("theirs")
+
+
+def test_the_three_answers_read_as_what_they_are():
+    computing = _answered("SageMaker capacity", Answer(None))
+    assert "being computed" in computing and "http-equiv='refresh'" in computing
+    fresh = _answered("SageMaker capacity", Answer("<table>rows</table>"))
+    assert "<table>rows</table>" in fresh and "refresh" not in fresh and "As computed at" not in fresh
+    stale = _answered("SageMaker capacity", Answer("<table>rows</table>", 1_796_176_800.0))
+    assert "As computed at 2026-12-02 02:00:00 UTC" in stale and "<table>rows</table>" in stale
+
+
+def test_work_that_fails_reaches_the_request_that_waits_for_it():
+    views = Views()
+
+    def broken() -> str:
+        raise OSError("the ledger cannot be listed")
+
+    try:
+        views.latest("page", broken, PATIENT)
+    except OSError as error:
+        assert "cannot be listed" in str(error)
+    else:
+        raise AssertionError("the failure was swallowed")
