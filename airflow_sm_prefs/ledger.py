@@ -196,22 +196,52 @@ class Reading:
     signature: Any = None
 
 
-_REQUIRED: dict[str, type | tuple[type, ...]] = {
-    "dag_id": str,
-    "task_id": str,
-    "job_name": str,
-    "job_kind": str,
+# Every field of an entry and what it holds, stated once: the reader's checks below are made from it, and
+# ``LedgerEntry`` (the type checker's view of the same) names the same fields (a test holds them together).
+# Without "?" a field is required; with it, it may be null or absent. A reader judges the optional fields it
+# keeps and every required one (``preferences`` only when kept: the report may leave it out).
+SCHEMA: dict[str, str] = {
+    "format": "format",
+    "dag_id": "text",
+    "task_id": "text",
+    "run_id": "text?",
+    "map_index": "integer?",
+    "job_name": "text",
+    "job_arn": "text?",
+    "job_kind": "text",
+    "region": "text?",
+    "outcome": "outcome",
+    "preferences": "preferences",
+    "selected_instance_type": "text?",
+    "selected_instance_count": "integer?",
+    "selected_rank": "integer?",
+    "plan_backed": "flag?",
+    "pending_seconds": "amount",
+    "run_seconds": "amount?",
+    "billable_instance_seconds": "amount?",
+    "estimated_cost_usd": "amount?",
+    "cost_basis": "text?",
+    "workload": "text?",
+    "certified_run_seconds": "amount?",
+    "failure_reason": "text?",
+    "created_at": "time?",
+    "started_at": "time?",
+    "ended_at": "time?",
+    "recorded_at": "time?",
+    "source": "text?",
+}
+_REQUIRED_TYPES: dict[str, type | tuple[type, ...]] = {
+    "text": str,
     "outcome": str,
-    "pending_seconds": (int, float),
+    "amount": (int, float),
     "preferences": list,
 }
-
-
-_NUMBERS = ("run_seconds", "estimated_cost_usd", "certified_run_seconds")
-_INTEGERS = ("selected_rank", "selected_instance_count", "map_index")
-_TIMES = ("created_at", "started_at", "ended_at")
-_TEXTS = ("run_id", "selected_instance_type", "region", "job_arn", "cost_basis", "workload")
-_FLAGS = ("plan_backed",)
+_REQUIRED = tuple((key, _REQUIRED_TYPES[kind]) for key, kind in SCHEMA.items() if kind in _REQUIRED_TYPES)
+# The optional fields by kind, in the order they are judged (a tuple each, as the reader loops over 100,000 entries).
+_NUMBERS, _TEXTS, _FLAGS, _INTEGERS, _TIMES = (
+    tuple(key for key, kind in SCHEMA.items() if kind == optional)
+    for optional in ("amount?", "text?", "flag?", "integer?", "time?")
+)
 MAX_ENTRY_BYTES = 1 << 20  # one job's entry: a few KB; the limit keeps /dev/zero and its kind out
 MAX_MONTH_BYTES = 1 << 29  # a DAG's month of compacted entries: 100,000 jobs are about 100 MB
 
@@ -223,12 +253,12 @@ def _problem(raw: Any, keys: Collection[str] | None = None) -> str | None:
         return "not a JSON object"
     if raw.get("format") != FORMAT:
         return f"format {raw.get('format')!r} (this version reads {FORMAT})"
-    for key, kind in _REQUIRED.items():
+    for key, kind in _REQUIRED:
         if (keys is None or key in keys or key != "preferences") and not isinstance(raw.get(key), kind):
             return f"{key} missing or of the wrong type"
     if raw["outcome"] not in OUTCOMES:
         return f"unknown outcome {raw['outcome']!r}"
-    if raw["pending_seconds"] < 0 or isinstance(raw["pending_seconds"], bool):
+    if not _is_amount(raw["pending_seconds"]):
         return "pending_seconds is negative or not a number"
     for key in _NUMBERS:
         value = raw.get(key)

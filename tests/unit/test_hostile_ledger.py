@@ -107,7 +107,27 @@ HOSTILE_VALUES = {
     "an ARN as a number": ('"job_arn": null', '"job_arn": 7'),
     "plan_backed as text": ('"plan_backed": false', '"plan_backed": "no"'),
     "nested 100,000 deep": ('"workload": null', '"workload": ' + "[" * 100_000 + "]" * 100_000),
+    "billed seconds as text": ('"billable_instance_seconds": null', '"billable_instance_seconds": "lots"'),
+    "a failure reason as a list": ('"failure_reason": null', '"failure_reason": ["out of memory"]'),
+    "a recording time that is not one": ('"recorded_at": "2026-11-29T02:00:00+00:00"', '"recorded_at": "yesterday"'),
+    "a source as a number": ('"source": "task"', '"source": 3'),
 }
+
+
+def test_the_schema_the_reader_judges_is_the_entry_the_writer_writes():
+    from airflow_sm_prefs.job_facts import JobFacts
+    from airflow_sm_prefs.job_view import JobView
+    from airflow_sm_prefs.jobs import TRAINING
+    from tests.unit.test_record import training_description
+
+    assert list(ledger.SCHEMA) == list(ledger.LedgerEntry.__annotations__)
+    written = ledger.entry_for(
+        JobFacts.of(JobView.parse(TRAINING, training_description()), "us-east-1"), "d", "t", "r", -1
+    )
+    assert set(written) == set(ledger.SCHEMA)
+    assert ledger._problem(json.loads(json.dumps(written))) is None
+    judged = {key for kind in ("_NUMBERS", "_TEXTS", "_FLAGS", "_INTEGERS", "_TIMES") for key in getattr(ledger, kind)}
+    assert judged | {key for key, _ in ledger._REQUIRED} | {"format"} == set(ledger.SCHEMA), "every field is judged"
 
 
 @pytest.mark.parametrize("case", HOSTILE_VALUES)
