@@ -256,13 +256,12 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     def execute(self, context: Context) -> Any:
         request = self._rendered_request()
         preflight = Preflight.of(self)
-        account = Account.of(self.hook_kwargs, self._region, self.hook.conn_config.endpoint_url)
-        life = self._start_life(context, preflight)
-        return self._carry_out(
-            life.start(
-                request, self.job_name, lambda rendered: preflight.before_create(context, rendered, account, self.log)
-            )
-        )
+
+        def before_create(rendered: dict[str, Any]) -> Any:  # only when a job is to be created, not to reattach
+            account = Account.of(self.hook_kwargs, self._region, self.hook.conn_config.endpoint_url)
+            return preflight.before_create(context, rendered, account, self.log)
+
+        return self._carry_out(self._start_life(context, preflight).start(request, self.job_name, before_create))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         life = self._start_life(context, Preflight.of(self))
