@@ -94,6 +94,7 @@ class Views:
         try:
             value = work()
             with self._lock:
+                self._latest.pop(key, None)  # the most recently refreshed key goes last, evicted last
                 self._latest[key] = (time.time(), value)
                 while len(self._latest) > self.MAX_VIEWS:
                     self._latest.pop(next(iter(self._latest)))

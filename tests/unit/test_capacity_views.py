@@ -67,3 +67,12 @@ def test_work_that_fails_reaches_the_request_that_waits_for_it():
         assert "cannot be listed" in str(error)
     else:
         raise AssertionError("the failure was swallowed")
+
+
+def test_the_pages_kept_are_the_most_recently_refreshed(monkeypatch):
+    views, done = Views(), threading.Event()
+    done.set()
+    monkeypatch.setattr(Views, "MAX_VIEWS", 2)
+    for key in ("a", "b", "a", "c"):  # "a" refreshed after "b": "b" is the one to go
+        views.latest(key, held(key, done, []), PATIENT)
+    assert list(views._latest) == ["a", "c"]
