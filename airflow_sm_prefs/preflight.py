@@ -9,7 +9,6 @@ never leaves a job behind: nothing is claimed or created until preflight has pas
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -104,8 +103,8 @@ class Preflight:
         if self.guardrails.requires is not None and self.guardrails.on_violation == "fail":
             # A static list that cannot meet requires= fails the DAG import; with "drop", the run decides.
             with job_request.refusing(), rules.template_markers(markers):
-                checks = [guardrails.MeetsRequirements(self.guardrails.requires)]
-                guardrails.enforce(self.kind, request, checks, "fail", logging.getLogger(__name__))
+                violations = guardrails.MeetsRequirements(self.guardrails.requires).violations(self.kind, request)
+                guardrails.apply(self.kind, request, violations, "fail")
 
     def before_create(self, context: Context, request: dict[str, Any], account: Account, log: Any) -> Prepared:
         """The rendered request just before a job is created from it: refused, or shortened with what was dropped

@@ -19,12 +19,9 @@ import logging
 import math
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from airflow_sm_prefs import object_storage, user_files
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
