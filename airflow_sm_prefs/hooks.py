@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
+from airflow_sm_prefs import supervisor_calls
 from airflow_sm_prefs.botocore_model import extend_provider_loader
 from airflow_sm_prefs.job_view import jsonable
 from airflow_sm_prefs.jobs import JobKind
@@ -177,7 +178,7 @@ class SageMakerPreferenceHook(AwsBaseHook):
     async def stop_job_async(self, kind: JobKind, job_name: str, log: logging.Logger | Any) -> None:
         """``stop_job`` from an event loop, bounded so a trigger's ``on_kill`` never hangs."""
         try:
-            async with await self.get_async_conn() as client:
+            async with await async_client(self) as client:
                 await asyncio.wait_for(
                     getattr(client, kind.stop_method)(**{kind.name_field: job_name}), timeout=STOP_TIMEOUT_SECONDS
                 )
@@ -204,10 +205,8 @@ def settings_key(hook_kwargs: Mapping[str, Any]) -> str:
 def shared_hook(hook_kwargs: Mapping[str, Any]) -> SageMakerPreferenceHook:
     """One hook per connection settings in this process, renewed every :data:`SHARED_HOOK_SECONDS`.
 
-    Each new hook reads its Airflow connection, which in a triggerer is a request to the supervisor from a
-    worker thread; Airflow 3.1's channel is not safe for those beside the triggerer's own (several at once
-    crashed it: "Response read out of order"). Triggers stopping or watching jobs on the same connection
-    therefore share one hook instead of reading the connection again each."""
+    Each new hook reads its Airflow connection, which in a triggerer is a request to the supervisor: triggers
+    stopping or watching jobs on the same connection share one hook instead of each asking again."""
     import time
 
     key = settings_key(hook_kwargs)
@@ -216,6 +215,15 @@ def shared_hook(hook_kwargs: Mapping[str, Any]) -> SageMakerPreferenceHook:
     if found is None or now - found[0] > SHARED_HOOK_SECONDS:
         found = _shared_hooks[key] = (now, SageMakerPreferenceHook(**hook_kwargs))
     return found[1]
+
+
+async def async_client(hook: Any) -> Any:
+    """``hook.get_async_conn()`` from a trigger. The first call reads the hook's Airflow connection, a request
+    to the supervisor that the provider makes through plain ``sync_to_async``: it is made beforehand through
+    :func:`supervisor_calls.ask`, so a trigger cancelled meanwhile cannot break the triggerer's channel (the
+    connection is then cached on the hook)."""
+    await supervisor_calls.ask(lambda: hook.conn_config)
+    return await hook.get_async_conn()
 
 
 def service_time(response: Mapping[str, Any]) -> float | None:

@@ -296,6 +296,8 @@ def _logs_client_factory(hook_kwargs: dict[str, Any]) -> ClientFactory:
     async def factory() -> Any:
         from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-        return await AwsBaseHook(client_type="logs", **hook_kwargs).get_async_conn()
+        from airflow_sm_prefs.hooks import async_client
+
+        return await async_client(AwsBaseHook(client_type="logs", **hook_kwargs))
 
     return factory

@@ -13,9 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
-from airflow_sm_prefs import airflow_lines
+from airflow_sm_prefs import supervisor_calls
 from airflow_sm_prefs.log_follower import LogBatch, LogCursor, LogFollower
 
 CURSOR_XCOM_KEY = "sm_prefs_log_cursor"
@@ -57,11 +55,7 @@ class TriggerLogStream:
             await self.show(self.queue.get_nowait())
 
     # -- the cursor in XCom ---------------------------------------------------------------------------------
-    # A trigger can be cancelled at any await. Airflow 3.3's async XCom calls answer on the triggerer's shared
-    # channel, so they are shielded: a cancelled call that left its answer unread would hand it to the next
-    # caller ("Response read out of order", which ends the triggerer). On 3.2 the sync calls run in a worker
-    # thread that reads its own answer whatever happens to the trigger. On 3.1 none is made (airflow_lines): a
-    # triggerer restart then shows again the lines since the operator's own cursor.
+    # Read and written through supervisor_calls: a cancelled trigger never cuts a request in half.
 
     def _scope(self) -> dict[str, Any] | None:
         ti = self.task_instance
@@ -77,15 +71,12 @@ class TriggerLogStream:
 
     async def saved_cursor(self) -> LogCursor | None:
         scope = self._scope()
-        if scope is None or not airflow_lines.triggers_may_ask_the_supervisor():
+        if scope is None:
             return None
         try:
             from airflow.sdk.execution_time.xcom import XCom
 
-            if hasattr(XCom, "aget_one"):  # Airflow 3.3
-                saved = await asyncio.shield(XCom.aget_one(key=CURSOR_XCOM_KEY, **scope))
-            else:
-                saved = await sync_to_async(XCom.get_one)(key=CURSOR_XCOM_KEY, **scope)
+            saved = await supervisor_calls.ask(XCom.get_one, key=CURSOR_XCOM_KEY, **scope)
             return LogCursor.from_json(saved)
         except Exception as error:  # no comms to the API server here: start from the operator's cursor
             log.debug("could not read the log cursor of %s: %s", self.job_name, error)
@@ -93,14 +84,11 @@ class TriggerLogStream:
 
     async def _save(self, cursor: LogCursor) -> None:
         scope = self._scope()
-        if scope is None or not airflow_lines.triggers_may_ask_the_supervisor():
+        if scope is None:
             return
         try:
             from airflow.sdk.execution_time.xcom import XCom
 
-            if hasattr(XCom, "aset"):  # Airflow 3.3
-                await asyncio.shield(XCom.aset(CURSOR_XCOM_KEY, cursor.to_json(), **scope))
-            else:
-                await sync_to_async(XCom.set)(CURSOR_XCOM_KEY, cursor.to_json(), **scope)
+            await supervisor_calls.ask(XCom.set, CURSOR_XCOM_KEY, cursor.to_json(), **scope)
         except Exception as error:
             log.debug("could not save the log cursor of %s: %s", self.job_name, error)

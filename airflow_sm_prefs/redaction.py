@@ -19,6 +19,8 @@ from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from airflow_sm_prefs import supervisor_calls
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -85,12 +87,9 @@ async def mask_variables(variables: list[VariableRead]) -> None:
     if not variables:
         return
     from airflow.sdk import Variable
-    from asgiref.sync import sync_to_async
 
-    # The Task SDK's calls to the supervisor are synchronous: a trigger makes them through sync_to_async.
-    get = sync_to_async(Variable.get)
     for key, as_json in variables:
         try:
-            await get(key, deserialize_json=as_json)
+            await supervisor_calls.ask(Variable.get, key, deserialize_json=as_json)
         except Exception as error:  # gone since the task read it, or a secrets backend refusing the triggerer
             log.warning("Could not read Variable %r in the triggerer to mask it in the job's log lines: %s", key, error)

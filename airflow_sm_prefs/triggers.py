@@ -10,7 +10,7 @@ from typing import Any
 import pendulum
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_sm_prefs import airflow_lines, progress
+from airflow_sm_prefs import airflow_lines, progress, supervisor_calls
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import KINDS, JobKind
 from airflow_sm_prefs.polling import Outcome, WaitFor, next_limit, observe
@@ -123,8 +123,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         from airflow_sm_prefs.redaction import mask_variables
         from airflow_sm_prefs.watcher import JobWatcher, KnownState
 
-        if airflow_lines.triggers_may_ask_the_supervisor():
-            await mask_variables([(str(key), bool(as_json)) for key, as_json in self.mask_variables])
+        await mask_variables([(str(key), bool(as_json)) for key, as_json in self.mask_variables])
 
         kind = self.kind
         watcher = JobWatcher.shared(kind, self.hook_kwargs)
@@ -187,17 +186,6 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         if not self.stream_logs:
             yield None
             return
-        if self.mask_variables and not airflow_lines.triggers_may_ask_the_supervisor():
-            # The Variables the templates read cannot be read here to mask them: show no line rather than a
-            # secret. The task shows the job's last lines itself when it resumes, masked by its worker.
-            self.log.info(
-                "Not streaming job %s's log lines: on Airflow 3.1 this trigger cannot read the Variables its task "
-                "read (%s) to mask them",
-                self.job_name,
-                ", ".join(str(key) for key, _ in self.mask_variables),
-            )
-            yield None
-            return
         from airflow_sm_prefs.log_follower import LogCursor, LogFollower
         from airflow_sm_prefs.log_stream import TriggerLogStream
 
@@ -233,14 +221,6 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         tells them apart; when it cannot be read, the job goes on (a restart must never stop healthy jobs)."""
         from airflow_sm_prefs.hooks import shared_hook
 
-        if not airflow_lines.triggers_may_ask_the_supervisor():
-            self.log.info(
-                "SageMaker job %s keeps running here: on Airflow 3.1 a trigger cannot safely ask whether its task "
-                "was marked failed; if it was, the listener in the API server stops the job (a cleared task's next "
-                "try stops it too)",
-                self.job_name,
-            )
-            return
         state = await self._task_state()
         if not self.stop_on_kill or state in (None, "deferred"):
             self.log.info("SageMaker job %s keeps running: its task is %s", self.job_name, state or "of unknown state")
@@ -268,17 +248,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
 
 
 async def _task_states(query: dict[str, Any]) -> dict[str, Any]:
-    """``RuntimeTaskInstance.get_task_states`` from a trigger. In a triggerer, the request goes on the event
-    loop, as the triggerer's own do, and is shielded: a second cancellation cannot leave its answer unread in
-    the channel ("Response read out of order", which ends the triggerer). Never asked on 3.1 (airflow_lines)."""
-    from airflow.sdk.execution_time import task_runner
+    """``RuntimeTaskInstance.get_task_states`` from a trigger."""
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
-    if comms is not None and hasattr(comms, "asend"):
-        from airflow.sdk.execution_time.comms import GetTaskStates
-
-        response = await asyncio.shield(comms.asend(GetTaskStates(**query)))
-        return dict(response.task_states)
-    from asgiref.sync import sync_to_async
-
-    return dict(await sync_to_async(task_runner.RuntimeTaskInstance.get_task_states)(**query))
+    return dict(await supervisor_calls.ask(RuntimeTaskInstance.get_task_states, **query))

@@ -26,6 +26,7 @@ from typing import Any
 from airflow_sm_prefs.hooks import (
     ErrorClass,
     SageMakerPreferenceHook,
+    async_client,
     classify,
     is_transient,
     service_time,
@@ -411,7 +412,7 @@ def _timestamp(value: Any) -> float | None:
 
 def _hook_client_factory(hook_kwargs: dict[str, Any]) -> ClientFactory:
     async def factory() -> Any:
-        return await shared_hook(hook_kwargs).get_async_conn()
+        return await async_client(shared_hook(hook_kwargs))
 
     return factory
 

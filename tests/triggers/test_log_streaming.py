@@ -64,14 +64,13 @@ async def test_every_line_appears_once_in_order_with_its_stream(start_emulator, 
     assert any("epoch 5/5" in line for line in written) and written[-1].endswith("Training job completed")
 
 
-@pytest.mark.parametrize("xcom_api", ["async (Airflow 3.3)", "sync (Airflow 3.1, 3.2)"])
 async def test_a_trigger_started_again_in_the_same_try_repeats_nothing(
-    start_emulator, aws_connection, tmp_path, monkeypatch, xcom_api
+    start_emulator, aws_connection, tmp_path, monkeypatch
 ):
     """A triggerer restart: the second trigger reads the cursor the first one saved (XCom) and goes on."""
     saved: dict[str, object] = {}
 
-    class SyncXCom:
+    class FakeXCom:  # the Task SDK's synchronous calls, which supervisor_calls makes on every line
         @staticmethod
         def set(key, value, **scope):
             saved[key] = value
@@ -80,23 +79,9 @@ async def test_a_trigger_started_again_in_the_same_try_repeats_nothing(
         def get_one(*, key, **scope):
             return saved.get(key)
 
-    class AsyncXCom:
-        @staticmethod
-        async def aset(key, value, **scope):
-            saved[key] = value
-
-        @staticmethod
-        async def aget_one(*, key, **scope):
-            return saved.get(key)
-
-    FakeXCom = AsyncXCom if xcom_api.startswith("async") else SyncXCom
-
     import airflow.sdk.execution_time.xcom as xcom_module
 
     monkeypatch.setattr(xcom_module, "XCom", FakeXCom)
-    from airflow_sm_prefs import airflow_lines
-
-    monkeypatch.setattr(airflow_lines, "triggers_may_ask_the_supervisor", lambda: True)  # the 3.2+ behaviour
     ti = type("TI", (), {"dag_id": "d", "task_id": "t", "run_id": "r", "map_index": -1})()
     server = start_emulator(_scenario(tmp_path, "runtime_seconds: {default: 1200}\n"))
     boto_client(server.endpoint_url).create_training_job(**training_request("restarted", GPU_PAIR))
@@ -171,19 +156,14 @@ async def test_throttled_log_reads_back_off_and_still_show_every_line(start_emul
     assert task_log.lines[-1].endswith("Training job completed")
 
 
-@pytest.mark.parametrize("may_ask", [True, False], ids=["airflow 3.2+", "airflow 3.1"])
 async def test_a_masked_variable_the_templates_read_is_masked_in_the_lines_the_triggerer_shows(
-    start_emulator, aws_connection, tmp_path, monkeypatch, may_ask
+    start_emulator, aws_connection, tmp_path, monkeypatch
 ):
     """The worker masks a Variable its templates read; the triggerer never read it, so the trigger reads it
     again (by name) and the job's lines that echo it show ``***``. Without the name, the line is in clear:
     the test plants a value that would be shown."""
     import secrets
 
-    from airflow_sm_prefs import airflow_lines
-
-    # Airflow 3.1: the Variable cannot be read in the triggerer, so no line of that job is streamed at all.
-    monkeypatch.setattr(airflow_lines, "triggers_may_ask_the_supervisor", lambda: may_ask)
     value = f"sm-token-{secrets.token_hex(8)}"
     monkeypatch.setenv("AIRFLOW_VAR_SM_PREFS_API_TOKEN", value)
     failing = (
@@ -199,9 +179,6 @@ async def test_a_masked_variable_the_templates_read_is_masked_in_the_lines_the_t
         payload = await _run(_trigger(conn_id, name, task_log, mask_variables=read))
         assert payload["status"] == "finished" and payload["description"]["TrainingJobStatus"] == "Failed"
         echoed = [line for line in task_log.lines if "export API_TOKEN=" in line]
-        if read and not may_ask:
-            assert task_log.lines == [] and value not in repr(payload)
-            continue
         assert len(echoed) == 1, task_log.lines
         if read:
             assert value not in echoed[0] and echoed[0].endswith("export API_TOKEN=***")

@@ -246,18 +246,17 @@ async def test_on_kill_stops_the_job_only_when_the_task_left_deferred(
 
 
 @pytest.mark.parametrize(
-    ("calls_on_kill", "may_ask", "state", "stopped"),
+    ("calls_on_kill", "state", "stopped"),
     [
-        (False, True, "deferred", False),  # its triggerer stopped or handed it over
-        (False, True, "failed", True),  # marked failed by a user
-        (False, True, None, True),  # cleared: the task has no state
-        (False, True, "unreadable", False),  # cannot tell: a restart must not stop a healthy job
-        (False, False, "failed", False),  # Airflow 3.1: asking is not safe, so the job goes on
-        (True, True, "failed", False),  # Airflow 3.3 calls on_kill for that; cancelling alone stops nothing
+        (False, "deferred", False),  # its triggerer stopped or handed it over
+        (False, "failed", True),  # marked failed by a user
+        (False, None, True),  # cleared: the task has no state
+        (False, "unreadable", False),  # cannot tell: a restart must not stop a healthy job
+        (True, "failed", False),  # Airflow 3.3 calls on_kill for that; cancelling alone stops nothing
     ],
 )
 async def test_before_airflow_3_3_a_cancelled_trigger_stops_its_job_only_after_a_users_action(
-    start_emulator, aws_connection, monkeypatch, calls_on_kill, may_ask, state, stopped
+    start_emulator, aws_connection, monkeypatch, calls_on_kill, state, stopped
 ):
     from types import SimpleNamespace
 
@@ -277,7 +276,6 @@ async def test_before_airflow_3_3_a_cancelled_trigger_stops_its_job_only_after_a
 
     monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(task_states))
     monkeypatch.setattr(airflow_lines, "triggerer_calls_on_kill", lambda: calls_on_kill)
-    monkeypatch.setattr(airflow_lines, "triggers_may_ask_the_supervisor", lambda: may_ask)
     running = asyncio.ensure_future(trigger.run().__anext__())
     await asyncio.sleep(1.0)
     running.cancel()
@@ -297,7 +295,6 @@ def test_what_this_airflow_line_offers_a_trigger_is_known():
 
     release = Version(version("apache-airflow")).release
     assert airflow_lines.triggerer_calls_on_kill() is (release >= (3, 3))
-    assert airflow_lines.triggers_may_ask_the_supervisor() is (release >= (3, 2))
 
 
 def test_triggers_on_one_connection_share_a_hook_renewed_after_a_while(monkeypatch):
