@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
+from airflow_sm_prefs import job_status
+
 STATE_KEY = "sm_prefs_job"
 MAX_NAME = 63
 
@@ -154,7 +156,7 @@ def decide(
     cleared = claim.try_number < first_try
     if live_status is None:
         return Decision("create", name, generation, f"job {name} was claimed but never created")
-    if live_status == "InProgress":
+    if job_status.may_still_complete(live_status):
         if cleared:
             # The user asked for a fresh run while the job ran; the old try's on_kill may be stopping it
             # right now, so reattaching would follow a job that is about to stop.
@@ -165,7 +167,7 @@ def decide(
                 f"the task was cleared while job {name} ran (try {claim.try_number}); stopping it and starting afresh",
             )
         return Decision("reattach", name, generation, f"job {name} is still {live_status}")
-    if live_status == "Completed":
+    if job_status.succeeded(live_status):
         if cleared:
             return Decision(
                 "create",

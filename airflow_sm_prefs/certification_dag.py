@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from airflow_sm_prefs import job_status
+
 CheckResult = bool | str | Mapping[str, Any] | None
 # validate(record) -> True / None: passed; False or a text: failed (the text says why); a mapping:
 # {"passed": bool, "reason": str, "throughput": {"value": float, "unit": str}}. An exception fails it too.
@@ -42,7 +44,7 @@ def verdict(record: Mapping[str, Any] | None, validate: Validate | None) -> dict
     """Whether a candidate's run passed: it completed, and ``validate`` (if any) accepts its record."""
     if record is None:
         return {"passed": False, "reason": "the job left no record (it was never created, or its task failed first)"}
-    if record.get("status") != "Completed":
+    if not job_status.succeeded(record.get("status")):
         why = record.get("failure_reason") or record.get("secondary_status") or "no reason given"
         if record.get("selected_instance_type") is None:
             return {"passed": False, "reason": f"no capacity: the job ended {record.get('status')} ({why})"}

@@ -14,7 +14,8 @@ from typing import Any
 
 import pendulum
 
-from airflow_sm_prefs.jobs import TERMINAL_STATUSES, JobKind
+from airflow_sm_prefs import job_status
+from airflow_sm_prefs.jobs import JobKind
 from airflow_sm_prefs.redaction import redacted
 
 
@@ -122,7 +123,7 @@ class JobView:
 
     @property
     def terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
+        return job_status.has_ended(self.status)
 
     @property
     def fell_back(self) -> bool | None:

@@ -13,7 +13,6 @@ from typing import Any
 
 from airflow_sm_prefs import preferences
 
-TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
 RESOURCE_FIELDS = ("InstancePreferences", "InstanceCount", "SelectedInstanceType", "SelectedInstanceCount")
 _COMMON_EVENT_FIELDS = ("FailureReason", "CreationTime", "LastModifiedTime")
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import pendulum
 
-from airflow_sm_prefs import object_storage, untrusted_files
+from airflow_sm_prefs import job_status, object_storage, untrusted_files
 from airflow_sm_prefs.job_view import JobView
 
 if TYPE_CHECKING:
@@ -102,12 +102,12 @@ class LedgerEntry(TypedDict):
 
 def outcome_of(view: JobView) -> Outcome:
     """How a job that ended, ended: what the report counts."""
-    if view.status == "Completed":
+    if job_status.succeeded(view.status):
         return "completed"
     if view.started is None:
         reason = view.failure_reason or ""
         return "no_capacity" if view.selected is None and reason.startswith("CapacityError") else "stopped"
-    return "failed_after_start" if view.status == "Failed" else "stopped"
+    return "failed_after_start" if job_status.failed(view.status) else "stopped"
 
 
 def entry_for(

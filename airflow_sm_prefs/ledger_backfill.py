@@ -13,10 +13,10 @@ from typing import Any
 
 import pendulum
 
-from airflow_sm_prefs import ledger, tagging
+from airflow_sm_prefs import job_status, ledger, tagging
 from airflow_sm_prefs.job_facts import JobFacts
 from airflow_sm_prefs.job_view import JobView
-from airflow_sm_prefs.jobs import KINDS, TERMINAL_STATUSES
+from airflow_sm_prefs.jobs import KINDS
 
 PAGE_SIZE = 100
 
@@ -47,7 +47,7 @@ def backfill(hook: Any, since: pendulum.DateTime, root: Any = None, region: str 
                 if name in known:
                     counts.already += 1
                     continue
-                if summary.get(kind.status_field) not in TERMINAL_STATUSES:
+                if not job_status.has_ended(summary.get(kind.status_field)):
                     counts.running += 1  # not over yet: the task records it when it ends
                     continue
                 tags = hook.job_tags(summary[kind.arn_field])

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from airflow.providers.common.compat.sdk import AirflowException
 
+from airflow_sm_prefs import job_status
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.progress import format_seconds
 from airflow_sm_prefs.record import JobRecord
@@ -50,7 +51,7 @@ def outcome_error(view: JobView, record: JobRecord) -> AirflowException:
     )
     hint = (
         " It ran on a fallback type: SageMaker does not check that your container works on every preference."
-        if record["fell_back"] and status == "Failed"
+        if record["fell_back"] and job_status.failed(status)
         else ""
     )
     return AirflowException(

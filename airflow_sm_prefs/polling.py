@@ -12,10 +12,9 @@ from typing import Literal
 
 import pendulum
 
+from airflow_sm_prefs import job_status
 from airflow_sm_prefs.job_view import JobView
-from airflow_sm_prefs.jobs import TERMINAL_STATUSES
 
-IMMINENT_STATES = frozenset({"Starting", "Downloading", "Uploading", "Stopping", "Restarting"})
 MAX_BACKOFF_SECONDS = 300.0
 
 WaitFor = Literal["selection", "completion"]
@@ -33,9 +32,9 @@ class Outcome(StrEnum):
 
 def interval_for(base: float, status: str | None, secondary: str | None, selected: bool) -> float:
     """Seconds until the next look at a job in this state, for a base ``check_interval``."""
-    if status in TERMINAL_STATUSES:
+    if job_status.has_ended(status):
         return base * 4
-    if status == "Stopping" or secondary in IMMINENT_STATES:
+    if job_status.about_to_change(status, secondary):
         return max(1.0, base / 4)
     if not selected:  # queued for capacity: it may take hours
         return min(MAX_BACKOFF_SECONDS, base * 2)

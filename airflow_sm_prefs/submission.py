@@ -53,6 +53,7 @@ class Submission:
     resubmit_after_failure: bool
     retries: int
     log: logging.Logger | logging.LoggerAdapter[Any] | Any
+    claims: attempts.ClaimStore
 
     def submit(
         self,
@@ -67,7 +68,7 @@ class Submission:
         ``prepare`` (the guardrails) runs only when a job is to be created, before anything is claimed or
         stopped: a retry that reattaches to its running job is never refused by them."""
         kind = self.kind
-        claims = attempts.ClaimStore.from_context(context)
+        claims = self.claims
         ti = context["ti"]
         raw_map_index = getattr(ti, "map_index", None)
         map_index = -1 if raw_map_index is None else int(raw_map_index)

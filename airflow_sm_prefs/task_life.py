@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowException
 
-from airflow_sm_prefs import attempts
+from airflow_sm_prefs import attempts, job_status
 from airflow_sm_prefs.deadlines import wait_deadlines
 from airflow_sm_prefs.job_view import JobView, to_time
 from airflow_sm_prefs.jobs import JobKind
@@ -135,7 +135,7 @@ class TaskLife:
 
     @cached_property
     def outcome(self) -> TaskOutcome:
-        return TaskOutcome(self.context, self.kind, self.region, self.log, self.certification)
+        return TaskOutcome(self.context, self.kind, self.region, self.log, self.claims, self.certification)
 
     def start(
         self, request: dict[str, Any], job_name: str | None, preflight: Callable[[dict[str, Any]], Prepared]
@@ -149,6 +149,7 @@ class TaskLife:
             resubmit_after_failure=self.waiting.resubmit_after_failure,
             retries=self.waiting.retries,
             log=self.log,
+            claims=self.claims,
         )
         submitted = submission.submit(self.context, request, job_name, self.outcome, prepare=preflight)
         return self._follow(submitted.claim, submitted.request, reattached=submitted.reattached)
@@ -275,7 +276,8 @@ class TaskLife:
 
     def _finish(self, view: JobView, announced: bool) -> Done:
         tail: list[str] = []
-        if self.waiting.stream_logs and view.status == "Failed" and view.started is not None and view.name is not None:
+        failed_after_start = job_status.failed(view.status) and view.started is not None
+        if self.waiting.stream_logs and failed_after_start and view.name is not None:
             from airflow_sm_prefs.worker_logs import last_lines, logs_client
 
             tail = last_lines(logs_client(self.hook_kwargs), self.kind, view.name, self.log)

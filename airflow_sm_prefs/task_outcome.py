@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
-from airflow_sm_prefs import attempts, ledger, progress, record
+from airflow_sm_prefs import attempts, job_status, ledger, progress, record
 from airflow_sm_prefs.job_facts import JobFacts
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import JobKind
@@ -35,6 +35,7 @@ class TaskOutcome:
     kind: JobKind
     region: str | None
     log: logging.Logger | logging.LoggerAdapter[Any] | Any
+    claims: attempts.ClaimStore  # the task instance's one store, shared with the rest of its life
     certification: Certification | None = None
 
     def announce(self, view: JobView) -> None:
@@ -67,10 +68,9 @@ class TaskOutcome:
 
     def mark_finished(self) -> None:
         """This try reached the job's outcome: a later try of this task instance is a user's new request."""
-        claims = attempts.ClaimStore.from_context(self.context)
-        claim = claims.load()
+        claim = self.claims.load()
         if claim is not None:
-            claims.save(claim.advanced(attempts.FINISHED))
+            self.claims.save(claim.advanced(attempts.FINISHED))
 
     def finish(self, view: JobView, announced: bool, log_tail: Sequence[str] = ()) -> record.JobRecord:
         """The job ended: return its record if it completed, else push the record and raise why it did not
@@ -83,7 +83,7 @@ class TaskOutcome:
         summary = json.dumps({k: result[k] for k in FINISH_SUMMARY_FIELDS})  # type: ignore[literal-required]
         self.log.info("SageMaker %s job %s ended %s: %s", view.kind.name, view.name, view.status, summary)
         self.record_in_ledger(facts)
-        if result["status"] == "Completed":
+        if job_status.succeeded(result["status"]):
             return result
         self.context["ti"].xcom_push(key="record", value=result)
         raise with_log_tail(outcome_error(view, result), log_tail)
