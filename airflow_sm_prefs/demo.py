@@ -177,7 +177,10 @@ def refresh_prices(stack: LocalStack) -> int:
 
     client = stack.aws_client("pricing")
     retrieved = price_list.retrieve(client, ["us-east-1"])
-    price_list.write(retrieved, stack.airflow_home / "sm_prefs" / "prices.json", client.meta.endpoint_url)
+    written = stack.workdir / "prices.json"
+    written.unlink(missing_ok=True)
+    price_list.write(retrieved, written, client.meta.endpoint_url)
+    stack.write_shared("prices.json", written.read_bytes())
     return retrieved.count()
 
 
@@ -202,7 +205,7 @@ def main(project_dir: Path, exit_when_done: bool) -> int:
             decided = certify(stack)
             print(certification_table(decided))
             print(f"Registry written: {decided['registry']}\n")
-            print(Path(decided["registry"]).read_text())
+            print(stack.shared_copy("certified.yaml").read_text())
             print(
                 f"Airflow is up at {stack.api_url}; running the nightly_evaluation pipeline for {NIGHTS} nights of "
                 "GPU weather ...",

@@ -110,9 +110,26 @@ class LocalStack:
 
     @property
     def ledger_root(self) -> Path:
-        """The stack's capacity ledger: the default one, under its ``AIRFLOW_HOME`` (a local folder, read as a
-        plain path so this process need not load an Airflow configuration of its own)."""
-        return self.airflow_home / "sm_prefs" / "ledger"
+        """The stack's capacity ledger, as a folder this process can read without an Airflow configuration."""
+        return self.shared_copy("ledger")
+
+    # -- the state its components share ([sm_prefs] storage) ---------------------------------------------
+    # Here the default: a folder under the one AIRFLOW_HOME every component uses. A stack whose components
+    # have homes of their own (tests/production) keeps it on the emulator's S3 instead.
+
+    def shared_copy(self, name: str) -> Path:
+        """``name`` under the shared location (``ledger``, ``certified.yaml``, ``prices.json``), readable here."""
+        return self.airflow_home / "sm_prefs" / name
+
+    def write_shared(self, name: str, data: bytes) -> None:
+        """Put ``name`` in the shared location, as a user's ``airflow-sm-prefs`` command would."""
+        path = self.airflow_home / "sm_prefs" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    def log_folders(self) -> list[Path]:
+        """Where the components write task logs (with one AIRFLOW_HOME, one folder)."""
+        return [self.airflow_home / "logs"]
 
     @property
     def dags(self) -> Path:
@@ -147,6 +164,10 @@ class LocalStack:
             env["AIRFLOW__API_AUTH__JWT_SECRET"] = self.jwt_secret
         env.update(self.extra_env)
         return env
+
+    def component_env(self, component: str) -> dict[str, str]:
+        """The environment of one component (or ``setup``: the migration and setup commands)."""
+        return self.airflow_env()
 
     def _spawn(self, command: list[str], log_name: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = open(self.workdir / log_name, "ab")  # noqa: SIM115 - owned by the child for its lifetime
@@ -199,10 +220,10 @@ class LocalStack:
             return False
 
     def start_airflow(self) -> None:
-        env = self.airflow_env()
         if not self.separate_components:
-            self._spawn([sys.executable, "-m", "airflow", "standalone"], "airflow.log", env)
+            self._spawn([sys.executable, "-m", "airflow", "standalone"], "airflow.log", self.airflow_env())
             return
+        env = self.component_env("setup")
         migrate = subprocess.run(
             [sys.executable, "-m", "airflow", "db", "migrate"], env=env, capture_output=True, timeout=300
         )
@@ -221,7 +242,7 @@ class LocalStack:
         self.components[component] = self._spawn(
             [sys.executable, "-m", "airflow", *self.airflow_components[component]],
             f"{component}.log",
-            self.airflow_env(),
+            self.component_env(component),
         )
 
     def wait_healthy(self, timeout: float = 240) -> None:
@@ -366,20 +387,29 @@ class LocalStack:
         errors = self.get("/api/v2/importErrors?limit=500")["import_errors"]
         return {Path(e["filename"]).stem: str(e["stack_trace"]) for e in errors}
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
-        folder = self.airflow_home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+    def _try_files(
+        self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int, pattern: str
+    ) -> list[Path]:
+        """One try's log files in every log folder, by when they were last written: a try resumed on another
+        worker has a file on each (one folder: Airflow appends to the same file)."""
+        relative = Path(f"dag_id={dag_id}") / f"run_id={run_id}" / f"task_id={task_id}"
         if map_index >= 0:
-            folder = folder / f"map_index={map_index}"
-        path = folder / f"attempt={try_number}.log"
-        return path.read_text() if path.exists() else ""
+            relative = relative / f"map_index={map_index}"
+        found = [
+            path for folder in self.log_folders() for path in (folder / relative).glob(f"attempt={try_number}{pattern}")
+        ]
+        return sorted(found, key=lambda path: path.stat().st_mtime)
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
+        """What the try's workers wrote (not its triggers')."""
+        return "".join(
+            path.read_text() for path in self._try_files(dag_id, run_id, task_id, try_number, map_index, ".log")
+        )
 
     def try_messages(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> list[str]:
         """Every message of one try, from the worker's log and every triggerer's (``.trigger.<id>.log``),
         each file in order, the files by when they were last written."""
-        folder = self.airflow_home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
-        if map_index >= 0:
-            folder = folder / f"map_index={map_index}"
-        paths = sorted(folder.glob(f"attempt={try_number}.log*"), key=lambda path: path.stat().st_mtime)
+        paths = self._try_files(dag_id, run_id, task_id, try_number, map_index, ".log*")
         messages = []
         for path in paths:
             for line in path.read_text(errors="replace").splitlines():

@@ -135,7 +135,8 @@ def test_certification_keeps_the_candidates_that_passed_and_the_nightly_dag_list
     verdicts = certification["candidates"]
     assert [label for label, v in verdicts.items() if v["passed"]] == ["1 x ml.p5.48xlarge", "2 x ml.p4d.24xlarge"]
     assert "CUDA error" in verdicts["4 x ml.g5.48xlarge"]["reason"]
-    written = registry.read(certification["registry"])["nightly-fine-tune"]
+    assert str(certification["registry"]).endswith("certified.yaml")
+    written = registry.read(stack.shared_copy("certified.yaml"))["nightly-fine-tune"]
     assert sorted(c.key for c in written) == [("ml.p4d.24xlarge", 2), ("ml.p5.48xlarge", 1)]
     # The image the jobs ran (the DAG's config holds a template for it).
     assert {c.image_uri for c in written} == {"123456789012.dkr.ecr.us-east-1.amazonaws.com/llm-eval:2026.11"}
@@ -184,7 +185,7 @@ def test_jobs_read_and_write_s3_so_downstream_tasks_read_their_output(demo):
 
 def test_credentials_never_reach_logs(demo):
     stack, _ = demo
-    task_logs = list((stack.airflow_home / "logs").rglob("attempt=*.log"))
+    task_logs = [path for folder in stack.log_folders() for path in folder.rglob("attempt=*.log")]
     # Both SageMaker tasks and the summary task wrote a log: the check below read real task output.
     assert {p.parent.name for p in task_logs} >= {f"task_id={task}" for task in ("prepare_data", "fine_tune")}
     assert any("SageMaker selected" in p.read_text(errors="replace") for p in task_logs)

@@ -2,15 +2,23 @@
 database, Redis as the Celery broker, the API server, scheduler and DAG processor, two Celery workers and two
 triggerers, plus the emulator; every one on 127.0.0.1.
 
+Each component is a host of its own: its own ``AIRFLOW_HOME`` and working folder, sharing with the others only
+what separate hosts share (PostgreSQL, Redis, the DAG folder, and the emulator's S3 for ``[sm_prefs] storage``
+and the task logs, shipped there by Airflow's remote logging). The test harness, and a user's ``airflow`` or
+``airflow-sm-prefs`` command, is one more host (``cli``). It reads the shared state through S3 and the task logs
+from each host's folder, as an operator with a shell on every host would.
+
 It is the fault campaign's stack (tests/faults) with those parts swapped in, so the campaign's scenarios run
-on it unchanged. Two triggerers and two workers on one host do not serve logs (their ports would clash);
-the API server reads the task logs from the shared log folder, as with one host.
+on it unchanged. The workers and triggerers do not serve logs (two on one host would clash on the port): the
+API server reads a finished task's log from S3.
 
 Also runnable by hand (`make stack`): python -m tests.production.stack
 """
 
 from __future__ import annotations
 
+import secrets
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -21,6 +29,15 @@ from tests.faults.stack import CampaignStack
 from tests.production.services import Services
 
 HEARTBEAT_TIMEOUT = 45
+SHARED_BUCKET = "sm-prefs-shared"  # [sm_prefs] storage
+SHARED_PREFIX = "team-a"
+LOGS_BUCKET = "airflow-logs"  # [logging] remote_base_log_folder
+
+
+def _new_fernet_key() -> str:
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode()
 
 
 def components(workers: int = 2, triggerers: int = 2) -> dict[str, tuple[str, ...]]:
@@ -50,14 +67,96 @@ class ProductionTopology:
     services: Services = field(default_factory=Services)
     separate_components: bool = True
     airflow_components: dict[str, tuple[str, ...]] = field(default_factory=components)
+    # What a deployment's secrets hold once for every host (the Helm chart's fernet and API secret keys): a
+    # home of its own would otherwise make its own, and no host could read what another encrypted or signed.
+    fernet_key: str = field(default_factory=lambda: _new_fernet_key())
+    api_secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+
+    # -- one host per component ---------------------------------------------------------------------------
+
+    def home_of(self, host: str) -> Path:
+        return self.workdir / "hosts" / host  # type: ignore[attr-defined]
+
+    @property
+    def airflow_home(self) -> Path:
+        """The API server's host: where Airflow writes the admin password it generated for this run."""
+        return self.home_of("api-server")
 
     def airflow_env(self) -> dict[str, str]:
+        """A user's ``airflow`` command on a host of its own (``cli``)."""
         env: dict[str, str] = super().airflow_env()  # type: ignore[misc]
         env.update(self.services.airflow_env())
         # A lost worker's task is failed (and retried) once its heartbeat is this old: 5 minutes by default,
         # shortened so the campaign's lost-worker scenario fits a test run.
         env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] = str(HEARTBEAT_TIMEOUT)
+        env.update(
+            {
+                "AIRFLOW_HOME": str(self.home_of("cli")),
+                "AIRFLOW__CORE__FERNET_KEY": self.fernet_key,
+                "AIRFLOW__API__SECRET_KEY": self.api_secret_key,
+                "AIRFLOW__SM_PREFS__STORAGE": f"s3://{SHARED_BUCKET}/{SHARED_PREFIX}",
+                "AIRFLOW__SM_PREFS__STORAGE_CONN_ID": "aws_default",
+                "AIRFLOW__LOGGING__REMOTE_LOGGING": "True",
+                "AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER": f"s3://{LOGS_BUCKET}/logs",
+                "AIRFLOW__LOGGING__REMOTE_LOG_CONN_ID": "aws_default",
+            }
+        )
         return env
+
+    def component_env(self, component: str) -> dict[str, str]:
+        home = self.home_of(component)
+        home.mkdir(parents=True, exist_ok=True)
+        return {**self.airflow_env(), "AIRFLOW_HOME": str(home)}
+
+    def hosts(self) -> list[Path]:
+        folder = self.workdir / "hosts"  # type: ignore[attr-defined]
+        return sorted(path for path in folder.iterdir() if path.is_dir()) if folder.exists() else []
+
+    def log_folders(self) -> list[Path]:
+        """The task logs where the API server reads them: on S3, where each host ships its own (and empties its
+        local file once shipped), a try's file and its triggers' each one object."""
+        return [self._download(LOGS_BUCKET, "logs") / "logs"]
+
+    def prepare(self) -> None:
+        shutil.rmtree(self.workdir / "hosts", ignore_errors=True)  # type: ignore[attr-defined]
+        super().prepare()  # type: ignore[misc]
+
+    # -- the shared location: the emulator's S3 -------------------------------------------------------------
+
+    def start_emulator(self):  # type: ignore[no-untyped-def]
+        emulator = super().start_emulator()  # type: ignore[misc]
+        s3 = self.aws_client("s3")  # type: ignore[attr-defined]
+        for bucket in (SHARED_BUCKET, LOGS_BUCKET):
+            s3.create_bucket(Bucket=bucket)
+        return emulator
+
+    def shared_copy(self, name: str) -> Path:
+        """A fresh copy of ``name`` (a file, or a folder's objects) from the shared location."""
+        return self._download(SHARED_BUCKET, f"{SHARED_PREFIX}/{name}") / name
+
+    def _download(self, bucket: str, prefix: str) -> Path:
+        """A fresh local copy of the objects under ``prefix/``, or of the object ``prefix``, kept under the
+        prefix's parent; each file dated by its object's LastModified."""
+        import os
+
+        s3 = self.aws_client("s3")  # type: ignore[attr-defined]
+        parent = prefix.rpartition("/")[0]
+        copy = self.workdir / "downloaded" / str(time.monotonic_ns())  # type: ignore[attr-defined]
+        copy.mkdir(parents=True)
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for listed in page.get("Contents", []):
+                key = listed["Key"]
+                if key != prefix and not key.startswith(prefix + "/"):
+                    continue  # a neighbour whose name starts with this one's
+                target = copy / key[len(parent) :].lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+                modified = listed["LastModified"].timestamp()
+                os.utime(target, (modified, modified))
+        return copy
+
+    def write_shared(self, name: str, data: bytes) -> None:
+        self.aws_client("s3").put_object(Bucket=SHARED_BUCKET, Key=f"{SHARED_PREFIX}/{name}", Body=data)  # type: ignore[attr-defined]
 
     def start(self) -> None:
         # Start with ``with stack:``: a start that fails half-way then stops the services too.
