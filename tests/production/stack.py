@@ -5,8 +5,8 @@ triggerers, plus the emulator; every one on 127.0.0.1.
 Each component is a host of its own: its own ``AIRFLOW_HOME`` and working folder, sharing with the others only
 what separate hosts share (PostgreSQL, Redis, the DAG folder, and the emulator's S3 for ``[sm_prefs] storage``
 and the task logs, shipped there by Airflow's remote logging). The test harness, and a user's ``airflow`` or
-``airflow-sm-prefs`` command, is one more host (``cli``). It reads the shared state through S3 and the task logs
-from each host's folder, as an operator with a shell on every host would.
+``airflow-sm-prefs`` command, is one more host (``cli``). It reads the shared state and the task logs from S3,
+where the API server reads them.
 
 It is the fault campaign's stack (tests/faults) with those parts swapped in, so the campaign's scenarios run
 on it unchanged. The workers and triggerers do not serve logs (two on one host would clash on the port): the
