@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import signal
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +22,21 @@ from airflow_sm_prefs.local_stack import LocalStack, StackError
 from tests.faults.invalid import CASES, STATIC_GUARDRAIL_CASES, STATIC_WAYS, static_dag_file, static_dag_id
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
+EXCEPTION_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Exit)\b.*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Crash:
+    """A component that exited on its own, and the last exception its log names."""
+
+    component: str
+    exit_code: int
+    reason: str
+
+
+def last_exception(log: Path) -> str:
+    found = EXCEPTION_LINE.findall(log.read_text(errors="replace")) if log.exists() else []
+    return found[-1].strip() if found else "no exception in its log"
 
 
 @dataclass
@@ -33,6 +50,14 @@ class CampaignStack(LocalStack):
     aws_config_kwargs: dict[str, object] | None = field(
         default_factory=lambda: {"retries": {"mode": "standard", "max_attempts": 10}}
     )
+    # Components that exited without the campaign killing them, restarted as every platform restarts them
+    # (systemd's Restart=, a Kubernetes pod, MWAA): Airflow's own scheduler crashes on some races (a task
+    # cleared while the scheduler handles its deferral's executor event: StaleDataError on Airflow 3.1), and
+    # what the campaign checks is that the jobs survive such a restart, not that Airflow never needs one.
+    crashes: list[Crash] = field(default_factory=list)
+    _supervision: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _stopping: threading.Event = field(default_factory=threading.Event, repr=False)
+    _supervisor: threading.Thread | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.dags_folder = self.workdir / "dags"
@@ -66,6 +91,41 @@ class CampaignStack(LocalStack):
         self.workdir.mkdir(parents=True)
         self.write_dags()
 
+    def start(self) -> None:
+        super().start()
+        self.start_restart_policy()
+
+    def start_restart_policy(self) -> None:
+        self._stopping.clear()
+        self._supervisor = threading.Thread(target=self._restart_crashed, name="restart-policy", daemon=True)
+        self._supervisor.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=30)
+            self._supervisor = None
+        super().stop()
+
+    def _restart_crashed(self) -> None:
+        while not self._stopping.wait(1.0):
+            with self._supervision:
+                for component, process in list(self.components.items()):
+                    if process.poll() is None:
+                        continue
+                    reason = last_exception(self.workdir / f"{component}.log")
+                    self.crashes.append(Crash(component, process.returncode, reason))
+                    self.processes.remove(process)
+                    self.start_component(component)
+
+    def crash_notes(self) -> list[str]:
+        """The report's words for the components the restart policy restarted."""
+        return [
+            f"Airflow's {crash.component} exited on its own (code {crash.exit_code}: {crash.reason}) and was "
+            "restarted, as the platform's restart policy would."
+            for crash in self.crashes
+        ]
+
     # -- faults -------------------------------------------------------------------------------------------
 
     @staticmethod
@@ -78,8 +138,10 @@ class CampaignStack(LocalStack):
         process.wait(timeout=30)
 
     def kill_component(self, component: str) -> None:
-        """SIGKILL to the component and every process it started, as an OOM kill or a lost node would."""
-        self._kill(self.components.pop(component))
+        """SIGKILL to the component and every process it started, as an OOM kill or a lost node would; it stays
+        down until the scenario starts it again."""
+        with self._supervision:
+            self._kill(self.components.pop(component))
 
     def kill_emulator(self) -> None:
         assert self.emulator is not None

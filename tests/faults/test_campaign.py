@@ -48,9 +48,10 @@ def notes() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def stack(rows: list[Row]) -> Iterator[CampaignStack]:
+def stack(rows: list[Row], notes: list[str]) -> Iterator[CampaignStack]:
     with CampaignStack(project_dir=PROJECT_DIR, workdir=ARTIFACTS / "stack") as campaign:
         yield campaign
+    notes.extend(campaign.crash_notes())
 
 
 def _record(rows: list[Row], row: Row) -> None:

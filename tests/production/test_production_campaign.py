@@ -40,9 +40,10 @@ def rows(notes: list[str]) -> Iterator[list[Row]]:
 
 
 @pytest.fixture(scope="module")
-def stack(rows: list[Row]) -> Iterator[ProductionStack]:
+def stack(rows: list[Row], notes: list[str]) -> Iterator[ProductionStack]:
     with ProductionStack(project_dir=PROJECT_DIR, workdir=ARTIFACTS / "stack") as production:
         yield production
+    notes.extend(production.crash_notes())
 
 
 def test_a_trigger_taken_over_by_the_other_triggerer_leaves_its_job_running(
