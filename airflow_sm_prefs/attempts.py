@@ -178,7 +178,7 @@ def decide(
         return Decision("finished", name, generation, f"job {name} already completed")
     if not resubmit_after_failure:
         return Decision("fail", name, generation, f"job {name} ended {live_status} and resubmit_after_failure is off")
-    # Failed, Stopped, or Stopping (on its way out, so never worth reattaching to).
+    # Failed, Stopped, Deleting, or Stopping (on its way out, so never worth reattaching to).
     return Decision(
         "create", next_name, generation + 1, f"job {name} ended {live_status}; starting generation {generation + 1}"
     )

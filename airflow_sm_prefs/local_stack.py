@@ -122,10 +122,11 @@ class LocalStack:
         return self.airflow_home / "sm_prefs" / name
 
     def write_shared(self, name: str, data: bytes) -> None:
-        """Put ``name`` in the shared location, as a user's ``airflow-sm-prefs`` command would."""
-        path = self.airflow_home / "sm_prefs" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        """Put ``name`` in the shared location, as a user's ``airflow-sm-prefs`` command would: whole, so a
+        component reading it meanwhile sees the old file or the new one."""
+        from airflow_sm_prefs.object_storage import replace_whole
+
+        replace_whole(self.airflow_home / "sm_prefs" / name, data.decode(), prefix=f".{name}.")
 
     def log_folders(self) -> list[Path]:
         """Where the components write task logs (with one AIRFLOW_HOME, one folder)."""
