@@ -94,8 +94,11 @@ platform-%:
 	echo "== $*: $$($$venv/bin/python -c 'import airflow, botocore; print("Airflow", airflow.__version__, "botocore", botocore.__version__)' 2>/dev/null)" && \
 	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
 
+# The layers that start no Airflow on every core; then the ones that do, one at a time (each starts a
+# stack of processes that would compete for the cores).
 test: lint typecheck docs browser sdk-venv platforms
-	$(BIN)/pytest -q -ra --durations=30
+	$(BIN)/pytest -q -ra --numprocesses auto -m "not airflow"
+	$(BIN)/pytest -q -ra --durations=30 -m airflow
 
 demo: venv
 	$(BIN)/airflow-sm-prefs demo --project-dir .

@@ -4,7 +4,9 @@ Serves what clients that follow a job's log use (the amazon provider's ``print_l
 ``wait(logs=True)``, this project's log streaming): ``DescribeLogGroups``, ``DescribeLogStreams``,
 ``GetLogEvents`` and ``FilterLogEvents``, checked against botocore's ``logs`` model, with their pagination
 tokens. A group exists once a job of its kind has started in the Region; a stream once its instance has.
-``filterPattern`` is not modelled and is refused rather than ignored.
+``filterPattern`` is not modelled and is refused rather than ignored. The jobs' groups are the jobs' own:
+writing to one is refused. Every other group (Airflow's remote task logs) is the client's, kept by moto
+(``log_groups.py``).
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_sm_prefs.emulator import paging
-from airflow_sm_prefs.emulator.errors import ServiceError, UnknownOperationException, shorten
+from airflow_sm_prefs.emulator.errors import AccessDeniedException, ServiceError, UnknownOperationException, shorten
 from airflow_sm_prefs.emulator.kinds import KINDS
+from airflow_sm_prefs.emulator.log_groups import WRITES, LogGroupStore
 from airflow_sm_prefs.emulator.model import Job
 
 TARGET_PREFIX = "Logs_20140328"
 SERVICE = "logs"
-KNOWN = ("DescribeLogGroups", "DescribeLogStreams", "GetLogEvents", "FilterLogEvents")
+READS = ("DescribeLogGroups", "DescribeLogStreams", "GetLogEvents", "FilterLogEvents")
+KNOWN = (*READS, *WRITES)
 DEFAULT_EVENT_LIMIT = 10_000
 DEFAULT_STREAM_LIMIT = 50
 GROUP_KINDS = {kind.log_group: kind.name for kind in KINDS.values()}
@@ -43,8 +47,16 @@ class Event:
     position: int  # its place in the stream, which makes an id and a token
 
 
-def call(operation: str, request: dict[str, Any], jobs: Iterable[Job], account_id: str, region: str) -> dict[str, Any]:
-    """One CloudWatch Logs call (already checked against the model) over the jobs of the request's Region."""
+def call(
+    operation: str,
+    request: dict[str, Any],
+    jobs: Iterable[Job],
+    account_id: str,
+    region: str,
+    log_groups: LogGroupStore | None = None,
+) -> dict[str, Any]:
+    """One CloudWatch Logs call (already checked against the model) over the jobs of the request's Region, or
+    on a group of the client's own (``log_groups``: None when moto is not installed)."""
     if operation not in KNOWN:
         raise UnknownOperationException(
             f"{TARGET_PREFIX}.{shorten(operation)} is not supported by the airflow-sm-prefs emulator; of CloudWatch "
@@ -52,9 +64,18 @@ def call(operation: str, request: dict[str, Any], jobs: Iterable[Job], account_i
         )
     started = [job for job in jobs if job.streams]
     if operation == "DescribeLogGroups":
-        return _describe_groups(request, started, account_id, region)
+        return _describe_groups(request, started, account_id, region, log_groups)
     group = request["logGroupName"]
     kind = GROUP_KINDS.get(group)
+    if kind is None:
+        if log_groups is None:
+            raise ResourceNotFoundException(
+                "The specified log group does not exist (groups other than the jobs' need moto: "
+                "pip install 'airflow-sm-prefs[emulator]')."
+            )
+        return log_groups.call(operation, request, region)
+    if operation in WRITES:
+        raise AccessDeniedException(f"log group {group} is written by the emulated jobs only")
     in_group = [job for job in started if job.kind == kind]
     if not in_group:
         raise ResourceNotFoundException("The specified log group does not exist.")
@@ -65,21 +86,24 @@ def call(operation: str, request: dict[str, Any], jobs: Iterable[Job], account_i
     return _filter_events(request, in_group)
 
 
-def _describe_groups(request: dict[str, Any], jobs: list[Job], account_id: str, region: str) -> dict[str, Any]:
+def _describe_groups(
+    request: dict[str, Any], jobs: list[Job], account_id: str, region: str, log_groups: LogGroupStore | None
+) -> dict[str, Any]:
     prefix = request.get("logGroupNamePrefix") or ""
     kinds = {job.kind for job in jobs}
     groups = sorted(group for group, kind in GROUP_KINDS.items() if kind in kinds and group.startswith(prefix))
-    return {
-        "logGroups": [
-            {
-                "logGroupName": group,
-                "arn": f"arn:aws:logs:{region}:{account_id}:log-group:{group}:*",
-                "creationTime": min(job.log[0][0] for job in jobs if KINDS[job.kind].log_group == group and job.log),
-                "storedBytes": 0,
-            }
-            for group in groups
-        ]
-    }
+    described = [
+        {
+            "logGroupName": group,
+            "arn": f"arn:aws:logs:{region}:{account_id}:log-group:{group}:*",
+            "creationTime": min(job.log[0][0] for job in jobs if KINDS[job.kind].log_group == group and job.log),
+            "storedBytes": 0,
+        }
+        for group in groups
+    ]
+    if log_groups is not None:
+        described += log_groups.groups(region, prefix)
+    return {"logGroups": sorted(described, key=lambda group: group["logGroupName"])}
 
 
 def _streams(jobs: list[Job]) -> dict[str, list[Event]]:
@@ -240,9 +264,11 @@ def _stream_position(token: str, stream: str) -> tuple[str, int]:
     return direction, int(rest[12:])
 
 
-def answer(engine: Any, operation: str, request: dict[str, Any], region: str) -> dict[str, Any]:
+def answer(
+    engine: Any, operation: str, request: dict[str, Any], region: str, log_groups: LogGroupStore | None = None
+) -> dict[str, Any]:
     """The call over the engine's jobs of the Region, at the engine's present time."""
     with engine.lock:
         engine.advance()
         jobs = [job for job in engine.jobs.values() if job.region == region]
-        return call(operation, request, jobs, engine.scenario.account_id, region)
+        return call(operation, request, jobs, engine.scenario.account_id, region, log_groups)

@@ -28,6 +28,7 @@ from airflow_sm_prefs.emulator.errors import (
     shorten,
 )
 from airflow_sm_prefs.emulator.kinds import OPERATIONS
+from airflow_sm_prefs.emulator.log_groups import LogGroupStore, LogsUnavailable
 from airflow_sm_prefs.emulator.s3 import ObjectStore, S3Unavailable
 from airflow_sm_prefs.emulator.scenario import Scenario
 
@@ -65,7 +66,8 @@ class Emulator:
         self.random = random.Random(scenario.seed)
         self.faults = scenario.faults
         self.s3 = _object_store(scenario)
-        self._saved_objects = -1
+        self.log_groups = _log_group_store(scenario)
+        self._saved_objects = self._saved_groups = -1
         self.engine = self._load(scenario)
         self._saved_version = -1
 
@@ -85,6 +87,8 @@ class Emulator:
             if self.s3 is not None:
                 self.s3.restore(saved_objects)
                 self.s3.seed(scenario.buckets)
+            if self.log_groups is not None and self.groups_file is not None and self.groups_file.exists():
+                self.log_groups.restore(json.loads(self.groups_file.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
             raise StateFileError(
                 f"state file {where} is not one this emulator wrote ({type(error).__name__}: {shorten(str(error))}); "
@@ -97,6 +101,8 @@ class Emulator:
         if self.s3 is not None:
             self.s3.clear()
             self.s3.seed(scenario.buckets)
+        if self.log_groups is not None:
+            self.log_groups.clear()
         return Engine(scenario, storage=self.s3)
 
     def reset(self, scenario: Scenario | None = None) -> None:
@@ -113,10 +119,17 @@ class Emulator:
         create does not rewrite hundreds of megabytes of objects."""
         return self.state_file.with_name(self.state_file.name + ".s3") if self.state_file is not None else None
 
+    @property
+    def groups_file(self) -> Path | None:
+        """Where the clients' log groups are kept (Airflow's remote task logs), beside the state file, written
+        only when they change."""
+        return self.state_file.with_name(self.state_file.name + ".logs") if self.state_file is not None else None
+
     def save(self, force: bool = False) -> None:
         if self.state_file is None:
             return
         objects: dict[str, Any] | None = None
+        groups: dict[str, Any] | None = None
         with self.engine.lock:
             if not force and self.engine.version == self._saved_version:
                 return
@@ -124,14 +137,20 @@ class Emulator:
             if self.s3 is not None and self.s3.version != self._saved_objects:
                 objects = self.s3.dump()
                 self._saved_objects = self.s3.version
+            if self.log_groups is not None and self.log_groups.version != self._saved_groups:
+                groups = self.log_groups.dump()
+                self._saved_groups = self.log_groups.version
             self._saved_version = self.engine.version
         try:
             if objects is not None:
                 assert self.objects_file is not None
                 _write_whole(self.objects_file, objects)
+            if groups is not None:
+                assert self.groups_file is not None
+                _write_whole(self.groups_file, groups)
             _write_whole(self.state_file, state)
         except BaseException:
-            self._saved_version = self._saved_objects = -1
+            self._saved_version = self._saved_objects = self._saved_groups = -1
             raise
 
     def call(self, operation: str, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
@@ -192,6 +211,8 @@ class Emulator:
         self.save(force=True)
         if self.s3 is not None:
             self.s3.close()
+        if self.log_groups is not None:
+            self.log_groups.close()
 
     def call_service(
         self, api: Any, operation: str, request: dict[str, Any], region: str | None = None
@@ -203,8 +224,14 @@ class Emulator:
         self._play_faults(operation, api.SERVICE)
         if operation in api.KNOWN:
             _check_against_model(operation, request, api.SERVICE)
+        region = region or self.engine.scenario.region
         try:
-            answer: dict[str, Any] = api.answer(self.engine, operation, request, region or self.engine.scenario.region)
+            if api is logs:
+                answer: dict[str, Any] = logs.answer(self.engine, operation, request, region, self.log_groups)
+                if operation in logs.WRITES:
+                    self.save(force=True)
+            else:
+                answer = api.answer(self.engine, operation, request, region)
         except KeyError as missing:  # a request without a field the operation needs: the caller's fault
             raise ValidationException(f"1 validation error detected: {missing} is required for {operation}") from None
         except (TypeError, ValueError) as error:
@@ -234,6 +261,14 @@ def _object_store(scenario: Scenario) -> ObjectStore | None:
         return ObjectStore(scenario.account_id, scenario.region)
     except S3Unavailable as error:
         log.warning("emulator: serving no S3 (%s)", error)
+        return None
+
+
+def _log_group_store(scenario: Scenario) -> LogGroupStore | None:
+    try:
+        return LogGroupStore(scenario.account_id)
+    except LogsUnavailable as error:
+        log.warning("emulator: serving only the jobs' log groups (%s)", error)
         return None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from botocore.exceptions import ClientError
 
@@ -174,8 +176,94 @@ def test_wrong_types_and_unknown_operations_answer_like_aws(start_emulator):
         logs.filter_log_events(logGroupName=GROUP, limit="many")
     assert wrong.value.response["Error"]["Code"] == "SerializationException"
     with pytest.raises(ClientError) as unknown:
-        logs.put_log_events(logGroupName=GROUP, logStreamName="x", logEvents=[{"timestamp": 1, "message": "m"}])
+        logs.start_query(logGroupName=GROUP, startTime=0, endTime=1, queryString="fields @message")
     assert unknown.value.response["Error"]["Code"] == "UnknownOperationException"
+
+
+def test_the_jobs_groups_are_the_jobs_own(start_emulator):
+    server = start_emulator("ample")
+    _run_jobs(server, "written")
+    logs = boto_client(server.endpoint_url, service="logs")
+    with pytest.raises(ClientError) as refused:
+        logs.put_log_events(logGroupName=GROUP, logStreamName="x", logEvents=[{"timestamp": 1, "message": "m"}])
+    assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert GROUP in refused.value.response["Error"]["Message"]
+
+
+# What Airflow's CloudWatch remote logging does with a group of its own: create it and one stream per task try,
+# put the task's lines, read them back for the UI.
+TASK_LOGS = "airflow-task-logs"
+TRY_STREAM = "dag_id=nightly/run_id=manual__2026-12-02T01_00_00+00_00/task_id=fine_tune/attempt=1.log"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _write_task_log(logs, *messages: str) -> None:
+    logs.create_log_group(logGroupName=TASK_LOGS)
+    logs.create_log_stream(logGroupName=TASK_LOGS, logStreamName=TRY_STREAM)
+    start = _now_ms()
+    logs.put_log_events(
+        logGroupName=TASK_LOGS,
+        logStreamName=TRY_STREAM,
+        logEvents=[{"timestamp": start + i, "message": message} for i, message in enumerate(messages)],
+    )
+
+
+def _task_log(logs) -> list[str]:
+    events = logs.get_log_events(logGroupName=TASK_LOGS, logStreamName=TRY_STREAM, startFromHead=True)["events"]
+    return [event["message"] for event in events]
+
+
+def test_a_group_of_the_clients_own_is_written_and_read_as_cloudwatch_does(start_emulator):
+    server = start_emulator("ample")
+    _run_jobs(server, "beside")
+    logs = boto_client(server.endpoint_url, service="logs")
+    _write_task_log(logs, "first line", "second line")
+    assert _task_log(logs) == ["first line", "second line"]
+    described = logs.describe_log_groups()
+    assert [group["logGroupName"] for group in described["logGroups"]] == sorted([GROUP, TASK_LOGS])
+    assert not service_model.response_violations("DescribeLogGroups", _strip(described), "logs")
+    assert not service_model.response_violations(
+        "GetLogEvents", _strip(logs.get_log_events(logGroupName=TASK_LOGS, logStreamName=TRY_STREAM)), "logs"
+    )
+    assert [g["logGroupName"] for g in logs.describe_log_groups(logGroupNamePrefix="airflow")["logGroups"]] == [
+        TASK_LOGS
+    ]
+    streams = logs.describe_log_streams(logGroupName=TASK_LOGS)["logStreams"]
+    assert [stream["logStreamName"] for stream in streams] == [TRY_STREAM]
+    # CloudWatch's own errors, as a client meets them.
+    with pytest.raises(ClientError) as again:
+        logs.create_log_group(logGroupName=TASK_LOGS)
+    assert again.value.response["Error"]["Code"] == "ResourceAlreadyExistsException"
+    with pytest.raises(ClientError) as missing:
+        logs.get_log_events(logGroupName=TASK_LOGS, logStreamName="attempt=2.log")
+    assert missing.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    with pytest.raises(ClientError) as no_group:
+        logs.get_log_events(logGroupName="never-created", logStreamName="s")
+    assert no_group.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    # Per Region, like the jobs' groups.
+    west = boto_client(server.endpoint_url, service="logs", region="eu-west-1")
+    assert west.describe_log_groups()["logGroups"] == []
+
+
+def test_a_restarted_emulator_keeps_the_clients_groups_and_a_fresh_one_has_none(start_emulator, tmp_path):
+    state = tmp_path / "state.json"
+    first = start_emulator("ample", state_file=state)
+    _write_task_log(boto_client(first.endpoint_url, service="logs"), "before the restart")
+    first.stop()
+    assert (tmp_path / "state.json.logs").exists()
+    second = start_emulator("ample", state_file=state)
+    logs = boto_client(second.endpoint_url, service="logs")
+    assert _task_log(logs) == ["before the restart"]
+    logs.put_log_events(
+        logGroupName=TASK_LOGS, logStreamName=TRY_STREAM, logEvents=[{"timestamp": _now_ms(), "message": "after"}]
+    )
+    assert _task_log(logs) == ["before the restart", "after"]
+    second.stop()
+    fresh = start_emulator("ample")
+    assert boto_client(fresh.endpoint_url, service="logs").describe_log_groups()["logGroups"] == []
 
 
 def test_a_container_that_prints_its_environment_logs_each_entry_once(start_emulator, tmp_path):
