@@ -23,14 +23,17 @@ DOCS_STAMP := $(DOCS_VENV)/.installed-$(shell cat $(DOCS_CONSTRAINTS) | sha1sum 
 # what differs there: the botocore model on the wire, the operators and triggers (task state store or not,
 # on_kill or cancellation), one `airflow dags test` that falls back and records the choice, and the fault
 # campaign's user actions on a running Airflow (a deferred task marked failed, one cleared, a run marked
-# failed: each job stopped, no second job). MWAA 3.3.1 shares its Airflow line with the project's lock (.venv,
-# which runs everything): only its botocore differs.
+# failed: each job stopped, no second job), and the job's lines in the task log with task logs in CloudWatch.
+# MWAA 3.3.1 shares its Airflow line with the project's lock (.venv, which runs everything): only its botocore differs.
 PLATFORMS := mwaa-3.1.6 mwaa-3.2.1 mwaa-3.3.1
 DAGS_TEST := "tests/integration/test_dags_test.py::test_dag_falls_back_to_the_second_preference"
 USER_ACTIONS := "tests/faults/test_campaign.py::test_users_mark_failed_clear_and_fail_a_run"
+CLOUDWATCH_TASK_LOGS := tests/e2e/test_cloudwatch_task_logs.py
 PLATFORM_TESTS := tests/platforms tests/operators tests/triggers tests/unit/test_surface.py tests/unit/test_attempts.py \
-	tests/unit/test_dags.py tests/unit/test_hostile_user_files.py tests/unit/test_provider.py $(DAGS_TEST) $(USER_ACTIONS)
-PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST) $(USER_ACTIONS)
+	tests/unit/test_dags.py tests/unit/test_hostile_user_files.py tests/unit/test_provider.py $(DAGS_TEST) $(USER_ACTIONS) \
+	$(CLOUDWATCH_TASK_LOGS)
+PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST) $(USER_ACTIONS) \
+	$(CLOUDWATCH_TASK_LOGS)
 
 .PHONY: mutation platforms venv sdk-venv docs-venv docs lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
 

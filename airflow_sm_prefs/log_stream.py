@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from airflow_sm_prefs import supervisor_calls
+from airflow_sm_prefs.cloudwatch_task_log import TryStream
 from airflow_sm_prefs.log_follower import LogBatch, LogCursor, LogFollower
 
 CURSOR_XCOM_KEY = "sm_prefs_log_cursor"
@@ -21,11 +22,20 @@ log = logging.getLogger(__name__)
 
 
 class TriggerLogStream:
-    def __init__(self, job_name: str, follower: LogFollower, task_log: Any, task_instance: Any) -> None:
+    def __init__(
+        self,
+        job_name: str,
+        follower: LogFollower,
+        task_log: Any,
+        task_instance: Any,
+        try_stream: TryStream | None = None,
+    ) -> None:
         self.job_name = job_name
         self.follower = follower
         self.task_log = task_log
         self.task_instance = task_instance
+        # Task logs in CloudWatch: the lines go to the try's own stream (see cloudwatch_task_log).
+        self.try_stream = try_stream
         self.queue: asyncio.Queue[LogBatch] | None = None
         self._told_unavailable = False
 
@@ -40,12 +50,22 @@ class TriggerLogStream:
         if batch.unavailable is not None:
             if not self._told_unavailable:
                 self._told_unavailable = True
-                self.task_log.warning("SageMaker job %s: %s", self.job_name, batch.unavailable)
+                await self._write([f"SageMaker job {self.job_name}: {batch.unavailable}"], "warning")
             return
         if batch.cursor is not None:
             await self._save(batch.cursor)
-        for line in batch.lines:
-            self.task_log.info(line.render())
+        if batch.lines:
+            await self._write([line.render() for line in batch.lines], "info")
+
+    async def _write(self, lines: list[str], level: str) -> None:
+        if self.try_stream is not None:
+            try:
+                await self.try_stream.put(lines, level)
+                return
+            except Exception as error:  # CloudWatch unreachable: the trigger's own log still has them
+                self.task_log.warning("could not put the job's lines in the task's CloudWatch stream: %s", error)
+        for line in lines:
+            getattr(self.task_log, level)(line)
 
     async def finish(self) -> None:
         """The job ended: read and show what it wrote last."""

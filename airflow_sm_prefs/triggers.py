@@ -186,11 +186,12 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         if not self.stream_logs:
             yield None
             return
+        from airflow_sm_prefs.cloudwatch_task_log import try_stream
         from airflow_sm_prefs.log_follower import LogCursor, LogFollower
         from airflow_sm_prefs.log_stream import TriggerLogStream
 
         follower = LogFollower.shared(self.kind.log_group, self.hook_kwargs)
-        stream = TriggerLogStream(self.job_name, follower, self.log, self.task_instance)
+        stream = TriggerLogStream(self.job_name, follower, self.log, self.task_instance, try_stream(self.task_instance))
         cursor = await stream.saved_cursor() or LogCursor.from_json(self.log_cursor) or LogCursor()
         async with follower.follow(self.job_name, cursor, self.poll_interval) as queue:
             stream.queue = queue
