@@ -6,18 +6,17 @@ one stream per task try, puts events as the task logs, and reads them back when 
 Logs backend answers those calls, per account and Region, on the emulator's endpoint; the groups are kept in
 the state file (beside the S3 objects), so an emulator restart keeps the task logs written before it.
 
-moto keeps its backends in process-wide state keyed by account, as for S3: every emulator in one process
-shares it, a fresh emulator empties it, and the last emulator to stop empties it.
+moto's backends are shared by the process's emulators, as for S3 (``moto_store``).
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_sm_prefs.emulator.errors import ServiceError, shorten
+from airflow_sm_prefs.emulator.moto_store import MotoStore
 
 TARGET_PREFIX = "Logs_20140328"
 # What writing and keeping a group takes (Airflow's handler: create the group and a stream, put events, and
@@ -30,8 +29,6 @@ WRITES = (
     "DeleteLogGroup",
     "DeleteLogStream",
 )
-_lock = threading.RLock()
-_open_stores = 0
 
 
 class LogsUnavailable(RuntimeError):
@@ -52,17 +49,13 @@ def _backends() -> Any:
     return logs_backends
 
 
-class LogGroupStore:
+class LogGroupStore(MotoStore):
     """One account's log groups other than the jobs', as clients write and read them."""
 
     def __init__(self, account_id: str) -> None:
-        global _open_stores
-        _backends()
+        _backends()  # LogsUnavailable now, rather than at the first request
+        super().__init__()
         self.account_id = account_id
-        self.version = 0  # counts the changes, so the state file rewrites the groups only when they changed
-        self._closed = False
-        with _lock:
-            _open_stores += 1
 
     def _backend(self, region: str) -> Any:
         return _backends()[self.account_id][region]
@@ -83,7 +76,7 @@ class LogGroupStore:
             method="POST", url=url, headers=headers, body=json.dumps(request).encode(), stream_output=False
         )
         request_object = normalize_request(prepared)
-        with _lock:
+        with self.lock:
             status, _, reply = _account_responder(self.account_id).dispatch(request_object, url, request_object.headers)
             if operation in WRITES and int(status) < 300:
                 self.version += 1
@@ -96,7 +89,7 @@ class LogGroupStore:
 
     def groups(self, region: str, prefix: str) -> list[dict[str, Any]]:
         """The groups of the Region whose names start with ``prefix``, as DescribeLogGroups lists them."""
-        with _lock:
+        with self.lock:
             groups = self._backend(region).groups
             return [groups[name].to_describe_dict() for name in sorted(groups) if name.startswith(prefix)]
 
@@ -104,7 +97,7 @@ class LogGroupStore:
 
     def dump(self) -> dict[str, dict[str, dict[str, list[list[Any]]]]]:
         """Every Region's groups, their streams and events (timestamp, message), for the state file."""
-        with _lock:
+        with self.lock:
             return {
                 region: {
                     name: {
@@ -119,7 +112,7 @@ class LogGroupStore:
 
     def restore(self, saved: Mapping[str, Mapping[str, Mapping[str, list[list[Any]]]]]) -> None:
         """Each saved group as it was saved (an emulator of this process may still hold it: it is replaced)."""
-        with _lock:
+        with self.lock:
             for region, groups in saved.items():
                 backend = self._backend(region)
                 for name, streams in groups.items():
@@ -137,23 +130,9 @@ class LogGroupStore:
                                 ]
                             )
 
-    def clear(self) -> None:
-        """Delete every group of the account (an emulator starting afresh)."""
-        with _lock:
-            for backend in _backends()[self.account_id].values():
-                backend.reset()
-            self.version += 1
-
-    def close(self) -> None:
-        """Forget this store; the last one to close in the process empties moto's groups."""
-        global _open_stores
-        with _lock:
-            if self._closed:
-                return
-            self._closed = True
-            _open_stores -= 1
-            if _open_stores == 0:
-                self.clear()
+    def _empty(self) -> None:
+        for backend in _backends()[self.account_id].values():
+            backend.reset()
 
 
 def _account_responder(account_id: str) -> Any:

@@ -13,12 +13,12 @@ are served one at a time (moto's backends are not written for concurrent writers
 from __future__ import annotations
 
 import base64
-import contextlib
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+from airflow_sm_prefs.emulator.moto_store import MotoStore
 
 # moto's partition of the commercial AWS Regions, and the host its S3 routes are written for.
 PARTITION = "aws"
@@ -28,8 +28,6 @@ MAX_OBJECT_BYTES = 64 * 1024 * 1024
 
 # (HTTP status, headers, body)
 Reply = tuple[int, dict[str, str], bytes]
-_lock = threading.RLock()
-_open_stores = 0
 
 
 class S3Unavailable(RuntimeError):
@@ -63,20 +61,16 @@ def _backend_dict() -> Any:
     return s3_backends
 
 
-class ObjectStore:
+class ObjectStore(MotoStore):
     """One account's S3, as the emulator's clients and its jobs see it."""
 
     def __init__(self, account_id: str, region: str) -> None:
-        global _open_stores
         _backend_dict()  # S3Unavailable now, rather than at the first request
+        super().__init__()
         self.account_id = account_id
         self.region = region
-        with _lock:
-            _open_stores += 1
-        self._closed = False
         self._routes: list[tuple[Any, str]] | None = None  # moto's S3 URL patterns, compiled at the first request
         self._responder = _account_responder(account_id)
-        self.version = 0  # counts the changes, so the state file rewrites the objects only when they changed
 
     # -- the wire -------------------------------------------------------------------------------------------
 
@@ -97,7 +91,7 @@ class ObjectStore:
         request = normalize_request(
             AWSPreparedRequest(method=method, url=url, headers=request_headers, body=body, stream_output=False)
         )
-        with _lock:
+        with self.lock:
             for pattern, handler_name in self._routes:
                 if pattern.match(path_only):
                     try:
@@ -120,30 +114,30 @@ class ObjectStore:
         return _backend_dict()[self.account_id][PARTITION]
 
     def create_bucket(self, name: str) -> None:
-        with _lock:
+        with self.lock:
             backend = self._backend()
             if name not in backend.buckets:
                 backend.create_bucket(name, self.region)
                 self.version += 1
 
     def bucket_exists(self, name: str) -> bool:
-        with _lock:
+        with self.lock:
             return name in self._backend().buckets
 
     def put(self, location: S3Location, data: bytes) -> None:
-        with _lock:
+        with self.lock:
             self._backend().put_object(location.bucket, location.key, data)
             self.version += 1
 
     def get(self, location: S3Location) -> bytes | None:
-        with _lock:
+        with self.lock:
             bucket = self._backend().buckets.get(location.bucket)
             key = bucket.keys.get(location.key) if bucket is not None else None
             return None if key is None else bytes(key.value)
 
     def has_prefix(self, location: S3Location) -> bool:
         """Whether any object's key starts with the location's key (what an ``S3Prefix`` input needs)."""
-        with _lock:
+        with self.lock:
             bucket = self._backend().buckets.get(location.bucket)
             return bucket is not None and any(k.startswith(location.key) for k in bucket.keys)
 
@@ -151,7 +145,7 @@ class ObjectStore:
 
     def dump(self) -> dict[str, dict[str, str]]:
         """Every bucket and object (base64), for the emulator's state file."""
-        with _lock:
+        with self.lock:
             return {
                 name: {key: base64.b64encode(bytes(bucket.keys[key].value)).decode() for key in bucket.keys}
                 for name, bucket in self._backend().buckets.items()
@@ -171,23 +165,8 @@ class ObjectStore:
                 if self.get(S3Location(bucket, key)) is None:
                     self.put(S3Location(bucket, key), b"")
 
-    def clear(self) -> None:
-        """Delete every bucket of the account (an emulator starting afresh)."""
-        with _lock:
-            self._backend().reset()
-            self.version += 1
-
-    def close(self) -> None:
-        """Forget this store; the last one to close in the process empties moto's S3."""
-        global _open_stores
-        with _lock:
-            if self._closed:
-                return
-            self._closed = True
-            _open_stores -= 1
-            if _open_stores == 0:
-                with contextlib.suppress(S3Unavailable):
-                    self._backend().reset()
+    def _empty(self) -> None:
+        self._backend().reset()
 
 
 def _account_responder(account_id: str) -> Any:

@@ -20,7 +20,8 @@ from airflow_sm_prefs.local_stack import LocalStack, wait_for
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
 
 PROJECT = Path(__file__).resolve().parents[2]
-DAG_ID = "job_lines_in_cloudwatch"
+# The secrets test's DAG (its Variable set to a plain value): a job that the triggerer waits on and streams.
+DAG_ID = "secret_in_job"
 GROUP = "airflow-task-logs"
 
 
@@ -34,6 +35,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         dags_folder=PROJECT / "tests" / "e2e" / "dags",
         extra_env={
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW_VAR_SM_PREFS_API_TOKEN": "not-a-secret-here",
             "AIRFLOW__LOGGING__REMOTE_LOGGING": "True",
             "AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER": f"cloudwatch://arn:aws:logs:us-east-1:123456789012:log-group:{GROUP}",
             "AIRFLOW__LOGGING__REMOTE_LOG_CONN_ID": "aws_default",

@@ -1,4 +1,5 @@
-"""A job whose Environment and HyperParameters carry a Variable's secret value (tests/e2e/test_secrets.py)."""
+"""A job whose Environment and HyperParameters carry a Variable's secret value (tests/e2e/test_secrets.py; also the
+job whose lines test_cloudwatch_task_logs.py follows into CloudWatch)."""
 
 from __future__ import annotations
 
