@@ -21,6 +21,10 @@ from urllib.parse import urlsplit
 log = logging.getLogger(__name__)
 SCHEME = "cloudwatch"
 LOGGER_NAME = "airflow_sm_prefs.job_log"
+# PutLogEvents' limits (CloudWatch Logs API reference, PutLogEvents).
+MAX_BATCH_EVENTS = 10_000
+MAX_BATCH_BYTES = 1_048_576
+EVENT_OVERHEAD_BYTES = 26
 
 
 @dataclass(frozen=True)
@@ -39,18 +43,32 @@ class TryStream:
         from airflow_sm_prefs.hooks import async_client
 
         now = int(time.time() * 1000)
-        events = [
-            {"timestamp": now, "message": json.dumps({"event": line, "level": level, "logger": LOGGER_NAME})}
-            for line in lines
-        ]
+        messages = [json.dumps({"event": line, "level": level, "logger": LOGGER_NAME}) for line in lines]
         hook = AwsLogsHook(aws_conn_id=self.conn_id, region_name=self.region)
         async with await async_client(hook) as client:
-            try:
-                await client.put_log_events(logGroupName=self.group, logStreamName=self.stream, logEvents=events)
-            except client.exceptions.ResourceNotFoundException:
-                # The worker creates the stream with its first line; a try that logged nothing yet has none.
-                await client.create_log_stream(logGroupName=self.group, logStreamName=self.stream)
-                await client.put_log_events(logGroupName=self.group, logStreamName=self.stream, logEvents=events)
+            for batch in batches(messages):
+                events = [{"timestamp": now, "message": message} for message in batch]
+                try:
+                    await client.put_log_events(logGroupName=self.group, logStreamName=self.stream, logEvents=events)
+                except client.exceptions.ResourceNotFoundException:
+                    # The worker creates the stream with its first line; a try that logged nothing yet has none.
+                    await client.create_log_stream(logGroupName=self.group, logStreamName=self.stream)
+                    await client.put_log_events(logGroupName=self.group, logStreamName=self.stream, logEvents=events)
+
+
+def batches(messages: Sequence[str]) -> list[list[str]]:
+    """The messages in PutLogEvents-sized calls: at most 10,000 events and 1,048,576 bytes each (a message's
+    UTF-8 bytes plus 26), CloudWatch's limits."""
+    found: list[list[str]] = []
+    size = 0
+    for message in messages:
+        cost = len(message.encode()) + EVENT_OVERHEAD_BYTES
+        if not found or len(found[-1]) == MAX_BATCH_EVENTS or size + cost > MAX_BATCH_BYTES:
+            found.append([])
+            size = 0
+        found[-1].append(message)
+        size += cost
+    return found
 
 
 def group_of(remote_base_log_folder: str) -> tuple[str, str] | None:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_sm_prefs.cloudwatch_task_log import LOGGER_NAME, TryStream, group_of, try_stream
+from airflow_sm_prefs.cloudwatch_task_log import LOGGER_NAME, TryStream, batches, group_of, try_stream
 from airflow_sm_prefs.log_follower import LogBatch, LogFollower, LogLine
 from airflow_sm_prefs.log_stream import TriggerLogStream
 from tests.helpers import TaskLog, boto_client
@@ -120,3 +120,15 @@ async def test_with_a_try_stream_the_triggers_own_log_gets_none_of_the_lines(sta
         "[job/algo-1-1] once",
         "SageMaker job job: AccessDenied",
     ]
+
+
+def test_calls_stay_within_putlogevents_limits():
+    assert batches([]) == []
+    assert batches(["a", "b"]) == [["a", "b"]]
+    # 10,000 events a call at most.
+    many = batches(["x"] * 10_001)
+    assert [len(batch) for batch in many] == [10_000, 1]
+    # 1,048,576 bytes a call at most, counting 26 bytes an event and UTF-8 bytes, not characters.
+    big = "é" * 262_131  # 524,262 bytes: with its 26, two fill a call exactly
+    assert [len(batch) for batch in batches([big, big, big])] == [2, 1]
+    assert [len(batch) for batch in batches([big + "é", big])] == [1, 1]
