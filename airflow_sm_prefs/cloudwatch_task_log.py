@@ -11,14 +11,12 @@ lines, and not in its own: shown once, whether or not the reader learns to read 
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-log = logging.getLogger(__name__)
 SCHEME = "cloudwatch"
 LOGGER_NAME = "airflow_sm_prefs.job_log"
 # PutLogEvents' limits (CloudWatch Logs API reference, PutLogEvents).
@@ -84,8 +82,8 @@ def group_of(remote_base_log_folder: str) -> tuple[str, str] | None:
 
 
 def try_stream(task_instance: Any) -> TryStream | None:
-    """Where a trigger of ``task_instance`` puts its job's lines: None unless task logs are in CloudWatch (the
-    trigger's own log is then the right place) or when the trigger runs outside a triggerer."""
+    """Where a trigger of ``task_instance`` puts its job's lines; None (the trigger's own log) when task logs are
+    not in CloudWatch or the trigger runs outside a triggerer."""
     from airflow.configuration import conf
 
     if task_instance is None or not getattr(task_instance, "run_id", None):

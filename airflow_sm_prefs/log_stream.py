@@ -38,6 +38,7 @@ class TriggerLogStream:
         self.try_stream = try_stream
         self.queue: asyncio.Queue[LogBatch] | None = None
         self._told_unavailable = False
+        self._told_put_failed = False  # said once: a missing permission would repeat it every batch
 
     async def next_batch(self) -> LogBatch:
         assert self.queue is not None
@@ -63,7 +64,9 @@ class TriggerLogStream:
                 await self.try_stream.put(lines, level)
                 return
             except Exception as error:  # CloudWatch unreachable: the trigger's own log still has them
-                self.task_log.warning("could not put the job's lines in the task's CloudWatch stream: %s", error)
+                if not self._told_put_failed:
+                    self._told_put_failed = True
+                    self.task_log.warning("could not put the job's lines in the task's CloudWatch stream: %s", error)
         for line in lines:
             getattr(self.task_log, level)(line)
 

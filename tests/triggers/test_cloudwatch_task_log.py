@@ -102,8 +102,9 @@ async def test_a_stream_that_cannot_be_written_leaves_the_lines_in_the_triggers_
     task_log = TaskLog()
     stream = TriggerLogStream("job", LogFollower.__new__(LogFollower), task_log, None, target)
     await stream.show(LogBatch(lines=(LogLine("job/algo-1-1", "kept", 1),)))
-    assert task_log.messages[-1] == "[job/algo-1-1] kept"
+    await stream.show(LogBatch(lines=(LogLine("job/algo-1-1", "and kept", 2),)))
     assert "could not put the job's lines" in task_log.messages[0]
+    assert task_log.messages[1:] == ["[job/algo-1-1] kept", "[job/algo-1-1] and kept"], "the warning once"
 
 
 @pytest.mark.emulator
