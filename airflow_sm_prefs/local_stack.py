@@ -126,7 +126,7 @@ class LocalStack:
         component reading it meanwhile sees the old file or the new one."""
         from airflow_sm_prefs.object_storage import replace_whole
 
-        replace_whole(self.airflow_home / "sm_prefs" / name, data.decode(), prefix=f".{name}.")
+        replace_whole(self.shared_copy(name), data.decode(), prefix=f".{name}.")
 
     def log_folders(self) -> list[Path]:
         """Where the components write task logs (with one AIRFLOW_HOME, one folder)."""

@@ -69,7 +69,7 @@ class ProductionTopology:
     airflow_components: dict[str, tuple[str, ...]] = field(default_factory=components)
     # What a deployment's secrets hold once for every host (the Helm chart's fernet and API secret keys): a
     # home of its own would otherwise make its own, and no host could read what another encrypted or signed.
-    fernet_key: str = field(default_factory=lambda: _new_fernet_key())
+    fernet_key: str = field(default_factory=_new_fernet_key)
     api_secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(32))
 
     # -- one host per component ---------------------------------------------------------------------------
