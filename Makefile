@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Installs follow a lock kept in the repository, as Airflow asks for reproducible installs (its own
 # constraints files cannot be fetched here); `make lock` refreshes it.
 CONSTRAINTS := constraints/py3.11.txt
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml devkit/pyproject.toml $(CONSTRAINTS) | sha1sum | cut -c1-12)
 
 # The SageMaker Python SDK's sagemaker-core, for the conformance tests only, in a venv of its own: it pins
 # protobuf and importlib-metadata below what Airflow 3.3 needs, so it cannot share Airflow's environment.
@@ -59,10 +59,11 @@ $(DOCS_STAMP): $(DOCS_CONSTRAINTS)
 docs: docs-venv
 	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
 
-$(STAMP): pyproject.toml $(CONSTRAINTS)
+# The package and its development kit (devkit/: the emulator, the local stack, the demo), both editable.
+$(STAMP): pyproject.toml devkit/pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]" --constraint $(CONSTRAINTS)
+	$(BIN)/pip install --quiet -e ".[test]" -e ./devkit --constraint $(CONSTRAINTS)
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -70,13 +71,13 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet --upgrade pip
-	.lock-venv/bin/pip install --quiet ".[test]"
-	{ sed -n 1,2p $(CONSTRAINTS); .lock-venv/bin/pip freeze --exclude airflow-sm-prefs; } > $(CONSTRAINTS).new
+	.lock-venv/bin/pip install --quiet ".[test]" ./devkit
+	{ sed -n 1,2p $(CONSTRAINTS); .lock-venv/bin/pip freeze --exclude airflow-sm-prefs --exclude airflow-sm-prefs-devkit; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .lock-venv
 
 lint: venv
-	$(BIN)/ruff check airflow_sm_prefs tests dags benchmarks tools
-	$(BIN)/ruff format --check airflow_sm_prefs tests dags benchmarks tools
+	$(BIN)/ruff check airflow_sm_prefs devkit tests dags benchmarks tools
+	$(BIN)/ruff format --check airflow_sm_prefs devkit tests dags benchmarks tools
 
 typecheck: venv
 	$(BIN)/mypy
@@ -97,11 +98,11 @@ platform-%:
 	echo "== $*: $$($$venv/bin/python -c 'import airflow, botocore; print("Airflow", airflow.__version__, "botocore", botocore.__version__)' 2>/dev/null)" && \
 	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
 
-# The layers that start no Airflow on every core; then the ones that do, one at a time (each starts a
-# stack of processes that would compete for the cores).
+# The layers that start no Airflow on every core; then the ones that do, two test modules at a time (a stack
+# of Airflow processes mostly waits on Airflow and the emulator's clock: one alone keeps 2 cores about half busy).
 test: lint typecheck docs browser sdk-venv platforms
 	$(BIN)/pytest -q -ra --numprocesses auto -m "not airflow"
-	$(BIN)/pytest -q -ra --durations=30 -m airflow
+	$(BIN)/pytest -q -ra --durations=30 --numprocesses 2 --dist loadfile -m airflow
 
 demo: venv
 	$(BIN)/airflow-sm-prefs demo --project-dir .

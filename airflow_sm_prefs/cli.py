@@ -1,13 +1,16 @@
-"""``airflow-sm-prefs`` command line: the emulator and demo helpers."""
+"""``airflow-sm-prefs`` command line: the report, the advisor, capacity weather, the ledger and prices.
+
+The development kit (airflow-sm-prefs-devkit: the emulator and the demo) adds its commands through the
+``airflow_sm_prefs.commands`` entry point group, so the runtime never imports it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import ipaddress
+import importlib.metadata
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -16,68 +19,10 @@ from airflow_sm_prefs import object_storage
 from airflow_sm_prefs.object_storage import StorageUnavailable
 
 
-def _error(message: str) -> int:
+def fail(message: str) -> int:
+    """Say why a command cannot run, as argparse does, and give its exit code."""
     print(f"airflow-sm-prefs: error: {message}", file=sys.stderr)
     return 2
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text[:40]!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port {port} is outside 0-65535")
-    return port
-
-
-def _host(text: str) -> str:
-    """An IP address to bind; ``localhost`` is taken as 127.0.0.1 (a name could resolve anywhere)."""
-    if text == "localhost":
-        return "127.0.0.1"
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--host takes an IP address (or localhost), not {text[:40]!r}") from None
-
-
-def _emulator(args: argparse.Namespace) -> int:
-    from airflow_sm_prefs.emulator import EmulatorServer, ScenarioError, load
-    from airflow_sm_prefs.emulator.service import StateFileError
-
-    if not ipaddress.ip_address(args.host).is_loopback:
-        if not args.container_network:
-            return _error(f"the emulator binds to loopback only, not {args.host} (see --container-network)")
-        print(
-            f"airflow-sm-prefs: warning: serving on {args.host}: the SageMaker API it serves has no "
-            "authentication; anyone who can reach this address can create and stop jobs",
-            file=sys.stderr,
-        )
-    if args.state_file is not None and not args.state_file.parent.is_dir():
-        return _error(f"--state-file: directory {args.state_file.parent} does not exist")
-    if args.state_file is not None and args.state_file.is_dir():
-        return _error(f"--state-file: {args.state_file} is a directory")
-    try:
-        scenario = load(args.scenario)
-        server = EmulatorServer(
-            scenario, host=args.host, port=args.port, state_file=args.state_file, scenario_source=args.scenario
-        )
-    except (ScenarioError, StateFileError) as exc:
-        return _error(str(exc))
-    except OSError as exc:
-        return _error(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    _say(
-        f"SageMaker emulator ({scenario.name}, speed x{scenario.speed:g}) on {server.endpoint_url}",
-        flush=True,
-    )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
-    return 0
 
 
 def _aws(arguments: list[str]) -> int:
@@ -88,20 +33,10 @@ def _aws(arguments: list[str]) -> int:
 
     botocore = importlib.util.find_spec("botocore")
     if importlib.util.find_spec("awscli") is None or botocore is None or not botocore.submodule_search_locations:
-        return _error("the AWS CLI is not installed in this environment (pip install awscli)")
+        return fail("the AWS CLI is not installed in this environment (pip install awscli)")
     models = Path(next(iter(botocore.submodule_search_locations))) / "data"
     env = {**os.environ, "AWS_DATA_PATH": os.pathsep.join(filter(None, [str(models), os.environ.get("AWS_DATA_PATH")]))}
     return subprocess.run([sys.executable, "-m", "awscli", *arguments], env=env, check=False).returncode
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from airflow_sm_prefs.demo import main
-
-    exit_when_done = args.exit or os.environ.get("DEMO_EXIT") == "1"
-    project = Path(args.project_dir).resolve()
-    if not (project / "dags").is_dir():
-        return _error(f"--project-dir: {project} is not a checkout of this project (it has no dags/ folder)")
-    return main(project, exit_when_done)
 
 
 MAX_DAYS = 36_500  # a hundred years back is as far as any ledger or account history goes
@@ -185,7 +120,7 @@ def _report(args: argparse.Namespace) -> int:
         max_cost_premium=args.max_cost_premium / 100.0,
         drift_tolerance=args.drift_tolerance / 100.0,
     )
-    _say(report.render(rows, args.format))
+    say(report.render(rows, args.format))
     return 0
 
 
@@ -196,8 +131,8 @@ def _advise(args: argparse.Namespace) -> int:
     reading = _read_ledger()
     history = [e for e in reading.entries if (e["dag_id"], e["task_id"]) == (args.dag_id, args.task_id)]
     if not history:
-        return _error(f"no job of {args.dag_id}.{args.task_id} in the capacity ledger")
-    _say(advisor.render(advisor.advise(history, Timeline(reading.entries)), args.format))
+        return fail(f"no job of {args.dag_id}.{args.task_id} in the capacity ledger")
+    say(advisor.render(advisor.advise(history, Timeline(reading.entries)), args.format))
     return 0
 
 
@@ -205,7 +140,7 @@ def _weather(args: argparse.Namespace) -> int:
     from airflow_sm_prefs import weather
 
     reading = _read_ledger()
-    _say(weather.render(weather.weather(reading.entries, region=args.region), args.format))
+    say(weather.render(weather.weather(reading.entries, region=args.region), args.format))
     return 0
 
 
@@ -217,8 +152,8 @@ def _backfill(args: argparse.Namespace) -> int:
     try:
         counts = backfill(hook, args.since, region=hook.conn_region_name)
     except Exception as error:  # no connection, no permission, no service: one line, not a traceback
-        return _error(f"backfill failed: {type(error).__name__}: {error}")
-    _say(
+        return fail(f"backfill failed: {type(error).__name__}: {error}")
+    say(
         f"{counts.listed} job(s) listed: {counts.added} added, {counts.already} already in the ledger, "
         f"{counts.running} still running, {counts.not_ours} not launched by this provider"
     )
@@ -237,7 +172,7 @@ def _refresh_prices(args: argparse.Namespace) -> int:
             else prices.user_table_path()
         )
     except StorageUnavailable as error:
-        return _error(str(error))
+        return fail(str(error))
     try:
         client = AwsBaseHook(
             aws_conn_id=args.aws_conn_id, client_type="pricing", region_name=args.api_region
@@ -245,16 +180,16 @@ def _refresh_prices(args: argparse.Namespace) -> int:
         regions = args.region or [AwsBaseHook(aws_conn_id=args.aws_conn_id, client_type="sagemaker").conn_region_name]
         retrieved = price_list.retrieve(client, regions)
     except Exception as error:  # no connection, no permission, no service: one line, not a traceback
-        return _error(f"prices refresh failed: {type(error).__name__}: {error}")
+        return fail(f"prices refresh failed: {type(error).__name__}: {error}")
     if not retrieved.count():
-        return _error(f"the Price List API gave no SageMaker training or processing price for {', '.join(regions)}")
+        return fail(f"the Price List API gave no SageMaker training or processing price for {', '.join(regions)}")
     try:
         price_list.write(retrieved, output, client.meta.endpoint_url)
     except (prices.PriceTableError, OSError) as error:
-        return _error(str(error))
+        return fail(str(error))
     for conflict in retrieved.conflicts:
         print(f"airflow-sm-prefs: warning: two prices for {conflict}; the higher was kept", file=sys.stderr)
-    _say(
+    say(
         f"{retrieved.count()} price(s) for {', '.join(regions)} written to {output} ({retrieved.skipped} product(s) "
         "without a single on-demand hourly USD price skipped)"
     )
@@ -269,15 +204,15 @@ def _show_prices(args: argparse.Namespace) -> int:
         try:
             prices.read_file(users)
         except prices.PriceTableError as error:  # tasks leave it out and go on; the person asking is told
-            return _error(f"[sm_prefs] price_table: {error}; tasks use the shipped table without it")
+            return fail(f"[sm_prefs] price_table: {error}; tasks use the shipped table without it")
     table = prices.current()
     for source in table.sources:
-        _say(f"source: {source.source} (retrieved {source.retrieved or 'never'})")
+        say(f"source: {source.source} (retrieved {source.retrieved or 'never'})")
     rows = sorted(key for key in table.entries if args.region is None or key[0] == args.region)
     if not rows:
-        _say("No prices: every cost is shown as unknown. Run `airflow-sm-prefs prices refresh`.")
+        say("No prices: every cost is shown as unknown. Run `airflow-sm-prefs prices refresh`.")
     for region, kind, instance_type in rows:
-        _say(f"{region:<16} {kind:<11} {instance_type:<22} ${table.entries[(region, kind, instance_type)].usd:g}/h")
+        say(f"{region:<16} {kind:<11} {instance_type:<22} ${table.entries[(region, kind, instance_type)].usd:g}/h")
     return 0
 
 
@@ -287,10 +222,10 @@ def _compact(args: argparse.Namespace) -> int:
     try:
         result = ledger.compact(older_than=args.older_than)
     except (ledger.LedgerError, StorageUnavailable) as error:
-        return _error(str(error))
+        return fail(str(error))
     except (ValueError, OSError) as error:
-        return _error(f"[sm_prefs] ledger_path cannot be used: {error}")
-    _say(
+        return fail(f"[sm_prefs] ledger_path cannot be used: {error}")
+    say(
         f"{result.folded} entr{'y' if result.folded == 1 else 'ies'} folded into {result.files} month file(s); "
         f"{result.kept} left as they are (recorded in the last {args.older_than}, or unreadable)"
     )
@@ -308,31 +243,12 @@ def _age(text: str) -> Any:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="airflow-sm-prefs")
     commands = parser.add_subparsers(dest="command", required=True)
-    emulator = commands.add_parser("emulator", help="serve the local SageMaker emulator")
-    emulator.add_argument("--scenario", default="ample", help="bundled scenario name or a YAML file")
-    emulator.add_argument(
-        "--host", type=_host, default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)"
-    )
-    emulator.add_argument(
-        "--container-network",
-        action="store_true",
-        help="allow a non-loopback --host, for a container network that publishes no port to the host; the "
-        "control surface still answers loopback clients only",
-    )
-    emulator.add_argument("--port", type=_port, default=8907, help="port (0 picks a free one)")
-    emulator.add_argument("--state-file", type=Path, default=None, help="keep jobs and clock across restarts")
-    emulator.add_argument("-v", "--verbose", action="store_true")
-    emulator.set_defaults(handler=_emulator)
     aws = commands.add_parser(
         "aws",
         help="the AWS CLI with this environment's SageMaker model (knows InstancePreferences), e.g. "
         "`airflow-sm-prefs aws sagemaker list-training-jobs --endpoint-url http://127.0.0.1:8907`",
     )
     aws.add_argument("arguments", nargs=argparse.REMAINDER, help="arguments for `aws`")
-    demo = commands.add_parser("demo", help="emulator + airflow standalone + the nightly pipeline")
-    demo.add_argument("--project-dir", default=".", help="checkout holding dags/ (default: current directory)")
-    demo.add_argument("--exit", action="store_true", help="exit when the pipeline ends (same as DEMO_EXIT=1)")
-    demo.set_defaults(handler=_demo)
     report = commands.add_parser("report", help="the capacity report: did each task's fallbacks pay off?")
     report.add_argument("--dag-id")
     report.add_argument("--task-id")
@@ -393,7 +309,19 @@ def build_parser() -> argparse.ArgumentParser:
     show = price_actions.add_parser("show", help="the prices in effect and where they come from")
     show.add_argument("--region")
     show.set_defaults(handler=_show_prices)
+    for extension in _extensions():
+        extension.load()(commands)
     return parser
+
+
+def _extensions() -> importlib.metadata.EntryPoints:
+    """Each entry point is named after the command it adds and is called with the command subparsers."""
+    return importlib.metadata.entry_points(group=COMMAND_EXTENSIONS)
+
+
+COMMAND_EXTENSIONS = "airflow_sm_prefs.commands"
+# What the development kit adds, so that asking for it without the kit says what to install.
+DEVKIT_COMMANDS = frozenset({"emulator", "demo"})
 
 
 def price_list_regions() -> tuple[str, ...]:
@@ -402,7 +330,7 @@ def price_list_regions() -> tuple[str, ...]:
     return API_REGIONS
 
 
-def _say(*values: object, sep: str = " ", end: str = "\n", flush: bool = False) -> None:
+def say(*values: object, sep: str = " ", end: str = "\n", flush: bool = False) -> None:
     """A command's result (a table, JSON, CSV): to the stdout the command started with."""
     print(*values, sep=sep, end=end, file=_results, flush=flush)
 
@@ -416,7 +344,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["aws"]:  # everything after `aws` is the AWS CLI's, options included
         return _aws(argv[1:])
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if argv[:1] and argv[0] in DEVKIT_COMMANDS and argv[0] not in _extensions().names:
+        return fail(
+            f"`airflow-sm-prefs {argv[0]}` comes with the development kit, airflow-sm-prefs-devkit, which is not "
+            "installed here (from a checkout: pip install ./devkit; see docs/development.md)"
+        )
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO)
     # Airflow logs to whatever sys.stdout is when a logger is first used (reading a connection logs a line):
     # a report's stdout is its result, which users pipe to jq or a CSV file, so Airflow's lines go to stderr.
@@ -427,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.redirect_stdout(sys.stderr) if quiet_stdout else contextlib.nullcontext():
             return int(args.handler(args))
     except CommandError as error:
-        return _error(str(error))
+        return fail(str(error))
 
 
 if __name__ == "__main__":

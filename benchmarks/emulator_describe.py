@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 
-from airflow_sm_prefs.local_stack import free_port
+from sm_prefs_devkit.local_stack import free_port
 
 
 def _wait_ready(url: str) -> None:

@@ -85,7 +85,7 @@ def main() -> None:
 
     import json
 
-    from airflow_sm_prefs.emulator import EmulatorServer, load
+    from sm_prefs_devkit.emulator import EmulatorServer, load
 
     rows = []
     for label, capacity in (("running, writing logs", 10_000), ("queued (no capacity)", 0)):

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pendulum
 
-from airflow_sm_prefs.local_stack import LocalStack, wait_for
 from benchmarks.scenarios import ROOT, publish, write_scenario
+from sm_prefs_devkit.local_stack import LocalStack, wait_for
 
 SCENARIO = """
 name: start-latency

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.local_stack import LocalStack, wait_for
 from benchmarks.scenarios import ROOT, publish, write_scenario
+from sm_prefs_devkit.local_stack import LocalStack, wait_for
 from tests.production.stack import ProductionTopology
 
 SCENARIO = """

@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from airflow_sm_prefs.local_stack import control, free_port
 from benchmarks.scenarios import publish
+from sm_prefs_devkit.local_stack import control, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = """

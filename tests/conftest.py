@@ -5,7 +5,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pytest
 
-from airflow_sm_prefs.emulator import EmulatorServer, load
+from sm_prefs_devkit.emulator import EmulatorServer, load
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.local_stack import LocalStack, wait_for
+from sm_prefs_devkit.local_stack import LocalStack, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
 

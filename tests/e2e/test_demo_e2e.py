@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.demo import WEATHER_SCENARIO, certify, night_record, refresh_prices, run_nights
-from airflow_sm_prefs.local_stack import LocalStack
+from sm_prefs_devkit.demo import WEATHER_SCENARIO, certify, night_record, refresh_prices, run_nights
+from sm_prefs_devkit.local_stack import LocalStack
 from tests.helpers import listening_addresses
 
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
@@ -163,7 +163,7 @@ def test_pipeline_falls_back_and_records_the_choice(demo):
 
 def test_both_jobs_are_in_the_capacity_ledger_and_its_report(demo):
     from airflow_sm_prefs import ledger
-    from airflow_sm_prefs.demo import capacity_report
+    from sm_prefs_devkit.demo import capacity_report
 
     stack, run_id = demo
     entries = {e["task_id"]: e for e in ledger.read(stack.ledger_root).entries if e["run_id"] == run_id}

@@ -127,7 +127,7 @@ def test_a_state_file_in_a_missing_directory_is_refused_before_serving(capsys, t
 
 
 def test_a_null_quota_means_unlimited_as_the_readme_says(tmp_path):
-    from airflow_sm_prefs.emulator import load
+    from sm_prefs_devkit.emulator import load
 
     scenario = tmp_path / "quota.yaml"
     scenario.write_text("default_quota: 1\nquotas: {ml.p5.48xlarge: null}\n")
@@ -136,7 +136,7 @@ def test_a_null_quota_means_unlimited_as_the_readme_says(tmp_path):
 
 
 def test_a_non_loopback_host_warns_that_the_api_has_no_authentication(capsys, monkeypatch):
-    from airflow_sm_prefs.emulator import server as server_module
+    from sm_prefs_devkit.emulator import server as server_module
 
     def refuse_to_bind(*args: object, **kwargs: object) -> None:
         raise OSError(99, "Cannot assign requested address")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from airflow_sm_prefs.local_stack import control
+from sm_prefs_devkit.local_stack import control
 from tests.helpers import CREDENTIALS, GPU_PAIR, boto_client, processing_request, training_request
 
 pytestmark = pytest.mark.emulator
@@ -214,7 +214,7 @@ def test_what_the_amazon_provider_meets_when_the_pending_limit_expires(start_emu
     from airflow.providers.amazon.aws.hooks.sagemaker import SageMakerHook
     from airflow.providers.common.compat.sdk import AirflowException
 
-    from airflow_sm_prefs.local_stack import control
+    from sm_prefs_devkit.local_stack import control
 
     scenario = tmp_path / "busy.yaml"
     scenario.write_text(f"default_capacity: 0\nbehaviour: {{pending_timeout_status: {ends}}}\n")

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from airflow_sm_prefs.emulator.protocol import MAX_BODY_BYTES, MAX_JSON_DEPTH
-from airflow_sm_prefs.local_stack import control
+from sm_prefs_devkit.emulator.protocol import MAX_BODY_BYTES, MAX_JSON_DEPTH
+from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, boto_client, training_request
 
 AWS_HEADERS = {"X-Amz-Target": "SageMaker.ListTrainingJobs", "Content-Type": "application/x-amz-json-1.1"}
@@ -200,7 +200,7 @@ def test_a_reset_may_name_a_bundled_scenario_or_the_file_the_emulator_started_wi
 
 
 def test_a_create_that_cannot_be_persisted_leaves_no_job_behind(start_emulator, tmp_path, monkeypatch):
-    from airflow_sm_prefs.emulator import service as service_module
+    from sm_prefs_devkit.emulator import service as service_module
 
     server = start_emulator("ample", state_file=tmp_path / "state.json")
     client = boto_client(server.endpoint_url)

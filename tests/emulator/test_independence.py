@@ -10,7 +10,7 @@ def test_emulator_does_not_import_the_projects_validation():
     """Only the package root comes with it, and the root's botocore shapes: with a botocore older than the
     preference lists, the emulator checks requests against the same model SageMaker answers by."""
     code = (
-        "import sys; from airflow_sm_prefs.emulator import EmulatorServer, load; "
+        "import sys; from sm_prefs_devkit.emulator import EmulatorServer, load; "
         "server = EmulatorServer(load('ample')); server.stop(); "
         "print(sorted(m for m in sys.modules if m.startswith('airflow_sm_prefs') and 'emulator' not in m))"
     )
@@ -23,7 +23,7 @@ def test_only_the_kind_table_knows_the_kinds():
     import re
     from pathlib import Path
 
-    import airflow_sm_prefs.emulator as package
+    import sm_prefs_devkit.emulator as package
 
     folder = Path(package.__file__).parent
     offenders = []
@@ -35,7 +35,7 @@ def test_only_the_kind_table_knows_the_kinds():
 
 
 def test_every_error_class_answers_its_own_code():
-    from airflow_sm_prefs.emulator import errors
+    from sm_prefs_devkit.emulator import errors
 
     classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.ServiceError)]
     for cls in classes:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from airflow_sm_prefs.emulator import scenario as scenario_module
-from airflow_sm_prefs.emulator import service_model
-from airflow_sm_prefs.local_stack import control
+from sm_prefs_devkit.emulator import scenario as scenario_module
+from sm_prefs_devkit.emulator import service_model
+from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, boto_client, processing_request, training_request
 
 pytestmark = pytest.mark.emulator
@@ -339,7 +339,7 @@ def test_lost_reply_carries_out_the_create_and_the_clients_retry_meets_resource_
 
 
 def test_slow_operations_delay_only_the_named_operation(start_emulator, monkeypatch):
-    from airflow_sm_prefs.emulator import service as service_module
+    from sm_prefs_devkit.emulator import service as service_module
 
     slept: list[float] = []  # the emulator's own sleeps, recorded instead of timed
     monkeypatch.setattr(service_module.time, "sleep", slept.append)
@@ -386,7 +386,7 @@ def test_state_file_keeps_jobs_and_clock_across_restart(start_emulator, tmp_path
 
 
 def test_a_restored_engine_is_the_engine_that_was_saved(start_emulator):
-    from airflow_sm_prefs.emulator.engine import Engine
+    from sm_prefs_devkit.emulator.engine import Engine
 
     server = start_emulator("all-busy-then-free")
     client = boto_client(server.endpoint_url)

@@ -8,7 +8,7 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
-from airflow_sm_prefs.local_stack import control
+from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, boto_client, processing_request, training_request
 
 CPU = [{"InstanceType": "ml.m5.xlarge", "InstanceCount": 1}]

@@ -7,8 +7,8 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
-from airflow_sm_prefs.emulator import service_model
-from airflow_sm_prefs.local_stack import control
+from sm_prefs_devkit.emulator import service_model
+from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, boto_client, processing_request, training_request
 
 pytestmark = pytest.mark.emulator

@@ -9,7 +9,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from airflow_sm_prefs import cli, price_list, prices
-from airflow_sm_prefs.emulator.scenario import parse_faults
+from sm_prefs_devkit.emulator.scenario import parse_faults
 from tests.helpers import boto_client
 
 pytestmark = pytest.mark.emulator

@@ -15,7 +15,7 @@ from botocore.validate import ParamValidator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_sm_prefs.emulator import EmulatorServer, load, service_model
+from sm_prefs_devkit.emulator import EmulatorServer, load, service_model
 from tests.helpers import boto_client, processing_request, training_request
 
 pytestmark = pytest.mark.emulator

@@ -10,7 +10,7 @@ import tarfile
 import pytest
 from botocore.exceptions import ClientError
 
-from airflow_sm_prefs.local_stack import control
+from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, boto_client, processing_request, training_request
 
 pytestmark = pytest.mark.emulator
@@ -155,7 +155,7 @@ def test_a_reset_empties_s3_and_seeds_the_scenario_again(start_emulator):
 
 
 def test_a_scenario_refuses_a_bucket_name_s3_would_refuse(tmp_path):
-    from airflow_sm_prefs.emulator.scenario import ScenarioError, load
+    from sm_prefs_devkit.emulator.scenario import ScenarioError, load
 
     scenario = tmp_path / "bad.yaml"
     scenario.write_text("buckets: {Not_A_Bucket: []}\n")

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_sm_prefs.emulator import ScenarioError, load
-from airflow_sm_prefs.emulator.scenario import BUNDLED, parse
+from sm_prefs_devkit.emulator import ScenarioError, load
+from sm_prefs_devkit.emulator.scenario import BUNDLED, parse
 
 
 @pytest.mark.parametrize("name", BUNDLED)
@@ -47,7 +47,7 @@ def test_every_behaviour_setting_is_listed_with_its_guess_in_the_docs():
     import dataclasses
     from pathlib import Path
 
-    from airflow_sm_prefs.emulator.scenario import Behaviour
+    from sm_prefs_devkit.emulator.scenario import Behaviour
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "emulator.md").read_text()
     guesses = page.split("**Guesses about the real service.**", 1)[1].split("\n\n", 2)[1]

@@ -11,7 +11,7 @@ from airflow_sm_prefs.counterfactual import Timeline
 from airflow_sm_prefs.job_facts import JobFacts
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import TRAINING
-from airflow_sm_prefs.local_stack import control
+from sm_prefs_devkit.local_stack import control
 from tests.helpers import boto_client, training_request
 
 pytestmark = pytest.mark.emulator
@@ -27,7 +27,7 @@ TEAM_B = [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}]
 def eight_nights() -> list[dict]:
     import dataclasses
 
-    from airflow_sm_prefs.emulator import EmulatorServer, load
+    from sm_prefs_devkit.emulator import EmulatorServer, load
     from tests.conftest import TEST_BUCKETS
 
     scenario = load("shared-region")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from airflow_sm_prefs.emulator import EmulatorServer, load
+from sm_prefs_devkit.emulator import EmulatorServer, load
 from tests.helpers import GPU_PAIR, boto_client, training_request
 
 pytestmark = pytest.mark.emulator

@@ -7,9 +7,11 @@ running one campaign refreshes its column and keeps the other's last results.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -56,11 +58,15 @@ class CampaignResult:
 def publish(topology: Topology, result: CampaignResult, page: Path) -> None:
     """Store one campaign's results beside ``page`` (``reliability.json``) and render the page from both."""
     store = page.with_suffix(".json")
-    results = json.loads(store.read_text()) if store.exists() else {}
-    results[topology.key] = asdict(result)
     page.parent.mkdir(parents=True, exist_ok=True)
-    store.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    page.write_text(render({t: CampaignResult.from_json(results[t.key]) for t in TOPOLOGIES if t.key in results}))
+    # Both campaigns may end at once (test modules run in parallel): one read-merge-write at a time.
+    with open(Path(tempfile.gettempdir()) / "airflow-sm-prefs-reliability.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = json.loads(store.read_text()) if store.exists() else {}
+        results[topology.key] = asdict(result)
+        store.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        rendered = {t: CampaignResult.from_json(results[t.key]) for t in TOPOLOGIES if t.key in results}
+        page.write_text(render(rendered))
 
 
 def collect_rows(topology: Topology, scheduler_log: Path, notes: list[str]) -> Iterator[list[Row]]:

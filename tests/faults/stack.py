@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from airflow_sm_prefs.local_stack import LocalStack, StackError
+from sm_prefs_devkit.local_stack import LocalStack, StackError
 from tests.faults.invalid import CASES, STATIC_GUARDRAIL_CASES, STATIC_WAYS, static_dag_file, static_dag_id
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]

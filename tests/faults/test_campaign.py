@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_sm_prefs.local_stack import wait_for
+from sm_prefs_devkit.local_stack import wait_for
 from tests.faults.audit import Expect, Row, audit, jobs_of, task_key
 from tests.faults.invalid import (
     CASES,

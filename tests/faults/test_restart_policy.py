@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.local_stack import wait_for
+from sm_prefs_devkit.local_stack import wait_for
 from tests.faults.stack import PROJECT_DIR, CampaignStack, Crash, last_exception
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]

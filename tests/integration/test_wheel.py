@@ -1,8 +1,10 @@
-"""The built wheel, installed into a fresh virtualenv: Airflow discovers the provider; no test code ships."""
+"""The built wheels, installed into a fresh virtualenv: Airflow discovers the provider; the runtime wheel holds
+runtime code only (an allow-list), the development kit's wheel the emulator, the local stack and the demo."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -22,26 +24,54 @@ def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[st
     return result
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+# Everything the runtime wheel may hold: the package's own modules (no subfolder of code), its data, its metadata.
+RUNTIME_WHEEL_ALLOWS = [
+    r"airflow_sm_prefs/[a-z_]+\.py",
+    r"airflow_sm_prefs/py\.typed",
+    r"airflow_sm_prefs/data/(instances|prices)\.json",
+    r"airflow_sm_prefs/data/botocore/sagemaker/\d{4}-\d{2}-\d{2}/service-2\.sdk-extras\.json",
+    r"airflow_sm_prefs-[\d.]+\.dist-info/(METADATA|WHEEL|RECORD|entry_points\.txt|top_level\.txt|licenses/LICENSE)",
+]
+
+
+def _build(tmp_path_factory: pytest.TempPathFactory, project: Path, name: str) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)])
-    (built,) = out.glob("airflow_sm_prefs-*.whl")
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(project)])
+    (built,) = out.glob(f"{name}-*.whl")
     return built
 
 
-def test_the_wheel_holds_the_package_and_its_license_and_no_test_code(wheel: Path):
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, ROOT, "airflow_sm_prefs")
+
+
+@pytest.fixture(scope="module")
+def devkit_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory, ROOT / "devkit", "airflow_sm_prefs_devkit")
+
+
+def test_the_runtime_wheel_holds_only_what_its_allow_list_names(wheel: Path):
     names = zipfile.ZipFile(wheel).namelist()
-    top_level = {name.split("/")[0] for name in names}
-    assert {n for n in top_level if not n.endswith(".dist-info")} == {"airflow_sm_prefs"}
+    unexpected = [n for n in names if not any(re.fullmatch(allowed, n) for allowed in RUNTIME_WHEEL_ALLOWS)]
+    assert unexpected == []
+    shipped = {Path(n).stem for n in names if n.endswith(".py")}
+    assert shipped == {p.stem for p in (ROOT / "airflow_sm_prefs").glob("*.py")}
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
-    assert "airflow_sm_prefs/emulator/scenarios/gpu-shortage.yaml" in names
+    assert "airflow_sm_prefs/data/prices.json" in names
+
+
+def test_the_development_kit_wheel_holds_the_emulator_its_scenarios_and_the_demo(devkit_wheel: Path):
+    names = zipfile.ZipFile(devkit_wheel).namelist()
+    assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"sm_prefs_devkit"}
+    for needed in ("emulator/engine.py", "emulator/scenarios/gpu-shortage.yaml", "local_stack.py", "demo.py"):
+        assert f"sm_prefs_devkit/{needed}" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     modules = {Path(n).stem for n in names if n.endswith(".py")}
     assert not modules & {"conftest", "helpers", "stack", "audit", "test_campaign", "validation_cases"}
-    assert not [n for n in names if "/tests/" in n or n.startswith(("tests/", "benchmarks/", "dags/"))]
 
 
-def test_a_fresh_virtualenv_with_the_wheel_discovers_the_provider(wheel: Path, tmp_path: Path):
+def test_a_fresh_virtualenv_with_the_wheel_discovers_the_provider(wheel: Path, devkit_wheel: Path, tmp_path: Path):
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
@@ -57,3 +87,22 @@ def test_a_fresh_virtualenv_with_the_wheel_discovers_the_provider(wheel: Path, t
     assert '"package_name": "airflow-sm-prefs"' in providers.stdout.replace("'", '"')
     plugins = _run([str(python), "-m", "airflow", "plugins", "-o", "json"], cwd=tmp_path, env=env)
     assert "sm_prefs" in plugins.stdout
+    # Without the development kit its commands say what to install; with it they are there.
+    emulator = subprocess.run(
+        [str(env_dir / "bin" / "airflow-sm-prefs"), "emulator", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert emulator.returncode == 2
+    assert "airflow-sm-prefs-devkit, which is not installed here" in emulator.stderr
+    _run([str(python), "-m", "pip", "install", "--quiet", str(devkit_wheel), "--constraint", str(constraints)])
+    helps = _run([str(env_dir / "bin" / "airflow-sm-prefs"), "emulator", "--help"], cwd=tmp_path, env=env)
+    assert "--scenario" in helps.stdout
+    served = _run(
+        [str(python), "-c", "from sm_prefs_devkit.emulator import load; print(load('ample').name)"],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert served.stdout.strip() == "ample"

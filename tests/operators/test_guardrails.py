@@ -10,9 +10,9 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
 
 from airflow_sm_prefs import quotas
-from airflow_sm_prefs.emulator.scenario import parse_faults
 from airflow_sm_prefs.operators import NoCapacityError
 from airflow_sm_prefs.preferences import PreferenceValidationError
+from sm_prefs_devkit.emulator.scenario import parse_faults
 from tests.helpers import FakeTI, TaskLog
 from tests.operators.test_operator import FakeStore, _creates, context, processing_operator, training_operator
 

@@ -11,13 +11,13 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from airflow_sm_prefs import InstancePreference
 from airflow_sm_prefs.attempts import STATE_KEY
-from airflow_sm_prefs.local_stack import control
 from airflow_sm_prefs.operators import (
     NoCapacityError,
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
 from airflow_sm_prefs.preferences import PreferenceValidationError
+from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, FakeTI, TaskLog, processing_request, training_request
 
 pytestmark = pytest.mark.emulator
@@ -428,7 +428,7 @@ def test_service_rejection_fails_without_retry(start_emulator, aws_connection):
 def test_blocking_on_kill_stops_the_job(start_emulator, aws_connection):
     import threading
 
-    from airflow_sm_prefs.local_stack import wait_for
+    from sm_prefs_devkit.local_stack import wait_for
 
     server = start_emulator("all-busy-then-free")
     operator = training_operator(aws_connection(server), deferrable=False)

@@ -29,11 +29,13 @@ def _pins(version: str) -> dict[str, str]:
 
 
 def _requirements(*extras: str) -> list[Requirement]:
+    """The package's requirements with ``extras``, and the development kit's, which the platforms install too."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    listed = list(project["dependencies"])
+    devkit = tomllib.loads((ROOT / "devkit" / "pyproject.toml").read_text())["project"]
+    listed = [*project["dependencies"], *devkit["dependencies"]]
     for extra in extras:
-        listed += [r for r in project["optional-dependencies"][extra] if not r.startswith("airflow-sm-prefs")]
-    return [Requirement(text) for text in listed]
+        listed += project["optional-dependencies"][extra]
+    return [Requirement(text) for text in listed if not text.startswith("airflow-sm-prefs")]
 
 
 @pytest.mark.parametrize("version", PLATFORMS)
@@ -41,7 +43,7 @@ def test_every_requirement_admits_the_platforms_pinned_version(version):
     pins = _pins(version)
     refused = [
         f"{requirement} refuses {pins[name]} (MWAA {version} pins it)"
-        for requirement in _requirements("emulator", "platform-test", "s3")
+        for requirement in _requirements("platform-test", "s3")
         if (name := canonicalize_name(requirement.name)) in pins
         and not requirement.specifier.contains(pins[name], prereleases=True)
     ]

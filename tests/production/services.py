@@ -8,6 +8,7 @@ creates, in a data folder that user owns. Everything stops and is removed by ``s
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import os
 import shutil
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airflow_sm_prefs.local_stack import StackError, free_port
+from sm_prefs_devkit.local_stack import StackError, free_port
 
 PACKAGES = {"postgresql": "postgresql", "redis-server": "redis-server"}
 
@@ -28,7 +29,14 @@ def _postgres_bin(name: str) -> str | None:
 
 
 def ensure_installed() -> None:
-    """The Debian packages, installed when missing (as root); StackError naming them otherwise."""
+    """The Debian packages, installed when missing (as root); StackError naming them otherwise. One process at
+    a time (test modules run in parallel, and apt-get takes dpkg's lock or fails)."""
+    with open(Path(tempfile.gettempdir()) / "airflow-sm-prefs-services.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _install_missing()
+
+
+def _install_missing() -> None:
     missing = [package for binary, package in PACKAGES.items() if not _installed(binary)]
     if not missing:
         return

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airflow_sm_prefs.local_stack import LocalStack
+from sm_prefs_devkit.local_stack import LocalStack
 from tests.faults.stack import CampaignStack
 from tests.production.services import Services
 

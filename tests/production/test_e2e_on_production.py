@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.local_stack import LocalStack
+from sm_prefs_devkit.local_stack import LocalStack
 from tests.e2e import test_demo_e2e as e2e
 from tests.production.stack import ProductionDemoStack
 

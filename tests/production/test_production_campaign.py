@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_sm_prefs.local_stack import wait_for
+from sm_prefs_devkit.local_stack import wait_for
 from tests.faults import test_campaign as campaign
 from tests.faults.audit import Expect, Row, audit, jobs_of
 from tests.faults.report import PRODUCTION, collect_rows

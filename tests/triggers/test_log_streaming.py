@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from airflow_sm_prefs.local_stack import control
 from airflow_sm_prefs.log_follower import LogCursor, LogFollower
 from airflow_sm_prefs.log_stream import CURSOR_XCOM_KEY
 from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
 from airflow_sm_prefs.watcher import JobWatcher
+from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, TaskLog, boto_client, training_request
 
 pytestmark = pytest.mark.emulator

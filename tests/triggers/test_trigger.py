@@ -8,9 +8,9 @@ import importlib
 import pendulum
 import pytest
 
-from airflow_sm_prefs.local_stack import control
 from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
 from airflow_sm_prefs.watcher import JobWatcher
+from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, boto_client, processing_request, training_request
 
 pytestmark = pytest.mark.emulator

@@ -12,9 +12,9 @@ import pytest
 from airflow_sm_prefs import watcher as watcher_module
 from airflow_sm_prefs.job_view import JobView
 from airflow_sm_prefs.jobs import TRAINING
-from airflow_sm_prefs.local_stack import control
 from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
 from airflow_sm_prefs.watcher import JobWatcher, KnownState
+from sm_prefs_devkit.local_stack import control
 from tests.helpers import boto_client, training_request
 
 pytestmark = pytest.mark.emulator

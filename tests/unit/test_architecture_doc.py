@@ -30,5 +30,9 @@ def test_every_package_module_is_named_and_every_name_is_a_module():
     assert named == _modules(ROOT / "airflow_sm_prefs"), "update docs/architecture.md's module table"
 
 
+def test_every_development_kit_module_is_named_and_every_name_is_a_module():
+    assert _named("The development kit") == _modules(ROOT / "devkit" / "sm_prefs_devkit")
+
+
 def test_every_emulator_module_is_named_and_every_name_is_a_module():
-    assert _named("The emulator") == _modules(ROOT / "airflow_sm_prefs" / "emulator")
+    assert _named("The emulator") == _modules(ROOT / "devkit" / "sm_prefs_devkit" / "emulator")

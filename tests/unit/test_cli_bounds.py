@@ -100,3 +100,21 @@ def test_prices_show_names_a_bad_table_in_one_line(tmp_path, monkeypatch, capsys
     monkeypatch.setenv("AIRFLOW__SM_PREFS__PRICE_TABLE", str(table))
     error = _one_line_error(capsys, ["prices", "show"])
     assert "[sm_prefs] price_table" in error and str(table) in error
+
+
+@pytest.mark.parametrize("command", ["emulator", "demo"])
+def test_a_development_kit_command_without_the_kit_names_what_to_install(capsys, monkeypatch, command):
+    """The runtime alone (its wheel holds no emulator): one line naming the kit, nothing started."""
+    import importlib.metadata
+
+    monkeypatch.setattr(cli, "_extensions", lambda: importlib.metadata.EntryPoints(()))
+    error = _one_line_error(capsys, [command, "--help"])
+    assert f"`airflow-sm-prefs {command}` comes with the development kit, airflow-sm-prefs-devkit" in error
+    assert "pip install ./devkit" in error
+
+
+def test_the_development_kit_adds_its_commands_by_entry_point():
+    """Installed (as `make test` does), its commands are the entry points' names, loaded into the parser."""
+    assert {"emulator", "demo"} <= set(cli._extensions().names)
+    parsed = cli.build_parser().parse_args(["emulator", "--scenario", "gpu-shortage", "--port", "0"])
+    assert parsed.command == "emulator" and parsed.scenario == "gpu-shortage" and parsed.port == 0

@@ -62,10 +62,17 @@ def test_the_provider_is_built_in_and_checked_at_init():
 def test_the_image_copies_everything_the_build_reads():
     import tomllib
 
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     copied = " ".join(line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("COPY"))
-    for needed in ["pyproject.toml", project["readme"], *project["license-files"], "airflow_sm_prefs"]:
-        assert needed in copied, f"the image build reads {needed}, which the Dockerfile does not copy"
+    # The package, and the development kit the emulator service runs from; a file is copied when its path is
+    # a source or a destination of a COPY (devkit/LICENSE links to the root's, so the root's is copied there).
+    for folder, package in (("", "airflow_sm_prefs"), ("devkit/", "devkit/sm_prefs_devkit")):
+        project = tomllib.loads((ROOT / folder / "pyproject.toml").read_text())["project"]
+        for needed in ["pyproject.toml", project["readme"], *project["license-files"]]:
+            path = folder + needed
+            assert path in copied or f"/opt/airflow-sm-prefs/{path}" in copied, (
+                f"the image build reads {path}, which the Dockerfile does not copy"
+            )
+        assert package in copied
 
 
 def test_the_emulator_is_an_optional_profile_reachable_only_inside_the_network():

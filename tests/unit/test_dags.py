@@ -25,7 +25,7 @@ nightly = bag.dags["nightly_evaluation"]
 print(json.dumps({
     "errors": {k: str(v)[-1500:] for k, v in bag.import_errors.items()},
     "dags": sorted(bag.dag_ids),
-    "heavy": [m for m in ("boto3", "aiobotocore", "airflow_sm_prefs.emulator", "playwright") if m in sys.modules],
+    "heavy": [m for m in ("boto3", "aiobotocore", "sm_prefs_devkit.emulator", "playwright") if m in sys.modules],
     "tasks": sorted(nightly.task_ids),
     "catchup": nightly.catchup,
     "schedule": getattr(nightly.timetable, "expression", None) or getattr(nightly.timetable, "_expression", None),

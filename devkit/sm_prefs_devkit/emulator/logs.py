@@ -16,11 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.emulator import paging
-from airflow_sm_prefs.emulator.errors import AccessDeniedException, ServiceError, UnknownOperationException, shorten
-from airflow_sm_prefs.emulator.kinds import KINDS
-from airflow_sm_prefs.emulator.log_groups import WRITES, LogGroupStore
-from airflow_sm_prefs.emulator.model import Job
+from sm_prefs_devkit.emulator import paging
+from sm_prefs_devkit.emulator.errors import AccessDeniedException, ServiceError, UnknownOperationException, shorten
+from sm_prefs_devkit.emulator.kinds import KINDS
+from sm_prefs_devkit.emulator.log_groups import WRITES, LogGroupStore
+from sm_prefs_devkit.emulator.model import Job
 
 TARGET_PREFIX = "Logs_20140328"
 SERVICE = "logs"
@@ -71,7 +71,7 @@ def call(
         if log_groups is None:
             raise ResourceNotFoundException(
                 "The specified log group does not exist (groups other than the jobs' need moto: "
-                "pip install 'airflow-sm-prefs[emulator]')."
+                "pip install 'moto[s3]')."
             )
         return log_groups.call(operation, request, region)
     if operation in WRITES:

@@ -14,7 +14,7 @@ from typing import Any
 
 from botocore.model import OperationModel, ServiceModel, Shape, StructureShape
 
-from airflow_sm_prefs.emulator.errors import shorten
+from sm_prefs_devkit.emulator.errors import shorten
 
 # Java regex classes used in the SageMaker model, spelled for Python's `re`.
 _JAVA_CLASSES = {

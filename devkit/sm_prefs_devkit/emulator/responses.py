@@ -6,12 +6,12 @@ import copy
 import math
 from typing import TYPE_CHECKING, Any
 
-from airflow_sm_prefs.emulator import job_data, service_model
-from airflow_sm_prefs.emulator.model import Job
-from airflow_sm_prefs.emulator.scenario import Scenario
+from sm_prefs_devkit.emulator import job_data, service_model
+from sm_prefs_devkit.emulator.model import Job
+from sm_prefs_devkit.emulator.scenario import Scenario
 
 if TYPE_CHECKING:
-    from airflow_sm_prefs.emulator.kinds import EmulatedKind
+    from sm_prefs_devkit.emulator.kinds import EmulatedKind
 
 FAILURE_REASON_LIMIT = 1024  # the model's maximum length for FailureReason and ExitMessage
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from airflow_sm_prefs.emulator.model import Job
-from airflow_sm_prefs.emulator.s3 import S3Location
+from sm_prefs_devkit.emulator.model import Job
+from sm_prefs_devkit.emulator.s3 import S3Location
 
 MODEL_ARCHIVE = "model.tar.gz"
 PROCESSING_RESULT = "results.json"

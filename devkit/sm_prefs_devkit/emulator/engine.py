@@ -21,12 +21,12 @@ from typing import Any, NotRequired
 from pydantic import FiniteFloat, TypeAdapter
 from typing_extensions import TypedDict
 
-from airflow_sm_prefs.emulator import job_data, job_logs, listing, responses, service_rules
-from airflow_sm_prefs.emulator.errors import ResourceInUse, ResourceNotFound, ServiceError, ValidationException
-from airflow_sm_prefs.emulator.kinds import KINDS, EmulatedKind
-from airflow_sm_prefs.emulator.model import Job, job_key
-from airflow_sm_prefs.emulator.scenario import Scenario
-from airflow_sm_prefs.emulator.service_rules import Candidate
+from sm_prefs_devkit.emulator import job_data, job_logs, listing, responses, service_rules
+from sm_prefs_devkit.emulator.errors import ResourceInUse, ResourceNotFound, ServiceError, ValidationException
+from sm_prefs_devkit.emulator.kinds import KINDS, EmulatedKind
+from sm_prefs_devkit.emulator.model import Job, job_key
+from sm_prefs_devkit.emulator.scenario import Scenario
+from sm_prefs_devkit.emulator.service_rules import Candidate
 
 TERMINAL = ("Completed", "Failed", "Stopped")
 STATE_FORMAT = 1

@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-from airflow_sm_prefs.emulator.errors import ServiceError
+from sm_prefs_devkit.emulator.errors import ServiceError
 
 # Members that move through a listing rather than define it.
 _PAGING_MEMBERS = ("nextToken", "NextToken", "limit", "MaxResults")

@@ -15,8 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_sm_prefs.emulator.errors import ServiceError, shorten
-from airflow_sm_prefs.emulator.moto_store import MotoStore
+from sm_prefs_devkit.emulator.errors import ServiceError, shorten
+from sm_prefs_devkit.emulator.moto_store import MotoStore
 
 TARGET_PREFIX = "Logs_20140328"
 # What writing and keeping a group takes (Airflow's handler: create the group and a stream, put events, and
@@ -45,7 +45,7 @@ def _backends() -> Any:
     try:
         from moto.logs.models import logs_backends
     except ImportError as error:
-        raise LogsUnavailable("log groups of clients need moto: pip install 'airflow-sm-prefs[emulator]'") from error
+        raise LogsUnavailable("log groups of clients need moto: pip install 'moto[s3]'") from error
     return logs_backends
 
 

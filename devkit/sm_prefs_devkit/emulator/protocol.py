@@ -17,16 +17,16 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 
-from airflow_sm_prefs.emulator import control, s3
-from airflow_sm_prefs.emulator.errors import (
+from sm_prefs_devkit.emulator import control, s3
+from sm_prefs_devkit.emulator.errors import (
     InternalFailure,
     SerializationException,
     ServiceError,
     UnknownOperationException,
     shorten,
 )
-from airflow_sm_prefs.emulator.scenario import ScenarioError
-from airflow_sm_prefs.emulator.service import SERVICES, Emulator
+from sm_prefs_devkit.emulator.scenario import ScenarioError
+from sm_prefs_devkit.emulator.service import SERVICES, Emulator
 
 log = logging.getLogger(__name__)
 

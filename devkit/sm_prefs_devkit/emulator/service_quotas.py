@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from airflow_sm_prefs.emulator import paging, service_model
-from airflow_sm_prefs.emulator.errors import ServiceError, UnknownOperationException, shorten
+from sm_prefs_devkit.emulator import paging, service_model
+from sm_prefs_devkit.emulator.errors import ServiceError, UnknownOperationException, shorten
 
 TARGET_PREFIX = "ServiceQuotasV20190624"
 SERVICE = "service-quotas"

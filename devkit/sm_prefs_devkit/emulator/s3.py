@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_sm_prefs.emulator.moto_store import MotoStore
+from sm_prefs_devkit.emulator.moto_store import MotoStore
 
 # moto's partition of the commercial AWS Regions, and the host its S3 routes are written for.
 PARTITION = "aws"
@@ -57,7 +57,7 @@ def _backend_dict() -> Any:
     try:
         from moto.s3.models import s3_backends
     except ImportError as error:  # an install without the emulator extra
-        raise S3Unavailable("S3 needs moto: pip install 'airflow-sm-prefs[emulator]'") from error
+        raise S3Unavailable("S3 needs moto: pip install 'moto[s3]'") from error
     return s3_backends
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_sm_prefs.emulator.service_rules import Candidate, is_accelerated
+from sm_prefs_devkit.emulator.service_rules import Candidate, is_accelerated
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_sm_prefs.emulator.model import Job
+from sm_prefs_devkit.emulator.model import Job
 
 PROGRESS_STEPS = 5
 # [timestamp in ms, stream name, message]: how a job keeps its lines (and the state file stores them).

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.local_stack import LocalStack, StackError, wait_for
+from sm_prefs_devkit.local_stack import LocalStack, StackError, wait_for
 
 SAGEMAKER_TASKS = ("prepare_data", "fine_tune", "evaluate")
 CERTIFICATION_DAG = "nightly_fine_tune_certification"
@@ -98,7 +98,7 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
 
     import pendulum
 
-    from airflow_sm_prefs.local_stack import control
+    from sm_prefs_devkit.local_stack import control
 
     start = float(control(stack.emulator_url, "health")["scenario_start"])
     wait_for(lambda: stack.dag_known(OTHER_TEAM_DAG), 120, f"DAG {OTHER_TEAM_DAG} to be parsed", every=2)

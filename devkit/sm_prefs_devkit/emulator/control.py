@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from airflow_sm_prefs.emulator import scenario as scenario_module
-from airflow_sm_prefs.emulator.service import Emulator
+from sm_prefs_devkit.emulator import scenario as scenario_module
+from sm_prefs_devkit.emulator.service import Emulator
 
 CONTROL_PREFIX = "/_emulator/"
 

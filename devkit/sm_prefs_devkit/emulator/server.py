@@ -6,10 +6,10 @@ import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from airflow_sm_prefs.emulator.engine import Engine
-from airflow_sm_prefs.emulator.protocol import REQUEST_TIMEOUT_SECONDS, RequestHandler
-from airflow_sm_prefs.emulator.scenario import Scenario
-from airflow_sm_prefs.emulator.service import Emulator
+from sm_prefs_devkit.emulator.engine import Engine
+from sm_prefs_devkit.emulator.protocol import REQUEST_TIMEOUT_SECONDS, RequestHandler
+from sm_prefs_devkit.emulator.scenario import Scenario
+from sm_prefs_devkit.emulator.service import Emulator
 
 
 class _Server(ThreadingHTTPServer):

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.emulator.errors import ResourceLimitExceeded, ResourceNotFound, ValidationException
-from airflow_sm_prefs.emulator.scenario import Scenario
+from sm_prefs_devkit.emulator.errors import ResourceLimitExceeded, ResourceNotFound, ValidationException
+from sm_prefs_devkit.emulator.scenario import Scenario
 
 ACCELERATED_PREFIXES = ("ml.p", "ml.g", "ml.trn")
 MAX_PREFERENCES = 5

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.emulator import logs, pricing, s3, service_model, service_quotas
-from airflow_sm_prefs.emulator.engine import STATE_FORMAT, Engine
-from airflow_sm_prefs.emulator.errors import (
+from sm_prefs_devkit.emulator import logs, pricing, s3, service_model, service_quotas
+from sm_prefs_devkit.emulator.engine import STATE_FORMAT, Engine
+from sm_prefs_devkit.emulator.errors import (
     AccessDeniedException,
     InternalFailure,
     SerializationException,
@@ -27,10 +27,10 @@ from airflow_sm_prefs.emulator.errors import (
     ValidationException,
     shorten,
 )
-from airflow_sm_prefs.emulator.kinds import OPERATIONS
-from airflow_sm_prefs.emulator.log_groups import LogGroupStore, LogsUnavailable
-from airflow_sm_prefs.emulator.s3 import ObjectStore, S3Unavailable
-from airflow_sm_prefs.emulator.scenario import Scenario
+from sm_prefs_devkit.emulator.kinds import OPERATIONS
+from sm_prefs_devkit.emulator.log_groups import LogGroupStore, LogsUnavailable
+from sm_prefs_devkit.emulator.s3 import ObjectStore, S3Unavailable
+from sm_prefs_devkit.emulator.scenario import Scenario
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ class Emulator:
     def call_s3(self, method: str, target: str, headers: dict[str, str], body: bytes) -> s3.Reply:
         """An S3 request on the same endpoint (moto answers it); a change is saved like a job's."""
         if self.s3 is None:
-            return 501, {"Content-Type": "text/plain"}, b"S3 needs moto: pip install 'airflow-sm-prefs[emulator]'"
+            return 501, {"Content-Type": "text/plain"}, b"S3 needs moto: pip install 'moto[s3]'"
         self.engine.calls[f"s3.{method}"] += 1
         with self.engine.lock:
             # Under the engine's lock, so a state file never holds half of a request's change.

@@ -13,10 +13,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from airflow_sm_prefs.emulator import responses, service_model
-from airflow_sm_prefs.emulator.errors import ValidationException
-from airflow_sm_prefs.emulator.kinds import EmulatedKind
-from airflow_sm_prefs.emulator.model import Job
+from sm_prefs_devkit.emulator import responses, service_model
+from sm_prefs_devkit.emulator.errors import ValidationException
+from sm_prefs_devkit.emulator.kinds import EmulatedKind
+from sm_prefs_devkit.emulator.model import Job
 
 DEFAULT_PAGE = 10
 # Filters in the model that the emulator does not model: refused, never silently ignored.

@@ -13,8 +13,8 @@ import hashlib
 import json
 from typing import Any
 
-from airflow_sm_prefs.emulator import paging
-from airflow_sm_prefs.emulator.errors import ServiceError, UnknownOperationException, shorten
+from sm_prefs_devkit.emulator import paging
+from sm_prefs_devkit.emulator.errors import ServiceError, UnknownOperationException, shorten
 
 TARGET_PREFIX = "AWSPriceListService"
 SERVICE = "pricing"

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from airflow_sm_prefs.emulator import job_data, responses, service_rules
-from airflow_sm_prefs.emulator.model import Job
-from airflow_sm_prefs.emulator.scenario import Behaviour, Scenario
-from airflow_sm_prefs.emulator.service_rules import Candidate
+from sm_prefs_devkit.emulator import job_data, responses, service_rules
+from sm_prefs_devkit.emulator.model import Job
+from sm_prefs_devkit.emulator.scenario import Behaviour, Scenario
+from sm_prefs_devkit.emulator.service_rules import Candidate
 
 Action = Literal["Create", "Describe", "Stop", "List"]
 ACTIONS: tuple[Action, ...] = ("Create", "Describe", "Stop", "List")
