@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_sm_prefs.botocore_model import supply_missing_shapes
+from airflow_sm_prefs.sagemaker.botocore_model import supply_missing_shapes
 
 __version__ = "0.1.0"
 
@@ -16,19 +16,21 @@ __version__ = "0.1.0"
 supply_missing_shapes()
 
 if TYPE_CHECKING:
-    from airflow_sm_prefs.job_request import InvalidJobRequest
-    from airflow_sm_prefs.operators import (
+    from airflow_sm_prefs.preflight.requirements import InstanceRequirements
+    from airflow_sm_prefs.request.job_request import InvalidJobRequest
+    from airflow_sm_prefs.surface.certification_dag import certification_dag
+    from airflow_sm_prefs.surface.operators import (
         SageMakerPreferenceProcessingOperator,
         SageMakerPreferenceTrainingOperator,
     )
-    from airflow_sm_prefs.requirements import InstanceRequirements
 
 _LAZY = {
-    "SageMakerPreferenceTrainingOperator": "airflow_sm_prefs.operators",
-    "SageMakerPreferenceProcessingOperator": "airflow_sm_prefs.operators",
-    "InstancePreference": "airflow_sm_prefs.preferences",
-    "InvalidJobRequest": "airflow_sm_prefs.job_request",
-    "InstanceRequirements": "airflow_sm_prefs.requirements",
+    "SageMakerPreferenceTrainingOperator": "airflow_sm_prefs.surface.operators",
+    "SageMakerPreferenceProcessingOperator": "airflow_sm_prefs.surface.operators",
+    "InstancePreference": "airflow_sm_prefs.request.preferences",
+    "InvalidJobRequest": "airflow_sm_prefs.request.job_request",
+    "InstanceRequirements": "airflow_sm_prefs.preflight.requirements",
+    "certification_dag": "airflow_sm_prefs.surface.certification_dag",
 }
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "InvalidJobRequest",
     "SageMakerPreferenceProcessingOperator",
     "SageMakerPreferenceTrainingOperator",
+    "certification_dag",
 ]
 
 

@@ -67,7 +67,7 @@ def main() -> None:
         [
             sys.executable,
             "-m",
-            "airflow_sm_prefs.cli",
+            "airflow_sm_prefs.surface.cli",
             "emulator",
             "--scenario",
             "ample",

@@ -33,9 +33,9 @@ class CountingLog:
 
 
 async def _measure(server, jobs: int, window: float, warmup: float, interval: float) -> dict[str, float]:
-    from airflow_sm_prefs.log_follower import LogFollower
-    from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
-    from airflow_sm_prefs.watcher import JobWatcher
+    from airflow_sm_prefs.wait.log_follower import LogFollower
+    from airflow_sm_prefs.wait.triggers import SageMakerPreferenceJobTrigger
+    from airflow_sm_prefs.wait.watcher import JobWatcher
     from tests.helpers import GPU_PAIR, boto_client, training_request
 
     client = boto_client(server.endpoint_url)

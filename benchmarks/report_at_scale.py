@@ -38,7 +38,8 @@ def rss_mb():
 
 
 root = Path(sys.argv[1]); what = sys.argv[2]
-from airflow_sm_prefs import capacity_page, ledger, report
+from airflow_sm_prefs.surface import capacity_page
+from airflow_sm_prefs.evidence import ledger, report
 if what != "report" and what not in ("advise", "weather"):
     from fastapi.testclient import TestClient
     from airflow.api_fastapi.core_api.security import get_user
@@ -51,13 +52,13 @@ started = time.perf_counter()
 if what == "report":
     count = sum(r["runs"] for r in report.summarize(ledger.read(root, fields=ledger.REPORT_FIELDS).entries))
 elif what == "advise":
-    from airflow_sm_prefs import advisor
-    from airflow_sm_prefs.counterfactual import Timeline
+    from airflow_sm_prefs.evidence import advisor
+    from airflow_sm_prefs.evidence.counterfactual import Timeline
     entries = ledger.read(root, fields=ledger.REPORT_FIELDS).entries
     history = [e for e in entries if (e["dag_id"], e["task_id"]) == ("pipeline_000", "fine_tune")]
     count = len(entries) if advisor.advise(history, Timeline(entries))["candidates"] else 0
 elif what == "weather":
-    from airflow_sm_prefs import weather
+    from airflow_sm_prefs.evidence import weather
     entries = ledger.read(root, fields=ledger.REPORT_FIELDS).entries
     count = len(entries) if weather.weather(entries) else 0
 else:
@@ -101,7 +102,7 @@ print(json.dumps({"seconds": seconds, "answered": answered, "kind": kind, "added
 
 
 def write_ledger(root: Path, dags: int, nights: int) -> None:
-    from airflow_sm_prefs import ledger
+    from airflow_sm_prefs.evidence import ledger
     from tests.unit.test_report import entry
 
     for dag in range(dags):
@@ -131,7 +132,7 @@ def main() -> None:
     rows = []
     for layout in ("one file per job", "compacted"):
         if layout == "compacted":
-            from airflow_sm_prefs import ledger
+            from airflow_sm_prefs.evidence import ledger
 
             started = time.perf_counter()
             folded = ledger.compact(args.ledger, older_than=dt.timedelta(0)).folded

@@ -49,7 +49,16 @@ def _start_emulator(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     scenario.write_text(SCENARIO)
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "airflow_sm_prefs.cli", "emulator", "--scenario", str(scenario), "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "airflow_sm_prefs.surface.cli",
+            "emulator",
+            "--scenario",
+            str(scenario),
+            "--port",
+            str(port),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -67,9 +76,9 @@ def _create_jobs(url: str, count: int) -> dict[str, dict]:
     """Create the jobs and return, per job, what the operator knows when it defers (from its Describe)."""
     import boto3
 
-    from airflow_sm_prefs.job_view import JobView
-    from airflow_sm_prefs.jobs import TRAINING
-    from airflow_sm_prefs.watcher import KnownState
+    from airflow_sm_prefs.request.jobs import TRAINING
+    from airflow_sm_prefs.sagemaker.job_view import JobView
+    from airflow_sm_prefs.wait.watcher import KnownState
     from tests.helpers import CREDENTIALS, training_request
 
     client = boto3.client("sagemaker", endpoint_url=url, **CREDENTIALS)
@@ -89,14 +98,14 @@ async def _load(
 ) -> dict:
     import resource
 
-    from airflow_sm_prefs import watcher
-    from airflow_sm_prefs.jobs import TRAINING
+    from airflow_sm_prefs.request.jobs import TRAINING
+    from airflow_sm_prefs.wait import watcher
 
     if safety_net:
         watcher.SAFETY_NET_SECONDS = safety_net
 
     if impl == "ours":
-        from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
+        from airflow_sm_prefs.wait.triggers import SageMakerPreferenceJobTrigger
 
         # As the operator defers them (check_interval=60), seeded with its last Describe.
         triggers = [
@@ -212,7 +221,7 @@ def _run_load(
 
 def _import_overhead(runs: int = 15) -> dict:
     """Whole-process wall time, the two commands interleaved so machine noise hits both alike."""
-    commands = {"base": "import airflow.sdk", "ours": "import airflow.sdk; import airflow_sm_prefs.operators"}
+    commands = {"base": "import airflow.sdk", "ours": "import airflow.sdk; import airflow_sm_prefs.surface.operators"}
     walls: dict[str, list[float]] = {"base": [], "ours": []}
     for _ in range(runs):
         for key, code in commands.items():
@@ -288,7 +297,7 @@ def main() -> None:
     overhead = _import_overhead()
     lines += [
         "",
-        f"Import overhead of `airflow_sm_prefs.operators` over `airflow.sdk` (whole process, median of "
+        f"Import overhead of `airflow_sm_prefs.surface.operators` over `airflow.sdk` (whole process, median of "
         f"{overhead['runs']}, interleaved): {overhead['overhead_ms']:.0f} ms ({overhead['airflow_sdk_s']:.2f} s -> "
         f"{overhead['with_operators_s']:.2f} s).",
     ]

@@ -30,7 +30,7 @@ def _no_hook_shared_across_tests() -> Iterator[None]:
     test would call the old one (a triggerer shares hooks for minutes; a test must not)."""
     from airflow.sdk.io import store
 
-    from airflow_sm_prefs import hooks
+    from airflow_sm_prefs.sagemaker import hooks
 
     # Airflow keeps one object store (filesystem) per scheme and connection id for the process's life.
     for shared in (hooks._shared_hooks, store._STORE_CACHE):
@@ -83,6 +83,6 @@ def aws_connection(monkeypatch: pytest.MonkeyPatch) -> Callable[[EmulatorServer]
 def _capacity_pages_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """A page request in these tests waits for its page however slow the machine is; what a request does when
     the page takes longer than its budget is tested on its own (tests/unit/test_capacity_views.py)."""
-    from airflow_sm_prefs import capacity_views
+    from airflow_sm_prefs.surface import capacity_views
 
     monkeypatch.setattr(capacity_views, "PAGE_BUDGET_SECONDS", 300.0)

@@ -5,7 +5,7 @@ Not for production: the runtime (airflow-sm-prefs) never imports it.
 
 from __future__ import annotations
 
-from airflow_sm_prefs.botocore_model import supply_missing_shapes
+from airflow_sm_prefs.sagemaker.botocore_model import supply_missing_shapes
 
 __version__ = "0.1.0"
 

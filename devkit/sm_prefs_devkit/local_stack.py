@@ -124,7 +124,7 @@ class LocalStack:
     def write_shared(self, name: str, data: bytes) -> None:
         """Put ``name`` in the shared location, as a user's ``airflow-sm-prefs`` command would: whole, so a
         component reading it meanwhile sees the old file or the new one."""
-        from airflow_sm_prefs.object_storage import replace_whole
+        from airflow_sm_prefs.storage.object_storage import replace_whole
 
         replace_whole(self.shared_copy(name), data.decode(), prefix=f".{name}.")
 
@@ -198,7 +198,7 @@ class LocalStack:
             [
                 sys.executable,
                 "-m",
-                "airflow_sm_prefs.cli",
+                "airflow_sm_prefs.surface.cli",
                 "emulator",
                 "--scenario",
                 self.scenario,

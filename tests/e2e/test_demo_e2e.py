@@ -79,7 +79,7 @@ def demo(nights: tuple[LocalStack, list[tuple[str, str]]]) -> tuple[LocalStack, 
 
 
 def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
-    from airflow_sm_prefs import ledger, report
+    from airflow_sm_prefs.evidence import ledger, report
 
     stack, runs = nights
     assert [state for _, state in runs] == ["success", "success", "success", "success"]
@@ -115,8 +115,8 @@ def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
 
 
 def test_advice_and_weather_answer_on_the_demos_ledger(nights):
-    from airflow_sm_prefs import advisor, ledger, weather
-    from airflow_sm_prefs.counterfactual import Timeline
+    from airflow_sm_prefs.evidence import advisor, ledger, weather
+    from airflow_sm_prefs.evidence.counterfactual import Timeline
 
     stack, _ = nights
     entries = ledger.read(stack.ledger_root).entries
@@ -130,7 +130,7 @@ def test_advice_and_weather_answer_on_the_demos_ledger(nights):
 
 
 def test_certification_keeps_the_candidates_that_passed_and_the_nightly_dag_lists_only_those(stack, certification):
-    from airflow_sm_prefs import certification as registry
+    from airflow_sm_prefs.preflight import certification as registry
 
     verdicts = certification["candidates"]
     assert [label for label, v in verdicts.items() if v["passed"]] == ["1 x ml.p5.48xlarge", "2 x ml.p4d.24xlarge"]
@@ -162,7 +162,7 @@ def test_pipeline_falls_back_and_records_the_choice(demo):
 
 
 def test_both_jobs_are_in_the_capacity_ledger_and_its_report(demo):
-    from airflow_sm_prefs import ledger
+    from airflow_sm_prefs.evidence import ledger
     from sm_prefs_devkit.demo import capacity_report
 
     stack, run_id = demo
@@ -261,7 +261,7 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
     shows its own capacity view; the figures are the ledger's."""
     from playwright.sync_api import sync_playwright
 
-    from airflow_sm_prefs import ledger, report
+    from airflow_sm_prefs.evidence import ledger, report
 
     stack, run_id = demo
     (row,) = [r for r in report.summarize(ledger.read(stack.ledger_root).entries) if r["task_id"] == "fine_tune"]

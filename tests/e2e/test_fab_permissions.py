@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs import ledger
+from airflow_sm_prefs.evidence import ledger
 from sm_prefs_devkit.local_stack import LocalStack, StackError, wait_for
 from tests.e2e.test_demo_e2e import CHROMIUM, CHROMIUM_ARGS, PROJECT, screenshot_folder
 from tests.unit.test_report import entry

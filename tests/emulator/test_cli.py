@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs import cli
+from airflow_sm_prefs.surface import cli
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

@@ -151,7 +151,7 @@ def test_the_aws_wrapper_needs_no_data_path_from_the_user(start_emulator, tmp_pa
     request = tmp_path / "job.json"
     request.write_text(json.dumps(training_request("wrapped-job", GPU_PAIR)))
     env = {k: v for k, v in _cli_env().items() if k != "AWS_DATA_PATH"}
-    command = [sys.executable, "-m", "airflow_sm_prefs.cli", "aws", "sagemaker"]
+    command = [sys.executable, "-m", "airflow_sm_prefs.surface.cli", "aws", "sagemaker"]
     endpoint = ["--endpoint-url", server.endpoint_url, "--output", "json"]
     created = subprocess.run(
         [*command, "create-training-job", "--cli-input-json", f"file://{request}", *endpoint],
@@ -458,8 +458,8 @@ def test_what_clients_meet_describing_a_job_that_does_not_exist(start_emulator, 
     ValidationException: under the documented answer it cannot create any job."""
     from airflow.providers.amazon.aws.operators.sagemaker import SageMakerTrainingOperator
 
-    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
-    from airflow_sm_prefs.jobs import TRAINING
+    from airflow_sm_prefs.request.jobs import TRAINING
+    from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
 
     server = start_emulator(_fast_scenario(tmp_path, f"behaviour: {{describe_unknown_job: {answer}}}\n"))
     conn_id = aws_connection(server)
@@ -485,8 +485,8 @@ def test_stopping_a_job_that_does_not_exist_is_logged_never_raised(
 ):
     import logging
 
-    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
-    from airflow_sm_prefs.jobs import TRAINING
+    from airflow_sm_prefs.request.jobs import TRAINING
+    from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
 
     server = start_emulator(_fast_scenario(tmp_path, f"behaviour: {{stop_unknown_job: {answer}}}\n"))
     with pytest.raises(ClientError) as raw:

@@ -15,7 +15,9 @@ def test_emulator_does_not_import_the_projects_validation():
         "print(sorted(m for m in sys.modules if m.startswith('airflow_sm_prefs') and 'emulator' not in m))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "['airflow_sm_prefs', 'airflow_sm_prefs.botocore_model']", result.stdout
+    loaded = "['airflow_sm_prefs', 'airflow_sm_prefs.sagemaker', 'airflow_sm_prefs.sagemaker.botocore_model', "
+    loaded += "'airflow_sm_prefs.storage', 'airflow_sm_prefs.storage.paths']"
+    assert result.stdout.strip() == loaded, result.stdout
 
 
 def test_only_the_kind_table_knows_the_kinds():

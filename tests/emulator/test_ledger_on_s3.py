@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs import ledger
+from airflow_sm_prefs.evidence import ledger
 from tests.helpers import boto_client
 from tests.unit.test_report import entry
 

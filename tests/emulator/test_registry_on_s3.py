@@ -9,7 +9,8 @@ import threading
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from airflow_sm_prefs import certification, object_storage
+from airflow_sm_prefs.preflight import certification
+from airflow_sm_prefs.storage import object_storage
 from tests.helpers import boto_client
 from tests.operators.test_operator import _creates, context, training_operator
 from tests.unit.test_certification import certified

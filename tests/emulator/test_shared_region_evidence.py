@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_sm_prefs import advisor, ledger, report, weather
-from airflow_sm_prefs.counterfactual import Timeline
-from airflow_sm_prefs.job_facts import JobFacts
-from airflow_sm_prefs.job_view import JobView
-from airflow_sm_prefs.jobs import TRAINING
+from airflow_sm_prefs.evidence import advisor, ledger, report, weather
+from airflow_sm_prefs.evidence.counterfactual import Timeline
+from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.request.jobs import TRAINING
+from airflow_sm_prefs.sagemaker.job_view import JobView
 from sm_prefs_devkit.local_stack import control
 from tests.helpers import boto_client, training_request
 

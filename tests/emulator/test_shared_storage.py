@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs import certification, ledger, prices
+from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.preflight import certification, prices
 from tests.helpers import boto_client
 from tests.unit.test_certification import certified
 from tests.unit.test_report import entry
@@ -58,7 +59,7 @@ def test_what_one_home_records_and_refreshes_another_reports_and_prices_with(sha
     assert "AWS Price List Query API" in shown and server.endpoint_url in shown
     assert "ml.p5.48xlarge         $100/h" in shown
     strict_on_b = (
-        "from airflow_sm_prefs.certification import Certification\n"
+        "from airflow_sm_prefs.preflight.certification import Certification\n"
         "judged = Certification.judged('eval', 'strict', None)\n"
         "print(judged.uncertified([('ml.p5.48xlarge', 1, 'first'), ('ml.g5.48xlarge', 1, 'second')]))"
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs import tagging
+from airflow_sm_prefs.sagemaker import tagging
 from tests.faults.stack import CampaignStack
 
 LIVE_TASK_STATES = {"running", "deferred", "queued", "scheduled", "up_for_retry", "restarting", "up_for_reschedule"}

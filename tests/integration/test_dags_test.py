@@ -137,7 +137,7 @@ def test_the_migration_example_runs_both_ways(airflow_home, start_emulator, dag_
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "airflow_sm_prefs.cli", *args],
+        [sys.executable, "-m", "airflow_sm_prefs.surface.cli", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -229,7 +229,7 @@ def test_certification_keeps_the_first_choice_and_rejects_the_fallback_that_fail
     """`certification_dag` over the incompatible-fallback scenario (its first choice given room): the first
     choice is certified with its measured run time, the fallback whose container fails after starting is
     not; a strict task that still lists the fallback is then refused, at parse time and at run time."""
-    from airflow_sm_prefs import certification
+    from airflow_sm_prefs.preflight import certification
 
     server = start_emulator("incompatible-fallback", buckets=_buckets())
     server.engine.set_capacity({"ml.p5.48xlarge": 1})
@@ -250,7 +250,7 @@ def test_certification_keeps_the_first_choice_and_rejects_the_fallback_that_fail
     assert server.engine.calls["CreateTrainingJob"] == 2
 
     from airflow_sm_prefs import SageMakerPreferenceTrainingOperator
-    from airflow_sm_prefs.preferences import PreferenceValidationError
+    from airflow_sm_prefs.request.preferences import PreferenceValidationError
     from tests.helpers import training_request
 
     strict = {"workload": "it-fine-tune", "certified": "strict", "certification_registry": str(registry)}

@@ -24,9 +24,10 @@ def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[st
     return result
 
 
-# Everything the runtime wheel may hold: the package's own modules (no subfolder of code), its data, its metadata.
+# Everything the runtime wheel may hold: the package's modules (in its subpackages), its data, its metadata.
 RUNTIME_WHEEL_ALLOWS = [
-    r"airflow_sm_prefs/[a-z_]+\.py",
+    r"airflow_sm_prefs/__init__\.py",
+    r"airflow_sm_prefs/(surface|request|preflight|task|wait|evidence|sagemaker|storage)/[a-z_]+\.py",
     r"airflow_sm_prefs/py\.typed",
     r"airflow_sm_prefs/data/(instances|prices)\.json",
     r"airflow_sm_prefs/data/botocore/sagemaker/\d{4}-\d{2}-\d{2}/service-2\.sdk-extras\.json",
@@ -55,8 +56,8 @@ def test_the_runtime_wheel_holds_only_what_its_allow_list_names(wheel: Path):
     names = zipfile.ZipFile(wheel).namelist()
     unexpected = [n for n in names if not any(re.fullmatch(allowed, n) for allowed in RUNTIME_WHEEL_ALLOWS)]
     assert unexpected == []
-    shipped = {Path(n).stem for n in names if n.endswith(".py")}
-    assert shipped == {p.stem for p in (ROOT / "airflow_sm_prefs").glob("*.py")}
+    shipped = {n for n in names if n.endswith(".py")}
+    assert shipped == {p.relative_to(ROOT).as_posix() for p in (ROOT / "airflow_sm_prefs").rglob("*.py")}
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "airflow_sm_prefs/data/prices.json" in names
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from airflow_sm_prefs import certification
+from airflow_sm_prefs.preflight import certification
 from tests.helpers import FakeTI
 from tests.operators.test_operator import _creates, context, training_operator
 from tests.unit.test_certification import certified

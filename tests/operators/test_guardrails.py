@@ -9,9 +9,9 @@ import pendulum
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
 
-from airflow_sm_prefs import quotas
-from airflow_sm_prefs.operators import NoCapacityError
-from airflow_sm_prefs.preferences import PreferenceValidationError
+from airflow_sm_prefs.preflight import quotas
+from airflow_sm_prefs.request.preferences import PreferenceValidationError
+from airflow_sm_prefs.surface.operators import NoCapacityError
 from sm_prefs_devkit.emulator.scenario import parse_faults
 from tests.helpers import FakeTI, TaskLog
 from tests.operators.test_operator import FakeStore, _creates, context, processing_operator, training_operator
@@ -36,7 +36,7 @@ def _fresh_quota_cache():
 @pytest.fixture
 def task_log(monkeypatch):
     """What the operators of a test write to their task log."""
-    from airflow_sm_prefs.operators import SageMakerPreferenceBaseOperator
+    from airflow_sm_prefs.surface.operators import SageMakerPreferenceBaseOperator
 
     log = TaskLog()
     monkeypatch.setattr(SageMakerPreferenceBaseOperator, "log", property(lambda self: log), raising=False)
@@ -255,7 +255,7 @@ def test_finish_by_after_a_guardrail_drop_names_entries_by_their_place_in_the_us
 ):
     """requires= drops #1; the deadline then drops #3 (its history says two hours). The record names #1 and
     #3, as the user wrote the list, not the places they had in what the guardrails left."""
-    from airflow_sm_prefs import finish_by as finish_by_module
+    from airflow_sm_prefs.preflight import finish_by as finish_by_module
 
     history = {("ml.p4d.24xlarge", 1): (2 * 3600.0, 5)}
     monkeypatch.setattr(finish_by_module, "ledger_history", lambda *_: lambda kind, count: history.get((kind, count)))

@@ -10,13 +10,13 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, TaskDeferred
 
 from airflow_sm_prefs import InstancePreference
-from airflow_sm_prefs.attempts import STATE_KEY
-from airflow_sm_prefs.operators import (
+from airflow_sm_prefs.request.preferences import PreferenceValidationError
+from airflow_sm_prefs.surface.operators import (
     NoCapacityError,
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
-from airflow_sm_prefs.preferences import PreferenceValidationError
+from airflow_sm_prefs.task.attempts import STATE_KEY
 from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, FakeTI, TaskLog, processing_request, training_request
 
@@ -86,7 +86,7 @@ def test_invalid_rendered_values_fail_before_any_call(start_emulator, aws_connec
 
 
 def test_verify_and_botocore_config_reach_the_trigger_and_the_claim(start_emulator, aws_connection):
-    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+    from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
 
     server = start_emulator("all-busy-then-free")
     settings = {"connect_timeout": 7, "retries": {"mode": "standard", "max_attempts": 4}}
@@ -183,7 +183,7 @@ def test_completion_returns_the_flat_record(start_emulator, aws_connection):
     description = server.engine.describe("training", "eval-job")
     control(server.endpoint_url, "advance", {"seconds": 5000})
     description = server.engine.describe("training", "eval-job")
-    from airflow_sm_prefs.job_view import jsonable
+    from airflow_sm_prefs.sagemaker.job_view import jsonable
 
     result = operator.execute_complete(
         ctx, {"status": "finished", "job_name": "eval-job", "description": jsonable(description), "announced": True}
@@ -219,7 +219,7 @@ def test_a_retry_reattaches_instead_of_launching_again(start_emulator, aws_conne
 def test_without_a_state_store_the_job_is_found_in_sagemaker_and_the_name_still_guards(
     start_emulator, aws_connection, monkeypatch
 ):
-    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
+    from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
 
     server = start_emulator("gpu-shortage")
     config = training_request("", None)
@@ -272,7 +272,7 @@ def test_clearing_a_successful_task_runs_a_new_job(start_emulator, aws_connectio
     with pytest.raises(TaskDeferred):
         operator.execute(ctx)
     control(server.endpoint_url, "advance", {"seconds": 5000})
-    from airflow_sm_prefs.job_view import jsonable
+    from airflow_sm_prefs.sagemaker.job_view import jsonable
 
     done = jsonable(server.engine.describe("training", "eval-job"))
     operator.execute_complete(
@@ -296,7 +296,7 @@ def test_after_a_failed_job_a_retry_starts_the_next_generation(start_emulator, a
         operator.execute(context(FakeTI(try_number=1), store, claims))
     control(server.endpoint_url, "advance", {"seconds": 400})
     failed = server.engine.describe("training", "eval-job")
-    from airflow_sm_prefs.job_view import jsonable
+    from airflow_sm_prefs.sagemaker.job_view import jsonable
 
     with pytest.raises(AirflowException, match="fallback type: SageMaker does not check"):
         operator.execute_complete(
@@ -341,7 +341,7 @@ def test_an_event_about_an_earlier_generation_is_ignored(start_emulator, aws_con
     with pytest.raises(TaskDeferred):
         operator.execute(cleared)
     control(server.endpoint_url, "advance", {"seconds": 60})
-    from airflow_sm_prefs.job_view import jsonable
+    from airflow_sm_prefs.sagemaker.job_view import jsonable
 
     stopped = jsonable(server.engine.describe("training", "eval-job"))
     assert stopped["TrainingJobStatus"] == "Stopped"
@@ -371,7 +371,7 @@ def test_no_capacity_error_names_every_preference_and_the_wait(start_emulator, a
     with pytest.raises(TaskDeferred):
         operator.execute(ctx)
     control(server.endpoint_url, "advance", {"seconds": 1801})
-    from airflow_sm_prefs.job_view import jsonable
+    from airflow_sm_prefs.sagemaker.job_view import jsonable
 
     stopped = jsonable(server.engine.describe("training", "eval-job"))
     with pytest.raises(NoCapacityError) as error:
@@ -522,7 +522,7 @@ def test_stream_logs_must_be_a_boolean():
 
 
 def test_every_ended_job_is_recorded_in_the_capacity_ledger(start_emulator, aws_connection, tmp_path, monkeypatch):
-    from airflow_sm_prefs import ledger
+    from airflow_sm_prefs.evidence import ledger
 
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
     server = start_emulator("incompatible-fallback")
@@ -562,7 +562,7 @@ def test_a_deferred_task_times_out_fifteen_minutes_after_its_wait_would(start_em
 def test_a_job_that_ended_before_its_selection_was_seen_still_announces_it(start_emulator, aws_connection):
     """The trigger waited for the selection but first saw the job ended: the selection XCom, the log line and
     the metric come then, once."""
-    from airflow_sm_prefs.job_view import jsonable
+    from airflow_sm_prefs.sagemaker.job_view import jsonable
 
     server = start_emulator("all-busy-then-free")
     operator = training_operator(aws_connection(server), preferences=[("ml.p5.48xlarge", 1), ("ml.p4d.24xlarge", 1)])

@@ -1,4 +1,4 @@
-"""The preference-list shapes for an older botocore (``airflow_sm_prefs.botocore_model``), proven on the wire.
+"""The preference-list shapes for an older botocore (``airflow_sm_prefs.sagemaker.botocore_model``), proven on the wire.
 
 The platform matrix runs this module on every supported line: with MWAA's botocore (1.41.5 to 1.43.56) the
 shapes come from the package's extras; with the project's lock (1.43.90 or later) from botocore itself, and
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from airflow_sm_prefs import botocore_model
+import airflow_sm_prefs
+from airflow_sm_prefs.sagemaker import botocore_model
 from tests.helpers import CREDENTIALS, boto_client, processing_request, training_request
 
 EXTRAS = botocore_model.EXTRAS_FOLDER / "sagemaker" / "2017-07-24" / "service-2.sdk-extras.json"
@@ -103,8 +104,8 @@ def test_a_training_list_arrives_whole_and_the_selection_is_parsed_sync_and_asyn
     assert parsed["InstancePreferences"] == TRAINING_LIST
     assert (parsed["SelectedInstanceType"], parsed["SelectedInstanceCount"]) == ("ml.p4d.24xlarge", 2)
 
-    from airflow_sm_prefs.hooks import SageMakerPreferenceHook
-    from airflow_sm_prefs.jobs import TRAINING
+    from airflow_sm_prefs.request.jobs import TRAINING
+    from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
 
     hook = SageMakerPreferenceHook(aws_conn_id=aws_connection(server), region_name="us-east-1")
     assert hook.describe_job(TRAINING, "wire")["ResourceConfig"]["SelectedInstanceType"] == "ml.p4d.24xlarge"
@@ -148,4 +149,4 @@ def test_without_the_extras_this_botocore_refuses_the_list():
 
 
 def test_the_extras_ship_in_the_package():
-    assert EXTRAS.is_file() and EXTRAS.is_relative_to(Path(botocore_model.__file__).parent)
+    assert EXTRAS.is_file() and EXTRAS.is_relative_to(Path(airflow_sm_prefs.__file__).parent)

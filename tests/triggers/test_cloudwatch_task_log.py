@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_sm_prefs.cloudwatch_task_log import LOGGER_NAME, TryStream, batches, group_of, try_stream
-from airflow_sm_prefs.log_follower import LogBatch, LogFollower, LogLine
-from airflow_sm_prefs.log_stream import TriggerLogStream
+from airflow_sm_prefs.wait.cloudwatch_task_log import LOGGER_NAME, TryStream, batches, group_of, try_stream
+from airflow_sm_prefs.wait.log_follower import LogBatch, LogFollower, LogLine
+from airflow_sm_prefs.wait.log_stream import TriggerLogStream
 from tests.helpers import TaskLog, boto_client
 
 GROUP = "airflow-task-logs"

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from airflow_sm_prefs.jobs import TRAINING
-from airflow_sm_prefs.log_follower import MAX_LINE_CHARS, LogCursor, LogFollower, LogLine
-from airflow_sm_prefs.ratelimit import AdaptiveRateLimiter
-from airflow_sm_prefs.worker_logs import BlockingLogReader
+from airflow_sm_prefs.request.jobs import TRAINING
+from airflow_sm_prefs.wait.log_follower import MAX_LINE_CHARS, LogCursor, LogFollower, LogLine
+from airflow_sm_prefs.wait.ratelimit import AdaptiveRateLimiter
+from airflow_sm_prefs.wait.worker_logs import BlockingLogReader
 from tests.helpers import TaskLog
 
 

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from airflow_sm_prefs.log_follower import LogCursor, LogFollower
-from airflow_sm_prefs.log_stream import CURSOR_XCOM_KEY
-from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
-from airflow_sm_prefs.watcher import JobWatcher
+from airflow_sm_prefs.wait.log_follower import LogCursor, LogFollower
+from airflow_sm_prefs.wait.log_stream import CURSOR_XCOM_KEY
+from airflow_sm_prefs.wait.triggers import SageMakerPreferenceJobTrigger
+from airflow_sm_prefs.wait.watcher import JobWatcher
 from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, TaskLog, boto_client, training_request
 

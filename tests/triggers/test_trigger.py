@@ -8,8 +8,8 @@ import importlib
 import pendulum
 import pytest
 
-from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
-from airflow_sm_prefs.watcher import JobWatcher
+from airflow_sm_prefs.wait.triggers import SageMakerPreferenceJobTrigger
+from airflow_sm_prefs.wait.watcher import JobWatcher
 from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, boto_client, processing_request, training_request
 
@@ -262,7 +262,7 @@ async def test_before_airflow_3_3_a_cancelled_trigger_stops_its_job_only_after_a
 
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-    from airflow_sm_prefs import airflow_lines
+    from airflow_sm_prefs.surface import airflow_lines
 
     server = start_emulator("all-busy-then-free")
     boto_client(server.endpoint_url).create_training_job(**training_request("cancelled", GPU_PAIR))
@@ -291,7 +291,7 @@ def test_what_this_airflow_line_offers_a_trigger_is_known():
 
     from packaging.version import Version
 
-    from airflow_sm_prefs import airflow_lines
+    from airflow_sm_prefs.surface import airflow_lines
 
     release = Version(version("apache-airflow")).release
     assert airflow_lines.triggerer_calls_on_kill() is (release >= (3, 3))
@@ -302,7 +302,7 @@ def test_triggers_on_one_connection_share_a_hook_renewed_after_a_while(monkeypat
     did at once. A renewed hook picks up a rotated secret."""
     import time
 
-    from airflow_sm_prefs import hooks
+    from airflow_sm_prefs.sagemaker import hooks
 
     kwargs = {"aws_conn_id": "a", "region_name": "us-east-1"}
     first = hooks.shared_hook(kwargs)

@@ -9,11 +9,11 @@ import threading
 
 import pytest
 
-from airflow_sm_prefs import watcher as watcher_module
-from airflow_sm_prefs.job_view import JobView
-from airflow_sm_prefs.jobs import TRAINING
-from airflow_sm_prefs.triggers import SageMakerPreferenceJobTrigger
-from airflow_sm_prefs.watcher import JobWatcher, KnownState
+from airflow_sm_prefs.request.jobs import TRAINING
+from airflow_sm_prefs.sagemaker.job_view import JobView
+from airflow_sm_prefs.wait import watcher as watcher_module
+from airflow_sm_prefs.wait.triggers import SageMakerPreferenceJobTrigger
+from airflow_sm_prefs.wait.watcher import JobWatcher, KnownState
 from sm_prefs_devkit.local_stack import control
 from tests.helpers import boto_client, training_request
 
@@ -122,7 +122,7 @@ async def test_denied_listing_falls_back_to_describes_and_says_so_once(start_emu
     running = asyncio.ensure_future(_run_for([_trigger(conn, n) for n in names], 30.0))
     await asyncio.sleep(1.5)
     control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 5})
-    with caplog.at_level(logging.WARNING, logger="airflow_sm_prefs.watcher"):
+    with caplog.at_level(logging.WARNING, logger="airflow_sm_prefs.wait.watcher"):
         payloads = await running
     assert {p["status"] for p in payloads} == {"selected"} and len(payloads) == 5
     warnings = [r for r in caplog.records if "list_training_jobs failed" in r.getMessage()]

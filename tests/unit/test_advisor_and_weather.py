@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from airflow_sm_prefs import advisor, cli, weather
-from airflow_sm_prefs.counterfactual import Timeline
+from airflow_sm_prefs.evidence import advisor, weather
+from airflow_sm_prefs.evidence.counterfactual import Timeline
+from airflow_sm_prefs.surface import cli
 from tests.unit.test_counterfactual import P4D, P5, _fine_tune, _hours_3_to_5, _job, _p5_only
 
 
@@ -67,7 +68,7 @@ def test_weather_counts_only_what_says_something_about_the_configuration():
 
 
 def test_the_cli_advises_and_forecasts_from_the_whole_ledger(tmp_path, monkeypatch, capsys):
-    from airflow_sm_prefs import ledger
+    from airflow_sm_prefs.evidence import ledger
 
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
     for entry in _fine_tune(5400.0) + _p5_only(_hours_3_to_5):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "architecture.md").read_text()
 
@@ -25,9 +27,17 @@ def _modules(folder: Path) -> set[str]:
     return found | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
 
 
-def test_every_package_module_is_named_and_every_name_is_a_module():
+SUBPACKAGES = sorted(p.name for p in (ROOT / "airflow_sm_prefs").iterdir() if (p / "__init__.py").exists())
+
+
+def test_every_subpackage_is_named_and_every_name_is_a_subpackage():
     named = _named("")
-    assert named == _modules(ROOT / "airflow_sm_prefs"), "update docs/architecture.md's module table"
+    assert named == _modules(ROOT / "airflow_sm_prefs") == set(SUBPACKAGES), "update docs/architecture.md"
+
+
+@pytest.mark.parametrize("subpackage", SUBPACKAGES)
+def test_every_module_of_a_subpackage_is_named_and_every_name_is_a_module(subpackage):
+    assert _named(f"`{subpackage}/`:") == _modules(ROOT / "airflow_sm_prefs" / subpackage)
 
 
 def test_every_development_kit_module_is_named_and_every_name_is_a_module():

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_sm_prefs.attempts import (
+from airflow_sm_prefs.request.preferences import JOB_NAME_SHAPE
+from airflow_sm_prefs.task.attempts import (
     DEFERRED,
     FINISHED,
     RESUMED,
@@ -19,7 +20,6 @@ from airflow_sm_prefs.attempts import (
     latest_generation,
     name_stem,
 )
-from airflow_sm_prefs.preferences import JOB_NAME_SHAPE
 
 
 def claim(phase: str, try_number: int = 1, generation: int = 1) -> JobClaim:
@@ -196,7 +196,7 @@ class RecordingTI:
 
 @pytest.mark.parametrize(("map_index", "asked_for"), [(None, -1), (-1, -1), (3, 3)])
 def test_before_3_3_the_claim_is_this_map_index_s_xcom(map_index, asked_for):
-    from airflow_sm_prefs.attempts import STATE_KEY
+    from airflow_sm_prefs.task.attempts import STATE_KEY
 
     ti = RecordingTI(map_index)
     claims = ClaimStore.from_context({"ti": ti})
@@ -208,7 +208,7 @@ def test_before_3_3_the_claim_is_this_map_index_s_xcom(map_index, asked_for):
 
 
 def test_with_a_task_state_store_the_claim_lives_there_and_never_in_xcom():
-    from airflow_sm_prefs.attempts import STATE_KEY
+    from airflow_sm_prefs.task.attempts import STATE_KEY
 
     class Store(dict):
         def set(self, key: str, value: object, retention: object = None) -> None:
@@ -235,7 +235,7 @@ def test_a_stored_claim_reads_back_from_json_text_and_advances_keeping_the_rest(
 
 
 def test_the_connection_settings_keep_the_hooks_own_argument_names():
-    from airflow_sm_prefs.attempts import hook_kwargs
+    from airflow_sm_prefs.task.attempts import hook_kwargs
 
     assert hook_kwargs("c", "eu-west-1", False, {"connect_timeout": 5}) == {
         "aws_conn_id": "c",

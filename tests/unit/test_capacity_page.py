@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_sm_prefs import capacity_page, ledger
+from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.surface import capacity_page
 from tests.unit.test_report import entry
 
 ROUTES = (
@@ -141,7 +142,7 @@ def test_a_page_asked_again_is_not_computed_again_until_a_ledger_file_changes(
 
 
 def test_a_reading_memo_never_trusts_a_folder_it_cannot_list_with_times(tmp_path):
-    from airflow_sm_prefs.ledger import _folder_signature
+    from airflow_sm_prefs.evidence.ledger import _folder_signature
 
     class Remote:
         protocol = "s3"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
-from airflow_sm_prefs.capacity_page import _answered
-from airflow_sm_prefs.capacity_views import Answer, Views
+from airflow_sm_prefs.surface.capacity_page import _answered
+from airflow_sm_prefs.surface.capacity_views import Answer, Views
 
 PATIENT = 60.0  # long enough for work that is not held back to finish on any machine
 IMPATIENT = 0.01  # work held back by an event is never done within it

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs import certification
-from airflow_sm_prefs.certification import CertifiedConfiguration, RegistryError
-from airflow_sm_prefs.certification_dag import verdict
-from airflow_sm_prefs.operators import SageMakerPreferenceTrainingOperator
-from airflow_sm_prefs.preferences import PreferenceValidationError
+from airflow_sm_prefs.preflight import certification
+from airflow_sm_prefs.preflight.certification import CertifiedConfiguration, RegistryError
+from airflow_sm_prefs.request.preferences import PreferenceValidationError
+from airflow_sm_prefs.surface.certification_dag import verdict
+from airflow_sm_prefs.surface.operators import SageMakerPreferenceTrainingOperator
 from tests.helpers import training_request
 
 

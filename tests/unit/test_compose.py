@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from airflow_sm_prefs.cli import build_parser
+from airflow_sm_prefs.surface.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())

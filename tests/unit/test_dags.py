@@ -52,7 +52,7 @@ def _parse_in_a_fresh_process(script: str, folder: Path, home: Path, **env: str)
 
 def _certify_nightly(home: Path) -> None:
     """What nightly_fine_tune_certification writes when the first two candidates pass."""
-    from airflow_sm_prefs import certification
+    from airflow_sm_prefs.preflight import certification
     from tests.unit.test_certification import certified
 
     certification.record(

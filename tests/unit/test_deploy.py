@@ -29,7 +29,7 @@ def test_the_helm_values_run_the_provider_with_two_triggerers_and_irsa():
 
 
 def test_the_iam_policy_grants_every_call_the_provider_makes():
-    from airflow_sm_prefs.jobs import KINDS
+    from airflow_sm_prefs.request.jobs import KINDS
 
     allowed = {action for statement in POLICY["Statement"] for action in _list(statement["Action"])}
     for kind in KINDS.values():

@@ -7,9 +7,9 @@ import datetime as dt
 import pendulum
 import pytest
 
-from airflow_sm_prefs import finish_by
-from airflow_sm_prefs.jobs import PROCESSING, TRAINING
-from airflow_sm_prefs.preferences import PreferenceValidationError
+from airflow_sm_prefs.preflight import finish_by
+from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
+from airflow_sm_prefs.request.preferences import PreferenceValidationError
 from tests.helpers import GPU_PAIR, processing_request, training_request
 
 NOW = pendulum.datetime(2026, 11, 30, 2, 0, tz="UTC")
@@ -103,7 +103,7 @@ def test_a_template_is_left_for_rendering():
 
 
 def test_the_ledger_history_is_the_median_of_this_tasks_completed_runs_per_configuration(tmp_path, monkeypatch):
-    from airflow_sm_prefs import ledger
+    from airflow_sm_prefs.evidence import ledger
     from tests.unit.test_report import entry
 
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}")

@@ -14,9 +14,10 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import DAG
 
-from airflow_sm_prefs import SageMakerPreferenceProcessingOperator, SageMakerPreferenceTrainingOperator, job_request
-from airflow_sm_prefs.job_request import InvalidJobRequest
-from airflow_sm_prefs.preferences import PreferenceValidationError, validate_training_request
+from airflow_sm_prefs import SageMakerPreferenceProcessingOperator, SageMakerPreferenceTrainingOperator
+from airflow_sm_prefs.request import job_request
+from airflow_sm_prefs.request.job_request import InvalidJobRequest
+from airflow_sm_prefs.request.preferences import PreferenceValidationError, validate_training_request
 from tests.helpers import GPU_PAIR, processing_request, training_request
 from tests.validation_cases import PROCESSING_CASES, TRAINING_CASES
 
@@ -292,7 +293,7 @@ def test_every_entry_is_counted_from_one_in_every_message():
 
 @pytest.mark.parametrize("naive", ["2030-01-01T00:00:00", "2030-01-01", " 2030-01-01T06:00 ", dt.datetime(2030, 1, 1)])
 def test_finish_by_without_a_time_zone_is_refused_as_text_or_datetime(naive):
-    from airflow_sm_prefs import finish_by
+    from airflow_sm_prefs.preflight import finish_by
 
     with pytest.raises(PreferenceValidationError, match="has no time zone"):
         finish_by.deadline_of(naive)
@@ -304,7 +305,7 @@ def test_finish_by_without_a_time_zone_is_refused_as_text_or_datetime(naive):
 
 @pytest.mark.parametrize("aware", ["2030-01-01T00:00:00Z", "2030-01-01T02:00:00+02:00"])
 def test_finish_by_with_a_time_zone_is_taken_in_it(aware):
-    from airflow_sm_prefs import finish_by
+    from airflow_sm_prefs.preflight import finish_by
 
     assert finish_by.deadline_of(aware).isoformat() == "2030-01-01T00:00:00+00:00"
 

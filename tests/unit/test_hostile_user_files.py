@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from airflow_sm_prefs import certification, instance_catalogue, prices, record
-from airflow_sm_prefs.certification import RegistryError
-from airflow_sm_prefs.job_facts import JobFacts
-from airflow_sm_prefs.job_view import JobView
-from airflow_sm_prefs.jobs import TRAINING
+from airflow_sm_prefs.evidence import record
+from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.preflight import certification, instance_catalogue, prices
+from airflow_sm_prefs.preflight.certification import RegistryError
+from airflow_sm_prefs.request.jobs import TRAINING
+from airflow_sm_prefs.sagemaker.job_view import JobView
 from tests.helpers import plant_file
 from tests.unit.test_certification import certified
 from tests.unit.test_record import training_description

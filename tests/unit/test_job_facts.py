@@ -6,11 +6,11 @@ import datetime as dt
 
 import pendulum
 
-from airflow_sm_prefs import ledger, record
-from airflow_sm_prefs.job_facts import JobFacts
-from airflow_sm_prefs.job_view import JobView
-from airflow_sm_prefs.jobs import TRAINING
-from airflow_sm_prefs.prices import HourlyPrice, PriceSource, PriceTable
+from airflow_sm_prefs.evidence import ledger, record
+from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.preflight.prices import HourlyPrice, PriceSource, PriceTable
+from airflow_sm_prefs.request.jobs import TRAINING
+from airflow_sm_prefs.sagemaker.job_view import JobView
 from tests.unit.test_record import T0, training_description
 
 ODD = dt.timedelta(seconds=600, microseconds=123456)  # shows the rounding to the millisecond

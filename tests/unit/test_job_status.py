@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_sm_prefs import job_status
+from airflow_sm_prefs.sagemaker import job_status
 
 # status: (ended, succeeded, failed, may still complete)
 MEANINGS = {

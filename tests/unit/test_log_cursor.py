@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_sm_prefs.log_follower import LogCursor, LogLine, events_in_order
+from airflow_sm_prefs.wait.log_follower import LogCursor, LogLine, events_in_order
 
 
 def _event(ms: int, event_id: str, stream: str = "job/algo-1-1", message: str = "m") -> dict:

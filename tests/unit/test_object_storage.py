@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs import ledger, object_storage, prices
-from airflow_sm_prefs.object_storage import StorageUnavailable
+from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.preflight import prices
+from airflow_sm_prefs.storage import object_storage
+from airflow_sm_prefs.storage.object_storage import StorageUnavailable
 
 
 @pytest.fixture

@@ -13,9 +13,12 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_sm_prefs import deadlines, guardrails, metrics, prices, watcher
-from airflow_sm_prefs.jobs import PROCESSING, TRAINING
-from airflow_sm_prefs.polling import (
+from airflow_sm_prefs.evidence import metrics
+from airflow_sm_prefs.preflight import guardrails, prices
+from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
+from airflow_sm_prefs.task import deadlines
+from airflow_sm_prefs.wait import watcher
+from airflow_sm_prefs.wait.polling import (
     MAX_BACKOFF_SECONDS,
     Outcome,
     backoff_seconds,
@@ -24,7 +27,7 @@ from airflow_sm_prefs.polling import (
     observe,
     view_interval,
 )
-from airflow_sm_prefs.ratelimit import AdaptiveRateLimiter
+from airflow_sm_prefs.wait.ratelimit import AdaptiveRateLimiter
 from tests.unit.test_prices import table
 
 # -- the polling clock -----------------------------------------------------------------------------------------
@@ -64,7 +67,7 @@ def test_backoff_doubles_from_half_the_interval_and_stops_at_five_minutes():
 
 
 def test_a_view_is_looked_at_on_the_clock_of_its_state():
-    from airflow_sm_prefs.job_view import JobView
+    from airflow_sm_prefs.sagemaker.job_view import JobView
     from tests.unit.test_task_life import described
 
     queued = JobView.parse(TRAINING, described("j"))
@@ -73,7 +76,7 @@ def test_a_view_is_looked_at_on_the_clock_of_its_state():
 
 
 def test_what_an_observation_means_for_each_wait():
-    from airflow_sm_prefs.job_view import JobView
+    from airflow_sm_prefs.sagemaker.job_view import JobView
     from tests.unit.test_task_life import described
 
     queued = JobView.parse(TRAINING, described("j"))

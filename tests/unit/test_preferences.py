@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_sm_prefs.jobs import PROCESSING, TRAINING
-from airflow_sm_prefs.preferences import (
+from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
+from airflow_sm_prefs.request.preferences import (
     InstancePreference,
     PreferenceValidationError,
     cast_integers,

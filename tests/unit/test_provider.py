@@ -8,7 +8,7 @@ from importlib import resources
 import jsonschema
 from packaging.utils import canonicalize_name
 
-from airflow_sm_prefs.provider_info import get_provider_info
+from airflow_sm_prefs.surface.provider_info import get_provider_info
 
 
 def test_provider_info_matches_airflow_schema_and_distribution_name():
@@ -21,7 +21,8 @@ def test_provider_info_matches_airflow_schema_and_distribution_name():
 def test_importing_the_package_does_not_import_boto3_or_operators():
     code = (
         "import sys, airflow_sm_prefs; "
-        "print(any(m in sys.modules for m in ('boto3', 'botocore', 'aiobotocore', 'airflow_sm_prefs.operators')))"
+        "heavy = ('boto3', 'botocore', 'aiobotocore', 'airflow_sm_prefs.surface.operators'); "
+        "print(any(m in sys.modules for m in heavy))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
@@ -30,7 +31,7 @@ def test_importing_the_package_does_not_import_boto3_or_operators():
 def test_the_listener_plugin_is_registered_where_airflow_always_looks():
     from importlib.metadata import entry_points
 
-    from airflow_sm_prefs import listener
+    from airflow_sm_prefs.surface import listener
 
     (entry,) = [e for e in entry_points(group="airflow.plugins") if e.name == "sm_prefs"]
     plugin = entry.load()
@@ -43,6 +44,6 @@ def test_loading_the_plugin_imports_no_web_framework():
     import subprocess
     import sys
 
-    code = "import sys, airflow_sm_prefs.plugin; print('fastapi' in sys.modules)"
+    code = "import sys, airflow_sm_prefs.surface.plugin; print('fastapi' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.strip().splitlines()[-1] == "False"

@@ -5,10 +5,10 @@ import json
 
 import pendulum
 
-from airflow_sm_prefs import record
-from airflow_sm_prefs.job_facts import JobFacts
-from airflow_sm_prefs.job_view import JobView, jsonable
-from airflow_sm_prefs.jobs import PROCESSING, TRAINING
+from airflow_sm_prefs.evidence import record
+from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
+from airflow_sm_prefs.sagemaker.job_view import JobView, jsonable
 
 T0 = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.UTC)
 

@@ -10,7 +10,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_sm_prefs import ledger, report
+from airflow_sm_prefs.evidence import ledger, report
 
 PREFERENCES = [
     {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
@@ -178,8 +178,8 @@ def test_a_ledger_that_cannot_be_written_warns_and_returns(tmp_path, caplog):
 
 
 def test_how_a_job_ended():
-    from airflow_sm_prefs.job_view import JobView
-    from airflow_sm_prefs.jobs import TRAINING
+    from airflow_sm_prefs.request.jobs import TRAINING
+    from airflow_sm_prefs.sagemaker.job_view import JobView
 
     def view(**description: Any) -> JobView:
         return JobView.parse(TRAINING, {"TrainingJobName": "j", "ResourceConfig": {}, **description})

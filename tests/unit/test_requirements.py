@@ -8,9 +8,14 @@ from pathlib import Path
 import botocore.session
 import pytest
 
-from airflow_sm_prefs import InstanceRequirements, instance_catalogue, requirements
-from airflow_sm_prefs.operators import SageMakerPreferenceProcessingOperator, SageMakerPreferenceTrainingOperator
-from airflow_sm_prefs.preferences import ACCELERATED_PREFIXES, PreferenceValidationError
+from airflow_sm_prefs import InstanceRequirements
+from airflow_sm_prefs.preflight import instance_catalogue, requirements
+from airflow_sm_prefs.request.preferences import ACCELERATED_PREFIXES, PreferenceValidationError
+from airflow_sm_prefs.storage.paths import SHIPPED_DATA
+from airflow_sm_prefs.surface.operators import (
+    SageMakerPreferenceProcessingOperator,
+    SageMakerPreferenceTrainingOperator,
+)
 from tests.helpers import processing_request, training_request
 
 CATALOGUE = instance_catalogue.shipped()
@@ -21,7 +26,7 @@ def _enum(kind: str) -> set[str]:
 
 
 def test_the_catalogue_covers_every_accelerated_type_botocore_knows_but_the_ones_it_names():
-    shipped = json.loads((Path(instance_catalogue.__file__).parent / "data" / "instances.json").read_text())
+    shipped = json.loads((SHIPPED_DATA / "instances.json").read_text())
     accelerated = {
         name
         for name in _enum("TrainingInstanceType") | _enum("ProcessingInstanceType")
@@ -89,7 +94,7 @@ def test_a_static_list_that_cannot_meet_requires_fails_at_parse_time_naming_the_
 
 
 def test_with_drop_or_a_templated_list_the_run_decides():
-    from airflow_sm_prefs import guardrails
+    from airflow_sm_prefs.preflight import guardrails
 
     dropping = SageMakerPreferenceTrainingOperator(
         task_id="t",
@@ -99,7 +104,7 @@ def test_with_drop_or_a_templated_list_the_run_decides():
         on_violation="drop",
     )
     assert dropping._request is not None
-    from airflow_sm_prefs.preflight import Preflight
+    from airflow_sm_prefs.preflight.runner import Preflight
 
     requires = Preflight.of(dropping).guardrails.requires
     assert requires is not None
@@ -172,8 +177,8 @@ def test_a_malformed_user_catalogue_names_the_file_and_the_entry(tmp_path, monke
 def test_every_check_is_asked_and_an_entry_objected_to_twice_keeps_the_first_reason():
     from dataclasses import dataclass
 
-    from airflow_sm_prefs import guardrails
-    from airflow_sm_prefs.jobs import TRAINING
+    from airflow_sm_prefs.preflight import guardrails
+    from airflow_sm_prefs.request.jobs import TRAINING
     from tests.helpers import TaskLog
 
     @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import airflow_sm_prefs
-from airflow_sm_prefs import preferences
+from airflow_sm_prefs.request import preferences
 from tests import validation_cases
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,13 +12,13 @@ import secrets
 import pytest
 from airflow.sdk.log import mask_secret
 
-from airflow_sm_prefs import ledger, record
-from airflow_sm_prefs.certification_dag import verdict
-from airflow_sm_prefs.job_facts import JobFacts
-from airflow_sm_prefs.job_view import JobView
-from airflow_sm_prefs.jobs import TRAINING
-from airflow_sm_prefs.log_follower import LogLine
-from airflow_sm_prefs.outcomes import outcome_error
+from airflow_sm_prefs.evidence import ledger, record
+from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.request.jobs import TRAINING
+from airflow_sm_prefs.sagemaker.job_view import JobView
+from airflow_sm_prefs.surface.certification_dag import verdict
+from airflow_sm_prefs.task.outcomes import outcome_error
+from airflow_sm_prefs.wait.log_follower import LogLine
 from tests.unit.test_record import training_description
 
 

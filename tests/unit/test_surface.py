@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from unittest import mock
 
-from airflow_sm_prefs import metrics
-from airflow_sm_prefs.jobs import PROCESSING, TRAINING
-from airflow_sm_prefs.lineage import s3_datasets
-from airflow_sm_prefs.metrics import emit_selection
-from airflow_sm_prefs.operators import SageMakerPreferenceTrainingOperator
+from airflow_sm_prefs.evidence import metrics
+from airflow_sm_prefs.evidence.metrics import emit_selection
+from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
+from airflow_sm_prefs.surface.lineage import s3_datasets
+from airflow_sm_prefs.surface.operators import SageMakerPreferenceTrainingOperator
 from tests.helpers import training_request
 
 

@@ -8,7 +8,7 @@ import botocore.session
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_sm_prefs.tagging import MAX_TAGS, task_instance_tags, with_task_instance_tags
+from airflow_sm_prefs.sagemaker.tagging import MAX_TAGS, task_instance_tags, with_task_instance_tags
 
 _MODEL = botocore.session.get_session().get_service_model("sagemaker")
 

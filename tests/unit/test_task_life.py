@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException
 
-from airflow_sm_prefs import attempts
-from airflow_sm_prefs.certification import Certification
-from airflow_sm_prefs.jobs import TRAINING
-from airflow_sm_prefs.outcomes import NoCapacityError
-from airflow_sm_prefs.polling import Outcome
-from airflow_sm_prefs.task_life import Defer, Done, TaskLife, Waiting
-from airflow_sm_prefs.wait_event import WaitEnded
+from airflow_sm_prefs.preflight.certification import Certification
+from airflow_sm_prefs.request.jobs import TRAINING
+from airflow_sm_prefs.task import attempts
+from airflow_sm_prefs.task.outcomes import NoCapacityError
+from airflow_sm_prefs.task.task_life import Defer, Done, TaskLife, Waiting
+from airflow_sm_prefs.wait.polling import Outcome
+from airflow_sm_prefs.wait.wait_event import WaitEnded
 from tests.helpers import FakeTI, TaskLog
 
 DEADLINE = "2030-01-01T00:00:00+00:00"

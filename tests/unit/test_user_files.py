@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs import user_files
+from airflow_sm_prefs.storage import user_files
 
 
 def test_parsed_once_read_again_after_a_change_and_failures_not_kept(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The emulator's kind table: everything that differs between a training and a processing job.
 
 The engine, the responses and the protocol read this table and never branch on a kind's name. It is the
-service's own table, deliberately separate from the client's ``airflow_sm_prefs.jobs``.
+service's own table, deliberately separate from the client's ``airflow_sm_prefs.request.jobs``.
 """
 
 from __future__ import annotations

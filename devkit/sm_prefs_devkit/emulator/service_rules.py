@@ -1,6 +1,6 @@
 """Service-side request rules for instance preference lists (spec §3), as SageMaker applies them.
 
-Deliberately independent of ``airflow_sm_prefs.preferences``: this is the service's side of the wire, so
+Deliberately independent of ``airflow_sm_prefs.request.preferences``: this is the service's side of the wire, so
 a misunderstanding shared by both would otherwise hide itself.
 """
 

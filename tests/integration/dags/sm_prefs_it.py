@@ -94,7 +94,7 @@ def _fits_an_hour(record: dict) -> bool | str:
 
 
 if os.environ.get("SM_PREFS_IT_REGISTRY"):
-    from airflow_sm_prefs.certification_dag import certification_dag
+    from airflow_sm_prefs.surface.certification_dag import certification_dag
 
     certification_dag(
         "sm_prefs_it_certification",

@@ -1,0 +1,76 @@
+"""What is known of a job once the task is done with it, computed once.
+
+The XCom record (``record``), the capacity ledger's entry (``ledger``) and through it the metrics are
+projections of one ``JobFacts``: they read the same waited and run seconds, the same billed instance-seconds and
+the same cost, so they cannot disagree. Billed instance-seconds follow one rule: training's
+``BillableTimeInSeconds`` x instances; processing reports no billable time, so its run time x instances. The cost
+is the on-demand price x those instance-seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pendulum
+
+from airflow_sm_prefs.preflight.prices import CostBasis, PriceTable
+from airflow_sm_prefs.sagemaker.job_view import JobView, iso, jsonable
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    view: JobView
+    region: str | None
+    pending_seconds: float
+    run_seconds: float | None
+    billable_instance_seconds: float | None
+    estimated_cost_usd: float | None
+    cost_basis: CostBasis
+    created_at: str | None
+    started_at: str | None
+    ended_at: str | None
+    # The chosen configuration's benchmark in the certification registry, when the task names a workload.
+    certified_run_seconds: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        view: JobView,
+        region: str | None,
+        prices: PriceTable | None = None,
+        now: pendulum.DateTime | None = None,
+        certified_run_seconds: float | None = None,
+    ) -> JobFacts:
+        """``prices`` default to the table in effect now (shipped, with the team's over it)."""
+        from airflow_sm_prefs.preflight import prices as price_tables
+
+        now = now or pendulum.now("UTC")
+        run = view.run_seconds(now)
+        seconds = view.billable_seconds if view.billable_seconds is not None else run
+        billed = round(float(seconds) * view.selected_count, 3) if seconds is not None and view.selected_count else None
+        cost = price_tables.estimate(
+            prices if prices is not None else price_tables.current(),
+            region,
+            view.kind.name,
+            view.selected_type,
+            billed,
+            view.plan_backed,
+        )
+        return cls(
+            view=view,
+            region=region,
+            pending_seconds=round(view.pending_seconds(now), 3),
+            run_seconds=round(run, 3) if run is not None else None,
+            billable_instance_seconds=billed,
+            estimated_cost_usd=cost.usd,
+            cost_basis=cost.basis,
+            created_at=iso(view.created),
+            started_at=iso(view.started),
+            ended_at=iso(view.ended),
+            certified_run_seconds=certified_run_seconds,
+        )
+
+    @property
+    def preferences(self) -> list[dict[str, Any]]:
+        return jsonable(list(self.view.preferences))  # type: ignore[no-any-return]

@@ -1,0 +1,571 @@
+"""The capacity ledger: every job's end, kept outside Airflow's metadata database.
+
+One JSON object per job, at ``<ledger>/<dag_id>/<job name>.json``, through Airflow's ``ObjectStoragePath``:
+a local folder by default (``$AIRFLOW_HOME/sm_prefs/ledger``, what ``make demo``, ``airflow standalone`` and
+``airflow dags test`` share with no configuration), or one shared location for every host, set in
+``[sm_prefs] ledger_path`` (``AIRFLOW__SM_PREFS__LEDGER_PATH``), e.g. ``s3://team-bucket/sm-prefs-ledger``
+with ``[sm_prefs] ledger_conn_id`` naming its connection. A job's entry is named by the job, so writing it
+again (a retry's record, a backfill) replaces it and nothing is counted twice; and it lives outside the
+database, so task clears and ``airflow db clean`` leave it alone.
+
+Writing never decides a task's outcome: a ledger that cannot be written logs a warning and the task goes on.
+
+``compact`` (``airflow-sm-prefs ledger compact``) folds the entries older than a day into one JSON-lines file
+per DAG and month (``<ledger>/<dag_id>/compacted/<YYYY-MM>.jsonl``), so a report over years of nightly runs
+reads hundreds of files, not a hundred thousand. A job's own file, if one is written again later (a backfill),
+wins over its compacted line.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+import pendulum
+
+from airflow_sm_prefs.sagemaker import job_status
+from airflow_sm_prefs.sagemaker.job_view import JobView
+from airflow_sm_prefs.storage import object_storage, untrusted_files
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.evidence.job_facts import JobFacts
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+CONFIG_SECTION = "sm_prefs"
+Outcome = Literal["completed", "failed_after_start", "no_capacity", "stopped"]
+OUTCOMES: tuple[Outcome, ...] = ("completed", "failed_after_start", "no_capacity", "stopped")
+COMPACTED = "compacted"
+# What the report and the Capacity page read of each entry: holding only these keeps 100,000 jobs small.
+REPORT_FIELDS = (
+    "dag_id",
+    "task_id",
+    "run_id",
+    "map_index",
+    "job_name",
+    "job_kind",
+    "outcome",
+    "selected_instance_type",
+    "selected_instance_count",
+    "selected_rank",
+    "plan_backed",
+    "pending_seconds",
+    "run_seconds",
+    "estimated_cost_usd",
+    "cost_basis",
+    "certified_run_seconds",
+    "created_at",
+    # The first choice's wait at the times jobs fell back is read from every job's list, Region and account.
+    "preferences",
+    "region",
+    "job_arn",
+)
+
+
+class LedgerEntry(TypedDict):
+    format: int
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int
+    job_name: str
+    job_arn: str | None
+    job_kind: str
+    region: str | None
+    outcome: Outcome
+    preferences: list[dict[str, Any]]
+    selected_instance_type: str | None
+    selected_instance_count: int | None
+    selected_rank: int | None
+    plan_backed: bool
+    pending_seconds: float
+    run_seconds: float | None
+    billable_instance_seconds: float | None
+    estimated_cost_usd: float | None
+    cost_basis: str
+    workload: str | None
+    certified_run_seconds: float | None  # the chosen configuration's benchmark, when the task names a workload
+    failure_reason: str | None
+    created_at: str | None
+    started_at: str | None
+    ended_at: str | None
+    recorded_at: str
+    source: Literal["task", "backfill"]
+
+
+def outcome_of(view: JobView) -> Outcome:
+    """How a job that ended, ended: what the report counts."""
+    if job_status.succeeded(view.status):
+        return "completed"
+    if view.started is None:
+        reason = view.failure_reason or ""
+        return "no_capacity" if view.selected is None and reason.startswith("CapacityError") else "stopped"
+    return "failed_after_start" if job_status.failed(view.status) else "stopped"
+
+
+def entry_for(
+    facts: JobFacts, dag_id: str, task_id: str, run_id: str, map_index: int, source: str = "task"
+) -> LedgerEntry:
+    view = facts.view
+    assert view.name is not None
+    return LedgerEntry(
+        format=FORMAT,
+        dag_id=dag_id,
+        task_id=task_id,
+        run_id=run_id,
+        map_index=map_index,
+        job_name=view.name,
+        job_arn=view.arn,
+        job_kind=view.kind.name,
+        region=facts.region,
+        outcome=outcome_of(view),
+        preferences=facts.preferences,
+        selected_instance_type=view.selected_type,
+        selected_instance_count=view.selected_count,
+        selected_rank=view.selected_rank,
+        plan_backed=view.plan_backed,
+        pending_seconds=facts.pending_seconds,
+        run_seconds=facts.run_seconds,
+        billable_instance_seconds=facts.billable_instance_seconds,
+        estimated_cost_usd=facts.estimated_cost_usd,
+        cost_basis=facts.cost_basis,
+        workload=None,
+        certified_run_seconds=None,
+        failure_reason=view.failure_reason,
+        created_at=facts.created_at,
+        started_at=facts.started_at,
+        ended_at=facts.ended_at,
+        recorded_at=pendulum.now("UTC").to_iso8601_string(),
+        source="backfill" if source == "backfill" else "task",
+    )
+
+
+# -- where it lives ----------------------------------------------------------------------------------------------
+
+
+def location() -> Any:
+    """The ledger's root, an ``ObjectStoragePath``: ``[sm_prefs] ledger_path``, else ``<[sm_prefs] storage>/ledger``,
+    else local; ``object_storage.StorageUnavailable`` when its filesystem is not installed."""
+    root = object_storage.shared_file("ledger_path", "ledger", conn_option="ledger_conn_id")
+    if isinstance(root, Path):  # one API for both: readers and compaction walk it as object storage
+        return object_storage.open_root(f"file://{root.absolute()}", None, f"[{CONFIG_SECTION}] ledger_path")
+    return root
+
+
+def _safe(name: str) -> str:
+    """A file or folder name that stays inside its folder and is one name's alone: letters, digits, ``-`` and
+    ``_`` as they are, a dot as it is except at the start (``.`` and ``..`` are valid DAG ids), anything else
+    as ``%XX``. Names made only of those characters (every SageMaker job name) keep their old file."""
+    safe = []
+    for index, character in enumerate(name):
+        if character.isalnum() or character in "-_" or (character == "." and index):
+            safe.append(character)
+        else:
+            safe.append("".join(f"%{byte:02X}" for byte in character.encode("utf-8")))
+    return "".join(safe) or "%"
+
+
+def write(entry: LedgerEntry, root: Any = None) -> bool:
+    """Add or replace the job's entry; a warning (never an exception) when the ledger cannot be written.
+
+    ``root``: an ``ObjectStoragePath`` or a local ``pathlib.Path`` (default: ``location()``)."""
+    try:
+        root = root if root is not None else location()
+        folder = root / _safe(entry["dag_id"])
+        folder.mkdir(parents=True, exist_ok=True)
+        _replace(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
+        return True
+    except Exception as error:
+        log.warning("Could not record SageMaker job %s in the capacity ledger: %s", entry.get("job_name"), error)
+        return False
+
+
+@dataclass
+class Reading:
+    entries: list[LedgerEntry]
+    bad: int  # unreadable, truncated or misshapen entries, counted and skipped
+    bad_examples: list[str]
+    # With a memo: what the folders read were like (equal signatures, equal readings); else None.
+    signature: Any = None
+
+
+# Every field of an entry and what it holds, stated once: the reader's checks below are made from it, and
+# ``LedgerEntry`` (the type checker's view of the same) names the same fields (a test holds them together).
+# Without "?" a field is required; with it, it may be null or absent. A reader judges the optional fields it
+# keeps and every required one (``preferences`` only when kept: the report may leave it out).
+SCHEMA: dict[str, str] = {
+    "format": "format",
+    "dag_id": "text",
+    "task_id": "text",
+    "run_id": "text?",
+    "map_index": "integer?",
+    "job_name": "text",
+    "job_arn": "text?",
+    "job_kind": "text",
+    "region": "text?",
+    "outcome": "outcome",
+    "preferences": "preferences",
+    "selected_instance_type": "text?",
+    "selected_instance_count": "integer?",
+    "selected_rank": "integer?",
+    "plan_backed": "flag?",
+    "pending_seconds": "amount",
+    "run_seconds": "amount?",
+    "billable_instance_seconds": "amount?",
+    "estimated_cost_usd": "amount?",
+    "cost_basis": "text?",
+    "workload": "text?",
+    "certified_run_seconds": "amount?",
+    "failure_reason": "text?",
+    "created_at": "time?",
+    "started_at": "time?",
+    "ended_at": "time?",
+    "recorded_at": "time?",
+    "source": "text?",
+}
+_REQUIRED_TYPES: dict[str, type | tuple[type, ...]] = {
+    "text": str,
+    "outcome": str,
+    "amount": (int, float),
+    "preferences": list,
+}
+_REQUIRED = tuple((key, _REQUIRED_TYPES[kind]) for key, kind in SCHEMA.items() if kind in _REQUIRED_TYPES)
+# The optional fields by kind, in the order they are judged (a tuple each, as the reader loops over 100,000 entries).
+_NUMBERS, _TEXTS, _FLAGS, _INTEGERS, _TIMES = (
+    tuple(key for key, kind in SCHEMA.items() if kind == optional)
+    for optional in ("amount?", "text?", "flag?", "integer?", "time?")
+)
+MAX_ENTRY_BYTES = 1 << 20  # one job's entry: a few KB; the limit keeps /dev/zero and its kind out
+MAX_MONTH_BYTES = 1 << 29  # a DAG's month of compacted entries: 100,000 jobs are about 100 MB
+
+
+def _problem(raw: Any, keys: Collection[str] | None = None) -> str | None:
+    """Why an entry cannot be used, judging the keys a reader keeps (all by default) and the ones every
+    reader needs; None when it can."""
+    if not isinstance(raw, dict):
+        return "not a JSON object"
+    if raw.get("format") != FORMAT:
+        return f"format {raw.get('format')!r} (this version reads {FORMAT})"
+    for key, kind in _REQUIRED:
+        if (keys is None or key in keys or key != "preferences") and not isinstance(raw.get(key), kind):
+            return f"{key} missing or of the wrong type"
+    if raw["outcome"] not in OUTCOMES:
+        return f"unknown outcome {raw['outcome']!r}"
+    if not _is_amount(raw["pending_seconds"]):
+        return "pending_seconds is negative or not a number"
+    for key in _NUMBERS:
+        value = raw.get(key)
+        if value is not None and (keys is None or key in keys) and not _is_amount(value):
+            return f"{key} is not a finite, non-negative number"
+    for key in _TEXTS:
+        value = raw.get(key)
+        if value is not None and (keys is None or key in keys) and not isinstance(value, str):
+            return f"{key} is not text"
+    for key in _FLAGS:
+        value = raw.get(key)
+        if value is not None and (keys is None or key in keys) and not isinstance(value, bool):
+            return f"{key} is not true or false"
+    if (keys is None or "preferences" in keys) and not all(
+        isinstance(p, dict)
+        and isinstance(p.get("InstanceType"), str)
+        and (p.get("InstanceCount") is None or type(p.get("InstanceCount")) is int)
+        for p in raw["preferences"]
+    ):
+        return "preferences is not a list of {InstanceType, InstanceCount} objects"
+    for key in _INTEGERS:
+        value = raw.get(key)
+        if value is not None and (keys is None or key in keys) and (type(value) is not int):
+            return f"{key} is not an integer"
+    for key in _TIMES:
+        value = raw.get(key)
+        if value is not None and (keys is None or key in keys) and not _is_time(value):
+            return f"{key} is not an ISO 8601 time"
+    return None
+
+
+def _is_amount(value: Any) -> bool:
+    # The reader refuses NaN and Infinity as JSON; a number still has to be one a report can add up.
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < float("inf")
+
+
+def _is_time(value: Any) -> bool:
+    # datetime's own ISO parser: pendulum's is several times slower, which 100,000 entries feel.
+    if not isinstance(value, str):
+        return False
+    try:
+        return dt.datetime.fromisoformat(value).tzinfo is not None
+    except ValueError:
+        return False
+
+
+def read(
+    root: Any = None,
+    dag_id: str | None = None,
+    dags: Collection[str] | None = None,
+    fields: tuple[str, ...] | None = None,
+    memo: ReadingMemo | None = None,
+) -> Reading:
+    """Every readable entry (of one DAG, or of the DAGs in ``dags``, if given), compacted or not; bad ones are
+    counted, never fatal. ``fields``: keep only these keys of each entry (``REPORT_FIELDS`` for a report).
+    ``memo``: what an earlier reading kept of each folder, re-read only where a file changed."""
+    root = root if root is not None else location()
+    keep = fields or tuple(LedgerEntry.__annotations__)
+    by_job: dict[str, LedgerEntry] = {}
+    bad: list[str] = []
+    signature: list[Any] = []
+    shared: dict[Any, Any] = {}  # one copy of each list, Region and DAG id: 100,000 jobs share a handful
+    for folder in _dag_folders(root, dag_id, dags, bad):
+        part = memo.folder(folder, keep) if memo is not None else _read_folder(folder, keep, shared)
+        by_job.update(part.by_job)
+        bad.extend(part.bad)
+        signature.append((folder.name, part.signature))
+    entries = [e for e in by_job.values() if dags is None or e["dag_id"] in dags]
+    return Reading(entries, len(bad), bad[:5], tuple(signature) if memo is not None else None)
+
+
+@dataclass(frozen=True)
+class _FolderReading:
+    by_job: dict[str, LedgerEntry]
+    bad: list[str]
+    signature: Any  # what the folder's files were when read (local folders), None where unknown
+
+
+def _read_folder(folder: Any, keep: tuple[str, ...], shared: dict[Any, Any], signature: Any = None) -> _FolderReading:
+    """One DAG folder's entries, compacted months first (a job's own file replaces its compacted line).
+    ``shared``: one copy of each list, Region and DAG id across folders and readings. ``signature``: what a
+    memo saw of the folder's files just before reading them (None without a memo)."""
+    judged = None if set(keep) == set(LedgerEntry.__annotations__) else frozenset(keep)
+    by_job: dict[str, LedgerEntry] = {}
+    bad: list[str] = []
+
+    def take(raw: Any, where: str) -> None:
+        problem = _problem(raw, judged)
+        if problem is not None:
+            bad.append(f"{where}: {problem}")
+            return
+        kept = {key: raw.get(key) for key in keep}
+        if "preferences" in kept:
+            listed = kept["preferences"]
+            # repr, not json.dumps: written with sorted keys, equal lists print alike, and repr is cheaper.
+            kept["preferences"] = shared.setdefault(("preferences", repr(listed)), listed)
+        for key in ("region", "dag_id", "task_id", "job_kind", "outcome", "selected_instance_type", "cost_basis"):
+            if isinstance(kept.get(key), str):
+                kept[key] = shared.setdefault(kept[key], kept[key])
+        by_job[raw["job_name"]] = kept  # type: ignore[assignment]
+
+    try:
+        months, jobs = list(_compacted_paths(folder)), list(_job_paths(folder))
+    except OSError as error:  # a folder that cannot be listed costs its own entries, not the report
+        return _FolderReading(
+            {}, [f"{folder.name}/: cannot be listed ({error.strerror or type(error).__name__})"], None
+        )
+    for path in months:
+        try:
+            lines = untrusted_files.read_bytes(path, MAX_MONTH_BYTES).splitlines()
+        except untrusted_files.UntrustedFileError as error:
+            bad.append(str(error).replace(str(path), path.name))
+            continue
+        for number, line in enumerate(lines, start=1):
+            where = f"{path.name} line {number}"
+            try:
+                raw = untrusted_files.load_json(line, where)
+            except untrusted_files.UntrustedFileError as error:
+                bad.append(str(error))
+                continue
+            take(raw, where)
+    for path in jobs:
+        try:
+            raw = untrusted_files.load_json(untrusted_files.read_bytes(path, MAX_ENTRY_BYTES), path.name)
+        except untrusted_files.UntrustedFileError as error:
+            bad.append(str(error).replace(str(path), path.name))
+            continue
+        take(raw, path.name)
+    return _FolderReading(by_job, bad, signature)
+
+
+def _folder_signature(folder: Any) -> Any:
+    """Every file of a local DAG folder (and of its compacted months) with its size, change time and inode: a
+    write through ``_replace`` or an edit in place changes it. None on object storage (no cheap listing with
+    times), so a memo never trusts a remote folder."""
+    if getattr(folder, "protocol", "file") not in ("file", "local", ""):
+        return None
+    local = os.fspath(getattr(folder, "path", folder))
+    found = []
+    try:
+        for place in (local, os.path.join(local, COMPACTED)):
+            if not os.path.isdir(place):
+                continue
+            with os.scandir(place) as listing:
+                for item in listing:
+                    facts = item.stat(follow_symlinks=True) if item.is_file() else None
+                    found.append((place, item.name, facts and (facts.st_size, facts.st_mtime_ns, facts.st_ino)))
+    except OSError:
+        return None
+    return tuple(sorted(found, key=lambda item: (item[0], item[1])))
+
+
+class ReadingMemo:
+    """What readings kept of each DAG folder, for a long-lived reader (the API server's Capacity page): a
+    folder whose files are as they were is not read again. Remote folders are always read."""
+
+    def __init__(self) -> None:
+        self._folders: dict[tuple[str, tuple[str, ...]], _FolderReading] = {}
+        self._shared: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    def folder(self, folder: Any, keep: tuple[str, ...]) -> _FolderReading:
+        key = (str(folder), keep)
+        with self._lock:
+            kept = self._folders.get(key)
+        # Taken before the files are read: a file changed meanwhile makes the next request read again.
+        signature = _folder_signature(folder)
+        if kept is not None and kept.signature is not None and kept.signature == signature:
+            return kept
+        part = _read_folder(folder, keep, self._shared, signature)
+        with self._lock:
+            self._folders[key] = part
+        return part
+
+
+def _dag_folders(
+    root: Any, dag_id: str | None, dags: Collection[str] | None = None, bad: list[str] | None = None
+) -> Iterator[Any]:
+    """The DAG folders to read; a root that is not a folder, or cannot be listed, is one bad entry in ``bad``
+    (raised as ``LedgerError`` when no list is given)."""
+    try:
+        if not root.exists():
+            return
+        if not root.is_dir():
+            raise NotADirectoryError(f"the ledger root {root} is a file, not a folder")
+        if dag_id is not None:
+            candidates = [root / _safe(dag_id)]
+        elif dags is not None:
+            candidates = [root / name for name in sorted({_safe(dag) for dag in dags})]
+        else:
+            candidates = [p for p in root.iterdir() if p.is_dir()]
+    except OSError as error:
+        if bad is None:
+            raise LedgerError(str(error)) from None
+        bad.append(str(error))
+        return
+    yield from (folder for folder in candidates if folder.exists())
+
+
+class LedgerError(OSError):
+    """The ledger's root cannot be used (a file, or a folder that cannot be listed)."""
+
+
+def _job_paths(folder: Any) -> Iterator[Any]:
+    for path in folder.iterdir():
+        if path.name.endswith(".json") and not path.name.startswith("."):  # a leading "." is a temporary file
+            yield path
+
+
+def _compacted_paths(folder: Any) -> Iterator[Any]:
+    compacted = folder / COMPACTED
+    if compacted.exists():
+        yield from sorted(
+            (p for p in compacted.iterdir() if p.name.endswith(".jsonl") and not p.name.startswith(".")),
+            key=lambda p: p.name,
+        )
+
+
+def _entry_paths(root: Any, dag_id: str | None) -> Iterator[Any]:
+    for folder in _dag_folders(root, dag_id):
+        yield from _job_paths(folder)
+
+
+@dataclass
+class Compaction:
+    folded: int = 0  # entries moved into month files
+    kept: int = 0  # entries too recent (or unreadable) to fold
+    files: int = 0  # month files written
+
+
+def compact(
+    root: Any = None, older_than: dt.timedelta = dt.timedelta(days=1), now: dt.datetime | None = None
+) -> Compaction:
+    """Fold the entries recorded more than ``older_than`` ago into their DAG's month files.
+
+    Run it from one place at a time (a daily maintenance task): two compactions of one DAG at once can lose
+    the lines one of them adds to a month file. Writing entries meanwhile is safe: a job's own file is only
+    removed once its line is in the month file."""
+    root = root if root is not None else location()
+    cutoff = (now or dt.datetime.now(dt.UTC)) - older_than
+    result = Compaction()
+    for folder in _dag_folders(root, None):
+        by_month: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
+        for path in _job_paths(folder):
+            try:
+                raw = untrusted_files.read_json(path, MAX_ENTRY_BYTES)
+            except untrusted_files.UntrustedFileError:
+                result.kept += 1
+                continue
+            recorded: Any = raw.get("recorded_at") if isinstance(raw, dict) else None
+            if _problem(raw) is not None or not _is_time(recorded) or dt.datetime.fromisoformat(recorded) > cutoff:
+                result.kept += 1
+                continue
+            month = (raw.get("created_at") or recorded)[:7]
+            by_month.setdefault(month, []).append((path, raw))
+        for month, moved in sorted(by_month.items()):
+            target = folder / COMPACTED / f"{month}.jsonl"
+            lines: dict[str, bytes] = {}
+            if target.exists():
+                try:
+                    existing = untrusted_files.read_bytes(target, MAX_MONTH_BYTES).splitlines()
+                except untrusted_files.UntrustedFileError as error:  # left as it is, and its entries with it
+                    log.warning("Not compacting into %s: %s", target, error)
+                    result.kept += len(moved)
+                    continue
+                for line in existing:
+                    try:
+                        lines[untrusted_files.load_json(line, target)["job_name"]] = line
+                    except (untrusted_files.UntrustedFileError, KeyError, TypeError):
+                        lines[f"?{len(lines)}"] = line  # kept as it is: the reader counts it as bad
+            for _, raw in moved:
+                lines[raw["job_name"]] = json.dumps(raw, sort_keys=True).encode()
+            _replace(target, b"\n".join(lines.values()) + b"\n")
+            result.files += 1
+            for path, _ in moved:
+                path.unlink()
+                result.folded += 1
+    return result
+
+
+def _replace(target: Any, data: str | bytes) -> None:
+    """Write a file whole: locally through a temporary file, so a reader never sees half of it; an object
+    store's put is whole or nothing."""
+    data = data.encode() if isinstance(data, str) else data
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if getattr(target, "protocol", "file") in ("file", "local", ""):
+        temporary = target.parent / f".{target.name}.{os.getpid()}.tmp"
+        temporary.write_bytes(data)
+        os.replace(getattr(temporary, "path", temporary), getattr(target, "path", target))
+    else:
+        target.write_bytes(data)
+
+
+def known_jobs(root: Any = None) -> set[str]:
+    """The jobs the ledger has an entry for, in their own file or compacted."""
+    root = root if root is not None else location()
+    known = {path.name[: -len(".json")] for path in _entry_paths(root, None)}
+    for folder in _dag_folders(root, None):
+        for path in _compacted_paths(folder):
+            try:
+                lines = untrusted_files.read_bytes(path, MAX_MONTH_BYTES).splitlines()
+            except untrusted_files.UntrustedFileError:
+                continue
+            for line in lines:
+                try:
+                    known.add(str(untrusted_files.load_json(line, path)["job_name"]))
+                except (untrusted_files.UntrustedFileError, KeyError, TypeError):
+                    continue
+    return known

@@ -1,0 +1,113 @@
+"""The chosen-configuration record: the XCom contract (documented in docs/record.md), built from a ``JobView``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from airflow_sm_prefs.sagemaker.job_view import JobView, iso
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.evidence.job_facts import JobFacts
+    from airflow_sm_prefs.preflight.guardrails import DroppedPreference
+
+
+class Selection(TypedDict):
+    """XCom ``selection``: pushed as soon as SageMaker picked a preference, while the job still runs."""
+
+    job_name: str | None
+    job_kind: str
+    selected_instance_type: str
+    selected_instance_count: int
+    selected_rank: int | None
+    fell_back: bool | None
+    pending_seconds: float
+    region: str | None
+
+
+class JobRecord(TypedDict):
+    """The operator's return value (and XCom ``record`` when the job did not complete)."""
+
+    job_name: str | None
+    job_arn: str | None
+    job_kind: str
+    status: str | None
+    secondary_status: str | None
+    selected_instance_type: str | None
+    selected_instance_count: int | None
+    selected_rank: int | None
+    fell_back: bool | None
+    preferences: list[dict[str, Any]]
+    # Entries the guardrails removed before submission (on_violation="drop"), each with its reason.
+    dropped_preferences: list[DroppedPreference]
+    # certified="warn": the entries the registry does not certify for the workload, each with why.
+    uncertified_preferences: list[str]
+    # The chosen configuration's benchmark in the certification registry, and this run against it.
+    certified_run_seconds: float | None
+    run_time_vs_certified: float | None
+    pending_seconds: float
+    run_seconds: float | None
+    billable_seconds: int | None
+    billable_instance_seconds: float | None
+    # On-demand prices x billed instance-seconds; None when unknown (see cost_basis), never a made-up 0.
+    estimated_cost_usd: float | None
+    cost_basis: str
+    failure_reason: str | None
+    region: str | None
+    created_at: str | None
+    started_at: str | None
+    ended_at: str | None
+    last_modified_at: str | None
+
+
+def selection(view: JobView, region: str | None) -> Selection | None:
+    if view.selected_type is None:
+        return None
+    return Selection(
+        job_name=view.name,
+        job_kind=view.kind.name,
+        selected_instance_type=view.selected_type,
+        selected_instance_count=view.selected_count or 0,
+        selected_rank=view.selected_rank,
+        fell_back=view.fell_back,
+        pending_seconds=round(view.pending_seconds(), 3),
+        region=region,
+    )
+
+
+def build(
+    facts: JobFacts,
+    dropped: Sequence[DroppedPreference] = (),
+    uncertified: Sequence[str] = (),
+) -> JobRecord:
+    view, run, certified_run_seconds = facts.view, facts.run_seconds, facts.certified_run_seconds
+    return JobRecord(
+        job_name=view.name,
+        job_arn=view.arn,
+        job_kind=view.kind.name,
+        status=view.status,
+        secondary_status=view.secondary_status,
+        selected_instance_type=view.selected_type,
+        selected_instance_count=view.selected_count,
+        selected_rank=view.selected_rank,
+        fell_back=view.fell_back,
+        preferences=facts.preferences,
+        dropped_preferences=list(dropped),
+        uncertified_preferences=list(uncertified),
+        certified_run_seconds=certified_run_seconds,
+        run_time_vs_certified=round(run / certified_run_seconds, 3)
+        if run is not None and certified_run_seconds
+        else None,
+        pending_seconds=facts.pending_seconds,
+        run_seconds=run,
+        billable_seconds=view.billable_seconds,
+        billable_instance_seconds=facts.billable_instance_seconds,
+        estimated_cost_usd=facts.estimated_cost_usd,
+        cost_basis=facts.cost_basis,
+        failure_reason=view.failure_reason,
+        region=facts.region,
+        created_at=facts.created_at,
+        started_at=facts.started_at,
+        ended_at=facts.ended_at,
+        last_modified_at=iso(view.last_modified),
+    )

@@ -1,0 +1,413 @@
+"""The capacity report: for each pipeline task, whether letting SageMaker pick a configuration paid off.
+
+Built from the capacity ledger (``ledger.py``). A fallback pays off when it finished sooner than waiting for
+the first choice would have, which is never observed: ``counterfactual.py`` estimates the first choice's wait
+at the times the fallbacks happened, from every job in the ledger that listed it then. The verdict rules, in
+order (the same in ``docs/report.md``):
+
+1. ``not_enough_data``: fewer than ``MIN_JOBS`` jobs got capacity in the window.
+2. ``incompatible_fallback``: a fallback configuration failed after starting in a larger share of its jobs
+   than the first choice did (and at least once): the list hides a configuration the workload cannot use.
+3. ``not_enough_data``: no job fell back, so the list has not been put to the test.
+4. ``did_not_pay_off``: no job that fell back completed.
+5. The break-even wait: for each completed fallback, its wait + run less the first choice's median run on
+   this task (less nothing when no first-choice run is known, an upper bound); the task's is their median.
+   Against the first choice's estimated wait at the fallbacks' times (Kaplan-Meier, ``survival.py``):
+   a median wait above the break-even goes on to rule 6; at or below it, ``did_not_pay_off`` (waiting would
+   have finished sooner); no median but evidence that the first choice stayed busy past the break-even in
+   most fallbacks goes on to rule 6; otherwise ``not_enough_data``, and the reason states the break-even wait
+   and the evidence that would decide it. The task's own first-choice waits on other nights never decide:
+   they come from the nights the first choice had room.
+6. ``did_not_pay_off`` when the fallbacks' median estimated cost per job exceeds the first choice's by more
+   than ``max_cost_premium`` (default 25%); else ``paid_off``.
+
+Costs come from the price table (``prices.py``). When either side has no known cost (no price, or
+plan-backed), rule 6 is skipped and the reason says the cost was not judged.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_sm_prefs.evidence import counterfactual
+from airflow_sm_prefs.evidence.ledger import LedgerEntry
+
+MIN_JOBS = 3
+MAX_COST_PREMIUM = 0.25
+DRIFT_TOLERANCE = 0.25  # how far a configuration's median run may stray from its certified run time
+
+
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """Nearest-rank percentile; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def _time_to_result(entry: LedgerEntry) -> float | None:
+    if entry["outcome"] != "completed" or entry["run_seconds"] is None:
+        return None
+    return float(entry["pending_seconds"]) + float(entry["run_seconds"])
+
+
+def _failure_share(entries: list[LedgerEntry]) -> float:
+    return sum(e["outcome"] == "failed_after_start" for e in entries) / len(entries) if entries else 0.0
+
+
+def _configuration_key(entry: LedgerEntry) -> tuple[Any, ...]:
+    return (entry["selected_rank"], entry["selected_instance_type"], entry["selected_instance_count"])
+
+
+def _configuration_label(entry: LedgerEntry) -> str:
+    rank = (entry["selected_rank"] or 0) + 1
+    return f"{entry['selected_instance_count']} x {entry['selected_instance_type']} (#{rank})"
+
+
+def _median_text(seconds: float | None) -> str:
+    from airflow_sm_prefs.task.progress import format_seconds
+
+    return "unknown" if seconds is None else format_seconds(seconds)
+
+
+def _time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text)  # the ledger checked it is an aware ISO 8601 time
+
+
+def created_since(entry: LedgerEntry, since: dt.datetime | None) -> bool:
+    """Whether the job was created at or after ``since`` (every job, without a ``since``)."""
+    return since is None or (entry["created_at"] is not None and _time(entry["created_at"]) >= since)
+
+
+def _cost(entry: LedgerEntry) -> float | None:
+    cost = entry.get("estimated_cost_usd")
+    return None if cost is None else float(cost)
+
+
+def _cost_check(first: list[LedgerEntry], fallbacks: list[LedgerEntry], max_premium: float) -> tuple[bool, str]:
+    """(within the premium, what to say about the cost), over jobs that completed."""
+    first_cost = percentile([c for e in first if e["outcome"] == "completed" and (c := _cost(e)) is not None], 0.5)
+    fallback_cost = percentile(
+        [c for e in fallbacks if e["outcome"] == "completed" and (c := _cost(e)) is not None], 0.5
+    )
+    if first_cost is None or fallback_cost is None:
+        return True, "cost not judged (no known price on one side, or plan-backed)"
+    if first_cost == 0:
+        return fallback_cost == 0, f"a median ${fallback_cost:,.2f} per job against the first choice's $0.00"
+    premium = fallback_cost / first_cost - 1
+    said = f"a median ${fallback_cost:,.2f} per job, {premium:+.0%} against the first choice's ${first_cost:,.2f}"
+    return premium <= max_premium, said
+
+
+@dataclass(frozen=True)
+class Judgement:
+    label: str
+    reason: str
+    estimate: counterfactual.Estimate | None = None
+    first_choice_run: float | None = None
+    break_even: float | None = None  # the task's: the median of its completed fallbacks'
+
+
+def _first_choice_run(first: list[LedgerEntry]) -> float | None:
+    return percentile([float(e["run_seconds"]) for e in first if e["outcome"] == "completed" and e["run_seconds"]], 0.5)
+
+
+def _break_even(fallbacks: list[LedgerEntry], first_run: float | None) -> float | None:
+    return percentile([b for e in fallbacks if (b := counterfactual.break_even(e, first_run)) is not None], 0.5)
+
+
+def verdict(
+    entries: list[LedgerEntry],
+    max_cost_premium: float = MAX_COST_PREMIUM,
+    timeline: counterfactual.Timeline | None = None,
+) -> Judgement:
+    """The task's verdict; ``timeline``: every job the evidence may come from (default: these entries)."""
+    placed = [e for e in entries if e["selected_rank"] is not None]
+    if len(placed) < MIN_JOBS:
+        return Judgement(
+            "not_enough_data", f"{len(placed)} job(s) got capacity in the window; at least {MIN_JOBS} are needed"
+        )
+    first = [e for e in placed if e["selected_rank"] == 0]
+    fallbacks = [e for e in placed if e["selected_rank"]]
+    by_configuration: dict[tuple[Any, ...], list[LedgerEntry]] = defaultdict(list)
+    for entry in fallbacks:
+        by_configuration[_configuration_key(entry)].append(entry)
+    first_share = _failure_share(first)
+    for group in sorted(by_configuration.values(), key=lambda g: -_failure_share(g)):
+        failures = sum(e["outcome"] == "failed_after_start" for e in group)
+        if failures and _failure_share(group) > first_share:
+            first_failures = sum(e["outcome"] == "failed_after_start" for e in first)
+            return Judgement(
+                "incompatible_fallback",
+                f"{_configuration_label(group[0])} failed after starting in {failures} of {len(group)} jobs; the "
+                f"first choice in {first_failures} of {len(first)}",
+            )
+    if not fallbacks:
+        return Judgement("not_enough_data", "no job fell back in the window: the list has not been put to the test")
+    first_run = _first_choice_run(first)
+    threshold = _break_even(fallbacks, first_run)
+    if threshold is None:
+        return Judgement("did_not_pay_off", "no job that fell back completed", first_choice_run=first_run)
+    estimate = counterfactual.estimate(entries, fallbacks, timeline or counterfactual.Timeline(entries))
+    said = _break_even_text(threshold, first_run)
+    if estimate is None:
+        return Judgement(
+            "not_enough_data", f"{said}; the jobs' lists name no first choice with a count", None, first_run, threshold
+        )
+    wait = estimate.at_fallbacks
+    evidence = _evidence_text(wait)
+    if wait.p50 is not None and wait.p50 <= threshold:
+        return Judgement(
+            "did_not_pay_off",
+            f"waiting would have finished sooner: at the times jobs fell back, the first choice was free after a "
+            f"median {_median_text(wait.p50)} ({evidence}); {said}",
+            estimate,
+            first_run,
+            threshold,
+        )
+    if wait.p50 is None and wait.curve.longest < threshold:
+        history = estimate.history
+        hint = (
+            f"; this task's own first-choice waits on other nights (median {_median_text(history.p50)}) are left "
+            "out, for they come from the nights the first choice had room"
+            if history is not None and history.p50 is not None
+            else ""
+        )
+        return Judgement(
+            "not_enough_data",
+            f"{said}; at the times jobs fell back the ledger shows it busy for at most "
+            f"{_median_text(wait.curve.longest)} ({evidence}): a job listing "
+            f"{counterfactual.label(wait.configuration)} then, in another task or DAG of the same account and "
+            f"Region, would decide it{hint}",
+            estimate,
+            first_run,
+            threshold,
+        )
+    longer = (
+        f"a median {_median_text(wait.p50)}"
+        if wait.p50 is not None
+        else f"more than {_median_text(wait.curve.longest)} in most"
+    )
+    timing = f"at the times jobs fell back, the first choice would have taken {longer} ({evidence}); {said}"
+    affordable, cost = _cost_check(first, fallbacks, max_cost_premium)
+    if not affordable:
+        return Judgement(
+            "did_not_pay_off",
+            f"{timing}, but at {cost}: above the {max_cost_premium:.0%} premium allowed",
+            estimate,
+            first_run,
+            threshold,
+        )
+    return Judgement("paid_off", f"{timing}; {cost}", estimate, first_run, threshold)
+
+
+def _break_even_text(threshold: float, first_run: float | None) -> str:
+    basis = "" if first_run is not None else " (no first-choice run known, so counting none: an upper bound)"
+    return (
+        "the fallback pays off if the first choice would have stayed unavailable for more than "
+        f"{_median_text(threshold)}{basis}"
+    )
+
+
+def _evidence_text(wait: counterfactual.FirstChoiceWait) -> str:
+    sources = ", ".join(wait.sources)
+    return f"{wait.curve.observed} seen free, {wait.curve.censored} seen busy, from {sources}"
+
+
+def _certified(group: list[LedgerEntry], run_p50: float | None, tolerance: float) -> dict[str, Any]:
+    """The configuration's benchmark (the latest recorded) and how its runs compare."""
+    benchmarks = [float(seconds) for e in group if (seconds := e.get("certified_run_seconds"))]
+    certified = benchmarks[-1] if benchmarks else None
+    ratio = round(run_p50 / certified, 3) if run_p50 is not None and certified else None
+    return {
+        "certified_run_seconds": certified,
+        "run_time_vs_certified_p50": ratio,
+        "drifted": ratio is not None and abs(ratio - 1) > tolerance,
+    }
+
+
+def _configurations(
+    entries: list[LedgerEntry], drift_tolerance: float = DRIFT_TOLERANCE, first_run: float | None = None
+) -> list[dict[str, Any]]:
+    groups: dict[tuple[Any, ...], list[LedgerEntry]] = defaultdict(list)
+    for entry in entries:
+        if entry["selected_instance_type"] is not None:
+            groups[_configuration_key(entry)].append(entry)
+    rows = []
+    for (rank, instance_type, count), group in sorted(groups.items(), key=lambda item: (item[0][0] is None, item[0])):
+        runs = [float(e["run_seconds"]) for e in group if e["run_seconds"] is not None]
+        results = [t for e in group if (t := _time_to_result(e)) is not None]
+        rows.append(
+            {
+                "instance_type": instance_type,
+                "instance_count": count,
+                "rank": rank,
+                "jobs": len(group),
+                "run_seconds_p50": percentile(runs, 0.5),
+                "run_seconds_p90": percentile(runs, 0.9),
+                "time_to_result_seconds_p50": percentile(results, 0.5),
+                "estimated_cost_usd_p50": percentile([c for e in group if (c := _cost(e)) is not None], 0.5),
+                "plan_backed": any(e["plan_backed"] for e in group),
+                "failed_after_start": sum(e["outcome"] == "failed_after_start" for e in group),
+                # How long the first choice would have had to stay busy for these jobs to finish sooner.
+                "break_even_wait_seconds": _break_even(group, first_run) if rank else None,
+                **_certified(
+                    sorted(group, key=lambda e: e["created_at"] or ""), percentile(runs, 0.5), drift_tolerance
+                ),
+            }
+        )
+    return rows
+
+
+def summarize(
+    entries: Iterable[LedgerEntry],
+    since: dt.datetime | None = None,
+    dag_id: str | None = None,
+    task_id: str | None = None,
+    max_cost_premium: float = MAX_COST_PREMIUM,
+    drift_tolerance: float = DRIFT_TOLERANCE,
+) -> list[dict[str, Any]]:
+    """One row per (dag_id, task_id), in that order. The filters choose the rows; the evidence about the first
+    choice's wait comes from every entry given, whatever the filters."""
+    given = list(entries)
+    timeline = counterfactual.Timeline(given)
+    groups: dict[tuple[str, str], list[LedgerEntry]] = defaultdict(list)
+    for entry in given:
+        if dag_id is not None and entry["dag_id"] != dag_id:
+            continue
+        if task_id is not None and entry["task_id"] != task_id:
+            continue
+        if not created_since(entry, since):
+            continue
+        groups[(entry["dag_id"], entry["task_id"])].append(entry)
+    fallbacks = (e for group in groups.values() for e in group if e["selected_rank"])
+    for (scope, configuration), starts in counterfactual.fallback_queries(fallbacks, timeline).items():
+        timeline.prefetch(scope, configuration, starts)  # one sweep per first choice for every task's fallbacks
+    rows = []
+    for (dag, task), group in sorted(groups.items()):
+        placed = [e for e in group if e["selected_rank"] is not None]
+        fell_back = sum(1 for e in placed if e["selected_rank"])
+        ranks = sorted(Counter(e["selected_rank"] for e in placed).items())
+        outcomes = Counter(e["outcome"] for e in group)
+        judged = verdict(group, max_cost_premium, timeline)
+        pending = [float(e["pending_seconds"]) for e in group]
+        rows.append(
+            {
+                "dag_id": dag,
+                "task_id": task,
+                "job_kind": group[0]["job_kind"],
+                "runs": len(group),
+                "completed": outcomes["completed"],
+                "no_capacity": outcomes["no_capacity"],
+                "failed_after_start": outcomes["failed_after_start"],
+                "stopped": outcomes["stopped"],
+                "fallback_rate": round(fell_back / len(placed), 4) if placed else None,
+                "rank_counts": {str(rank): n for rank, n in ranks},
+                "pending_seconds_p50": percentile(pending, 0.5),
+                "pending_seconds_p90": percentile(pending, 0.9),
+                "first_choice_wait": judged.estimate.shown.as_json() if judged.estimate else None,
+                "break_even_wait_seconds": judged.break_even,
+                "configurations": _configurations(group, drift_tolerance, judged.first_choice_run),
+                "verdict": judged.label,
+                "reason": judged.reason,
+            }
+        )
+    return rows
+
+
+# -- output ----------------------------------------------------------------------------------------------------
+
+CSV_COLUMNS = (
+    "dag_id",
+    "task_id",
+    "job_kind",
+    "runs",
+    "completed",
+    "no_capacity",
+    "failed_after_start",
+    "stopped",
+    "fallback_rate",
+    "pending_seconds_p50",
+    "pending_seconds_p90",
+    "verdict",
+    "reason",
+)
+
+
+def render(rows: list[dict[str, Any]], output_format: str) -> str:
+    if output_format == "json":
+        return json.dumps(rows, indent=2)
+    if output_format == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow([*CSV_COLUMNS, "rank_counts"])
+        for row in rows:
+            writer.writerow([*(row[c] for c in CSV_COLUMNS), json.dumps(row["rank_counts"])])
+        return buffer.getvalue()
+    return _table(rows)
+
+
+def _certified_text(configuration: dict[str, Any]) -> str:
+    ratio = configuration["run_time_vs_certified_p50"]
+    if ratio is None:
+        return ""
+    drift = " DRIFTED from its benchmark" if configuration["drifted"] else ""
+    return f", run p50 x{ratio:.2f} its certified {_median_text(configuration['certified_run_seconds'])}{drift}"
+
+
+def _cost_text(configuration: dict[str, Any]) -> str:
+    from airflow_sm_prefs.preflight.prices import format_usd
+
+    if configuration["plan_backed"]:
+        return "plan-backed"
+    return format_usd(configuration["estimated_cost_usd_p50"])
+
+
+def _wait_text(wait: dict[str, Any]) -> str:
+    where = "at the times jobs fell back" if wait["basis"] == "same times" else "on this task's other nights"
+    p50 = _median_text(wait["p50_seconds"]) if wait["p50_seconds"] is not None else "unknown"
+    p90 = _median_text(wait["p90_seconds"]) if wait["p90_seconds"] is not None else "unknown"
+    return (
+        f"first choice's wait {where} ({wait['instance_count']} x {wait['instance_type']}): p50 {p50}, p90 {p90}, "
+        f"mean up to {_median_text(wait['restricted_to_seconds'])} {_median_text(wait['restricted_mean_seconds'])}; "
+        f"{wait['observed']} seen free, {wait['censored']} seen busy; from {', '.join(wait['sources'])}"
+    )
+
+
+def _break_even_column(configuration: dict[str, Any]) -> str:
+    seconds = configuration["break_even_wait_seconds"]
+    return "" if seconds is None else f", break-even wait {_median_text(seconds)}"
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "No jobs in the capacity ledger for this selection."
+    header = f"{'dag / task':<40} {'runs':>5} {'fell back':>9} {'wait p50':>9} {'wait p90':>9}  verdict"
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        rate = "-" if row["fallback_rate"] is None else f"{row['fallback_rate']:.0%}"
+        lines.append(
+            f"{row['dag_id'] + ' / ' + row['task_id']:<40} {row['runs']:>5} {rate:>9} "
+            f"{_median_text(row['pending_seconds_p50']):>9} {_median_text(row['pending_seconds_p90']):>9}  "
+            f"{row['verdict']}: {row['reason']}"
+        )
+        wait = row["first_choice_wait"]
+        if wait is not None:
+            lines.append(f"    {_wait_text(wait)}")
+        for configuration in row["configurations"]:
+            lines.append(
+                f"    #{(configuration['rank'] or 0) + 1} {configuration['instance_count']} x "
+                f"{configuration['instance_type']}: {configuration['jobs']} job(s), run p50 "
+                f"{_median_text(configuration['run_seconds_p50'])}, failed after start "
+                f"{configuration['failed_after_start']}, cost p50 {_cost_text(configuration)}"
+                f"{_break_even_column(configuration)}{_certified_text(configuration)}"
+            )
+    return "\n".join(lines)

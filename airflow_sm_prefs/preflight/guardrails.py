@@ -1,0 +1,308 @@
+"""Guardrails: what SageMaker does not check about a preference list, checked before any job exists.
+
+SageMaker selects by capacity only. A fallback that costs more than the team will pay, or a listed type whose
+quota is short (which makes SageMaker refuse the whole list), is found here, each with the entry and the
+reason. ``on_violation="fail"`` refuses the task; ``"drop"`` removes the offending entries, keeps the order of
+the rest, and records what it removed (``dropped_preferences``); it fails only if nothing is left.
+
+Each guardrail is a ``Check`` (the entries it objects to, by rank, with reasons); ``checks_for`` turns a task's
+arguments into the checks to run and ``enforce`` applies them. A new guardrail is a ``Check`` and a line in
+``checks_for`` (with its argument in ``Guardrails``), nothing in the operator's code but the argument.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypedDict
+
+from airflow_sm_prefs.preflight.prices import PriceTable
+from airflow_sm_prefs.preflight.requirements import InstanceRequirements
+from airflow_sm_prefs.request import preferences as rules
+from airflow_sm_prefs.request.jobs import JobKind
+
+OnViolation = Literal["fail", "drop"]
+DEFAULT_MAX_RUNTIME_SECONDS = 86400  # SageMaker's default MaxRuntimeInSeconds for both kinds
+
+
+class DroppedPreference(TypedDict):
+    """XCom ``dropped_preferences``: an entry the guardrails removed, and why."""
+
+    rank: int
+    entry: dict[str, Any]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    rank: int
+    api: dict[str, Any]  # as in the request
+    instance_type: str
+    count: int
+
+    @property
+    def plan_backed(self) -> bool:
+        return bool(self.api.get("TrainingPlanArns"))
+
+    @property
+    def label(self) -> str:
+        return f"preference #{self.rank + 1} ({self.count} x {self.instance_type})"
+
+
+@dataclass(frozen=True)
+class Guardrails:
+    """The operator's guardrail arguments, judged when the operator is built."""
+
+    max_hourly_cost_usd: float | None = None
+    max_cost_usd: float | None = None
+    on_violation: OnViolation = "fail"
+    quota_preflight: bool = True
+    requires: InstanceRequirements | None = None
+
+    @classmethod
+    def judged(
+        cls, max_hourly_cost_usd: Any, max_cost_usd: Any, on_violation: Any, quota_preflight: Any, requires: Any
+    ) -> Guardrails:
+        from airflow_sm_prefs.preflight import requirements
+
+        needs = requirements.judged(requires)
+        problems: list[str] = []
+        hourly = _limit(max_hourly_cost_usd, "max_hourly_cost_usd", problems)
+        worst = _limit(max_cost_usd, "max_cost_usd", problems)
+        if on_violation not in ("fail", "drop"):
+            problems.append(f"on_violation must be 'fail' or 'drop', got {on_violation!r:.60}")
+        if not isinstance(quota_preflight, bool):
+            problems.append(f"quota_preflight must be True or False, got {type(quota_preflight).__name__}")
+        if problems:
+            raise rules.PreferenceValidationError(problems)
+        return cls(hourly, worst, on_violation, quota_preflight, needs)
+
+    @property
+    def prices_needed(self) -> bool:
+        return self.max_hourly_cost_usd is not None or self.max_cost_usd is not None
+
+
+def _limit(value: Any, name: str, problems: list[str]) -> float | None:
+    if value is None or (isinstance(value, str) and rules.is_templated(value)):
+        return None  # a template is judged once rendered
+    if isinstance(value, str):  # what Jinja renders a number to
+        try:
+            value = float(value)
+        except ValueError:
+            problems.append(f"{name} must be a positive number of US dollars, got {value!r:.60}")
+            return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        problems.append(f"{name} must be a positive number of US dollars, got {value!r:.60}")
+        return None
+    return float(value)
+
+
+def entries(kind: JobKind, request: Mapping[str, Any]) -> list[Entry]:
+    """The request's preferences whose type and count are known: a list still templated (a DAG file being
+    parsed) has none, and an entry still templated is left out, for the run to judge."""
+    resources = kind.resources(request)
+    uniform = resources.get("InstanceCount")
+    listed = resources.get("InstancePreferences")
+    if not isinstance(listed, list):
+        return []
+    known = []
+    for rank, api in enumerate(listed):
+        if not isinstance(api, dict):
+            continue
+        instance_type, count = api.get("InstanceType"), api.get("InstanceCount", uniform)
+        if isinstance(instance_type, str) and not rules.is_templated(instance_type) and type(count) is int:
+            known.append(Entry(rank, dict(api), instance_type, count))
+    return known
+
+
+def max_runtime_seconds(request: Mapping[str, Any]) -> int:
+    stopping = request.get("StoppingCondition") or {}
+    return int(stopping.get("MaxRuntimeInSeconds") or DEFAULT_MAX_RUNTIME_SECONDS)
+
+
+# -- the rules ---------------------------------------------------------------------------------------------------
+
+
+def requirement_violations(kind: JobKind, request: Mapping[str, Any], requires: InstanceRequirements) -> dict[int, str]:
+    """Entries whose type lacks what ``requires`` asks, by the instance catalogue."""
+    from airflow_sm_prefs.preflight import instance_catalogue, requirements
+
+    listed = [(entry.rank, entry.instance_type, entry.count, entry.label) for entry in entries(kind, request)]
+    try:
+        catalogue = instance_catalogue.current()
+    except instance_catalogue.CatalogueError as error:
+        raise rules.PreferenceValidationError([str(error)]) from None
+    return requirements.violations(requires, listed, catalogue)
+
+
+def cost_violations(
+    kind: JobKind, request: Mapping[str, Any], guardrails: Guardrails, table: PriceTable, region: str | None
+) -> dict[int, str]:
+    """Entries above a cost cap, or that cannot be checked against one for want of a price."""
+    found: dict[int, str] = {}
+    if not guardrails.prices_needed:
+        return found
+    runtime = max_runtime_seconds(request)
+    for entry in entries(kind, request):
+        if entry.plan_backed:
+            continue  # paid for by the training plan, not on demand
+        price = table.hourly(region, kind.name, entry.instance_type)
+        if price is None:
+            found[entry.rank] = (
+                f"{entry.label}: no on-demand price for {entry.instance_type} ({kind.name}) in {region} in the price "
+                "table, so its cost cannot be checked against the cap; run `airflow-sm-prefs prices refresh` or add "
+                "it to your table ([sm_prefs] price_table)"
+            )
+            continue
+        hourly = price.usd * entry.count
+        if guardrails.max_hourly_cost_usd is not None and hourly > guardrails.max_hourly_cost_usd:
+            found[entry.rank] = (
+                f"{entry.label}: costs ${hourly:,.2f} an hour (${price.usd:,.4g} x {entry.count}), above "
+                f"max_hourly_cost_usd=${guardrails.max_hourly_cost_usd:,.2f}"
+            )
+        elif guardrails.max_cost_usd is not None and hourly * runtime / 3600 > guardrails.max_cost_usd:
+            found[entry.rank] = (
+                f"{entry.label}: may cost ${hourly * runtime / 3600:,.2f} (${hourly:,.2f} an hour for "
+                f"MaxRuntimeInSeconds={runtime}), above max_cost_usd=${guardrails.max_cost_usd:,.2f}"
+            )
+    return found
+
+
+def quota_violations(
+    kind: JobKind, request: Mapping[str, Any], quota_of: Callable[[str], float | None]
+) -> dict[int, str]:
+    """Entries asking for more instances than the account's quota for their type allows (R17/P12: SageMaker
+    refuses the whole list if any one listed type's quota is short, even when an earlier entry would fit)."""
+    found: dict[int, str] = {}
+    for entry in entries(kind, request):
+        quota = quota_of(entry.instance_type)
+        if quota is not None and entry.count > quota:
+            name = quota_name(entry.instance_type, kind)
+            found[entry.rank] = (
+                f"{entry.label}: the account's quota '{name}' is {quota:g}, fewer than the {entry.count} asked for, "
+                "so SageMaker would refuse the whole list; request an increase in the Service Quotas console "
+                f"(service 'Amazon SageMaker', quota '{name}') or with `aws service-quotas "
+                "request-service-quota-increase`"
+            )
+    return found
+
+
+def quota_name(instance_type: str, kind: JobKind) -> str:
+    return f"{instance_type} for {kind.name} job usage"
+
+
+# -- applying them -----------------------------------------------------------------------------------------------
+
+
+def apply(
+    kind: JobKind, request: dict[str, Any], violations: Mapping[int, str], on_violation: OnViolation
+) -> tuple[dict[str, Any], list[DroppedPreference]]:
+    """The request to send and the entries dropped; ``PreferenceValidationError`` when the task must fail."""
+    if not violations:
+        return request, []
+    ordered = [violations[rank] for rank in sorted(violations)]
+    listed = entries(kind, request)
+    if on_violation == "fail":
+        raise rules.PreferenceValidationError([*ordered, "no SageMaker job was created (on_violation='fail')"])
+    kept = [entry.api for entry in listed if entry.rank not in violations]
+    if not kept:
+        raise rules.PreferenceValidationError(
+            [*ordered, "every preference was dropped (on_violation='drop'); no SageMaker job was created"]
+        )
+    shortened = copy.deepcopy(request)
+    kind.resources(shortened)["InstancePreferences"] = kept
+    dropped = [
+        DroppedPreference(rank=entry.rank, entry=entry.api, reason=violations[entry.rank])
+        for entry in listed
+        if entry.rank in violations
+    ]
+    return shortened, dropped
+
+
+class Check(Protocol):
+    """One guardrail: the entries of a request it objects to, by rank, each with its reason."""
+
+    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]: ...
+
+
+@dataclass(frozen=True)
+class MeetsRequirements:
+    requires: InstanceRequirements
+
+    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
+        return requirement_violations(kind, request, self.requires)
+
+
+@dataclass(frozen=True)
+class WithinCostCaps:
+    guardrails: Guardrails
+    table: PriceTable
+    region: str | None
+
+    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
+        return cost_violations(kind, request, self.guardrails, self.table, self.region)
+
+
+@dataclass(frozen=True)
+class WithinQuotas:
+    """Reads the account's quotas when it runs; a quota that cannot be read skips the check, never the task."""
+
+    quota_client: Callable[[], Any]
+    cache_key: tuple[Any, ...]
+    log: Any
+
+    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
+        from airflow_sm_prefs.preflight import quotas
+
+        try:
+            known = quotas.sagemaker_quotas(self.quota_client(), self.cache_key)
+        except quotas.QuotasUnreadable as refused:
+            self.log.info(
+                "Quota preflight skipped: this identity may not read SageMaker's quotas (%s); SageMaker "
+                "still checks them when the job is created",
+                refused,
+            )
+            return {}
+        except Exception as error:  # throttled, unreachable: the preflight advises, it never fails a task
+            self.log.warning(
+                "Quota preflight skipped: could not read SageMaker's quotas (%s: %s)", type(error).__name__, error
+            )
+            return {}
+        return quota_violations(kind, request, lambda instance_type: known.get(quota_name(instance_type, kind)))
+
+
+def checks_for(
+    guardrails: Guardrails, region: str | None, quota_client: Callable[[], Any], cache_key: tuple[Any, ...], log: Any
+) -> list[Check]:
+    """The guardrails a task's arguments turn on, in the order their reasons are given."""
+    from airflow_sm_prefs.preflight import prices
+
+    checks: list[Check] = []
+    if guardrails.requires is not None:
+        checks.append(MeetsRequirements(guardrails.requires))
+    if guardrails.prices_needed:
+        checks.append(WithinCostCaps(guardrails, prices.current(), region))
+    if guardrails.quota_preflight:
+        checks.append(WithinQuotas(quota_client, cache_key, log))
+    return checks
+
+
+def enforce(
+    kind: JobKind,
+    request: dict[str, Any],
+    checks: Sequence[Check],
+    on_violation: OnViolation,
+    log: Any,
+) -> tuple[dict[str, Any], list[DroppedPreference]]:
+    """Every check over the rendered request, before any job exists; the request to send and what was dropped
+    (each logged with its reason). An entry several checks object to is given the first one's reason."""
+    violations: dict[int, str] = {}
+    for check in checks:
+        for rank, reason in check.violations(kind, request).items():
+            violations.setdefault(rank, reason)
+    shortened, dropped = apply(kind, request, violations, on_violation)
+    for removed in dropped:
+        log.warning("Dropped %s", removed["reason"])
+    return shortened, dropped

@@ -1,0 +1,95 @@
+"""What a job says (its failure reason, status messages, exit message, log lines) through Airflow's secrets
+masker before anything stores or logs it: a container that echoes a masked Variable or the connection's
+password must not put it in an XCom, the ledger, a trigger event or a task log in clear.
+
+The masker knows what its process registered: in a worker, the connection's secrets and every masked
+Variable the task's templates read; in the triggerer, the secrets of the connections its triggers use. So the
+task remembers which Variables its templates read (names only: a value handed to the trigger would be stored
+with its kwargs), and the trigger reads them again in the triggerer through Airflow's own ``Variable.get``,
+which registers the masked ones with the triggerer's masker exactly as the worker's did. Job log lines and
+events the triggerer shows or stores are then masked like the worker's. What the task masks any other way
+(a Variable the DAG file's own code reads, a value given to ``mask_secret``) is not known to the trigger: read
+such a Variable in a template of the operator instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from airflow_sm_prefs.wait import supervisor_calls
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+VariableRead = tuple[str, bool]  # (key, read as JSON)
+
+
+def redacted(value: T) -> T:
+    """``value`` (text, or dicts and lists of it) with every secret the process's masker knows as ``***``."""
+    if value is None:
+        return value
+    try:
+        # common.compat finds the masker wherever this Airflow line keeps it.
+        from airflow.providers.common.compat.sdk import redact
+    except ImportError:  # pragma: no cover - every supported Airflow ships common.compat with the amazon provider
+        return value
+    result: Any = redact(value)
+    return result  # type: ignore[no-any-return]
+
+
+class _RecordingVariables:
+    """A template context's ``var.value`` or ``var.json`` that hands every read to Airflow's accessor and
+    remembers the key: what the task's templates read, for the trigger to read again in the triggerer."""
+
+    def __init__(self, accessor: Any, as_json: bool, read: set[VariableRead]) -> None:
+        self._accessor = accessor
+        self._as_json = as_json
+        self._read = read
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("__"):  # Jinja and copy probe for protocols; those are never Variables
+            raise AttributeError(key)
+        value = getattr(self._accessor, key)
+        self._read.add((key, self._as_json))
+        return value
+
+    def get(self, key: str, *default: Any) -> Any:
+        value = self._accessor.get(key, *default)
+        if not default or value is not default[0]:  # the default itself: no such Variable, nothing to mask
+            self._read.add((key, self._as_json))
+        return value
+
+
+@contextmanager
+def variables_read(context: MutableMapping[str, Any]) -> Iterator[set[VariableRead]]:
+    """While rendering templates with ``context``: the Variables they read, as (key, as JSON) pairs."""
+    read: set[VariableRead] = set()
+    accessors = context.get("var")
+    if not isinstance(accessors, dict) or not {"value", "json"} <= accessors.keys():
+        yield read  # a context without Airflow's accessors (a unit test's): nothing to record
+        return
+    context["var"] = {
+        "value": _RecordingVariables(accessors["value"], False, read),
+        "json": _RecordingVariables(accessors["json"], True, read),
+    }
+    try:
+        yield read
+    finally:
+        context["var"] = accessors
+
+
+async def mask_variables(variables: list[VariableRead]) -> None:
+    """Read these Variables in this process (the triggerer), so its masker hides the ones Airflow masks,
+    as the task's worker did. A Variable that cannot be read is named in the log, never fatal."""
+    if not variables:
+        return
+    from airflow.sdk import Variable
+
+    for key, as_json in variables:
+        try:
+            await supervisor_calls.ask(Variable.get, key, deserialize_json=as_json)
+        except Exception as error:  # gone since the task read it, or a secrets backend refusing the triggerer
+            log.warning("Could not read Variable %r in the triggerer to mask it in the job's log lines: %s", key, error)

@@ -1,0 +1,368 @@
+"""``airflow-sm-prefs`` command line: the report, the advisor, capacity weather, the ledger and prices.
+
+The development kit (airflow-sm-prefs-devkit: the emulator and the demo) adds its commands through the
+``airflow_sm_prefs.commands`` entry point group, so the runtime never imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from airflow_sm_prefs.storage import object_storage
+from airflow_sm_prefs.storage.object_storage import StorageUnavailable
+
+
+def fail(message: str) -> int:
+    """Say why a command cannot run, as argparse does, and give its exit code."""
+    print(f"airflow-sm-prefs: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _aws(arguments: list[str]) -> int:
+    """The AWS CLI with this environment's SageMaker model: awscli 1.x from PyPI carries its own older
+    botocore, whose model predates InstancePreferences; AWS_DATA_PATH makes it load the newer one."""
+    import importlib.util
+    import subprocess
+
+    botocore = importlib.util.find_spec("botocore")
+    if importlib.util.find_spec("awscli") is None or botocore is None or not botocore.submodule_search_locations:
+        return fail("the AWS CLI is not installed in this environment (pip install awscli)")
+    models = Path(next(iter(botocore.submodule_search_locations))) / "data"
+    env = {**os.environ, "AWS_DATA_PATH": os.pathsep.join(filter(None, [str(models), os.environ.get("AWS_DATA_PATH")]))}
+    return subprocess.run([sys.executable, "-m", "awscli", *arguments], env=env, check=False).returncode
+
+
+MAX_DAYS = 36_500  # a hundred years back is as far as any ledger or account history goes
+
+
+def _duration(text: str) -> Any:
+    """``30d``, ``12h``, ``90m`` as a ``timedelta`` of at most ``MAX_DAYS``; None for anything else."""
+    import datetime as dt
+
+    units = {"d": "days", "h": "hours", "m": "minutes"}
+    number, unit = text[:-1], text[-1:]
+    if unit not in units or not number.isascii() or not number.isdigit() or len(number) > 9:
+        return None
+    age = dt.timedelta(**{units[unit]: int(number)})
+    return age if age <= dt.timedelta(days=MAX_DAYS) else None
+
+
+def _since(text: str) -> Any:
+    """``30d``, ``12h``, ``90m`` (that long ago) or an ISO 8601 date or time."""
+    import pendulum
+
+    age = _duration(text)
+    if age is not None:
+        return pendulum.now("UTC") - age
+    try:
+        moment = pendulum.parse(text)
+    except (ValueError, TypeError):
+        moment = None
+    if not isinstance(moment, pendulum.DateTime):
+        raise argparse.ArgumentTypeError(
+            f"--since takes 30d, 12h, 90m (at most {MAX_DAYS}d) or an ISO 8601 time, not {text[:40]!r}"
+        )
+    return moment
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10_000:
+        raise argparse.ArgumentTypeError(f"a percentage from 0 to 10000, not {text[:40]!r}")
+    return value
+
+
+class CommandError(Exception):
+    """A command cannot go on: said in one line, exit status 2."""
+
+
+def _read_ledger() -> Any:
+    """Every DAG's entries: a report of one task still takes its evidence from all of them."""
+    from airflow_sm_prefs.evidence import ledger
+
+    try:
+        root = ledger.location()
+        if root.exists() and not root.is_dir():
+            raise CommandError(f"[sm_prefs] ledger_path: {root} is a file, not a folder")
+        reading = ledger.read(root, fields=ledger.REPORT_FIELDS)
+    except StorageUnavailable as error:  # the URL's filesystem is not installed, or the URL is not one
+        raise CommandError(str(error)) from None
+    except (ValueError, OSError) as error:  # an unknown scheme, an unreachable store
+        raise CommandError(f"[sm_prefs] ledger_path cannot be read: {error}") from None
+    if reading.bad:
+        print(
+            f"airflow-sm-prefs: warning: {reading.bad} ledger entr{'y' if reading.bad == 1 else 'ies'} could not be "
+            f"read and were skipped (e.g. {'; '.join(reading.bad_examples)})",
+            file=sys.stderr,
+        )
+    return reading
+
+
+def _report(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs.evidence import report
+
+    reading = _read_ledger()
+    rows = report.summarize(
+        reading.entries,
+        since=args.since,
+        dag_id=args.dag_id,
+        task_id=args.task_id,
+        max_cost_premium=args.max_cost_premium / 100.0,
+        drift_tolerance=args.drift_tolerance / 100.0,
+    )
+    say(report.render(rows, args.format))
+    return 0
+
+
+def _advise(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs.evidence import advisor
+    from airflow_sm_prefs.evidence.counterfactual import Timeline
+
+    reading = _read_ledger()
+    history = [e for e in reading.entries if (e["dag_id"], e["task_id"]) == (args.dag_id, args.task_id)]
+    if not history:
+        return fail(f"no job of {args.dag_id}.{args.task_id} in the capacity ledger")
+    say(advisor.render(advisor.advise(history, Timeline(reading.entries)), args.format))
+    return 0
+
+
+def _weather(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs.evidence import weather
+
+    reading = _read_ledger()
+    say(weather.render(weather.weather(reading.entries, region=args.region), args.format))
+    return 0
+
+
+def _backfill(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs.evidence.ledger_backfill import backfill
+    from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
+
+    hook = SageMakerPreferenceHook(aws_conn_id=args.aws_conn_id, region_name=args.region)
+    try:
+        counts = backfill(hook, args.since, region=hook.conn_region_name)
+    except Exception as error:  # no connection, no permission, no service: one line, not a traceback
+        return fail(f"backfill failed: {type(error).__name__}: {error}")
+    say(
+        f"{counts.listed} job(s) listed: {counts.added} added, {counts.already} already in the ledger, "
+        f"{counts.running} still running, {counts.not_ours} not launched by this provider"
+    )
+    return 0
+
+
+def _refresh_prices(args: argparse.Namespace) -> int:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    from airflow_sm_prefs.preflight import price_list, prices
+
+    try:
+        output = (
+            object_storage.place(args.output, object_storage.setting("storage_conn_id"), "--output")
+            if args.output
+            else prices.user_table_path()
+        )
+    except StorageUnavailable as error:
+        return fail(str(error))
+    try:
+        client = AwsBaseHook(
+            aws_conn_id=args.aws_conn_id, client_type="pricing", region_name=args.api_region
+        ).get_conn()
+        regions = args.region or [AwsBaseHook(aws_conn_id=args.aws_conn_id, client_type="sagemaker").conn_region_name]
+        retrieved = price_list.retrieve(client, regions)
+    except Exception as error:  # no connection, no permission, no service: one line, not a traceback
+        return fail(f"prices refresh failed: {type(error).__name__}: {error}")
+    if not retrieved.count():
+        return fail(f"the Price List API gave no SageMaker training or processing price for {', '.join(regions)}")
+    try:
+        price_list.write(retrieved, output, client.meta.endpoint_url)
+    except (prices.PriceTableError, OSError) as error:
+        return fail(str(error))
+    for conflict in retrieved.conflicts:
+        print(f"airflow-sm-prefs: warning: two prices for {conflict}; the higher was kept", file=sys.stderr)
+    say(
+        f"{retrieved.count()} price(s) for {', '.join(regions)} written to {output} ({retrieved.skipped} product(s) "
+        "without a single on-demand hourly USD price skipped)"
+    )
+    return 0
+
+
+def _show_prices(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs.preflight import prices
+
+    users = prices.user_table_path()
+    if users.exists() or users.is_symlink():
+        try:
+            prices.read_file(users)
+        except prices.PriceTableError as error:  # tasks leave it out and go on; the person asking is told
+            return fail(f"[sm_prefs] price_table: {error}; tasks use the shipped table without it")
+    table = prices.current()
+    for source in table.sources:
+        say(f"source: {source.source} (retrieved {source.retrieved or 'never'})")
+    rows = sorted(key for key in table.entries if args.region is None or key[0] == args.region)
+    if not rows:
+        say("No prices: every cost is shown as unknown. Run `airflow-sm-prefs prices refresh`.")
+    for region, kind, instance_type in rows:
+        say(f"{region:<16} {kind:<11} {instance_type:<22} ${table.entries[(region, kind, instance_type)].usd:g}/h")
+    return 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs.evidence import ledger
+
+    try:
+        result = ledger.compact(older_than=args.older_than)
+    except (ledger.LedgerError, StorageUnavailable) as error:
+        return fail(str(error))
+    except (ValueError, OSError) as error:
+        return fail(f"[sm_prefs] ledger_path cannot be used: {error}")
+    say(
+        f"{result.folded} entr{'y' if result.folded == 1 else 'ies'} folded into {result.files} month file(s); "
+        f"{result.kept} left as they are (recorded in the last {args.older_than}, or unreadable)"
+    )
+    return 0
+
+
+def _age(text: str) -> Any:
+    """``1d``, ``12h``, ``90m``: an age."""
+    age = _duration(text)
+    if age is None:
+        raise argparse.ArgumentTypeError(f"--older-than takes 1d, 12h or 90m (at most {MAX_DAYS}d), not {text[:40]!r}")
+    return age
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="airflow-sm-prefs")
+    commands = parser.add_subparsers(dest="command", required=True)
+    aws = commands.add_parser(
+        "aws",
+        help="the AWS CLI with this environment's SageMaker model (knows InstancePreferences), e.g. "
+        "`airflow-sm-prefs aws sagemaker list-training-jobs --endpoint-url http://127.0.0.1:8907`",
+    )
+    aws.add_argument("arguments", nargs=argparse.REMAINDER, help="arguments for `aws`")
+    report = commands.add_parser("report", help="the capacity report: did each task's fallbacks pay off?")
+    report.add_argument("--dag-id")
+    report.add_argument("--task-id")
+    report.add_argument("--since", type=_since, default=None, help="30d, 12h, 90m or an ISO 8601 time (default: all)")
+    report.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    report.add_argument(
+        "--max-cost-premium",
+        type=_percent,
+        default=25.0,
+        help="percent more per job the fallbacks may cost than the first choice and still pay off (default 25)",
+    )
+    report.add_argument(
+        "--drift-tolerance",
+        type=_percent,
+        default=25.0,
+        help="percent a configuration's median run may differ from its certified run time (default 25)",
+    )
+    report.set_defaults(handler=_report)
+    advise = commands.add_parser(
+        "advise", help="the task's current list against lists made from it, replayed on the task's own nights"
+    )
+    advise.add_argument("--dag-id", required=True)
+    advise.add_argument("--task-id", required=True)
+    advise.add_argument("--format", choices=("table", "json"), default="table")
+    advise.set_defaults(handler=_advise)
+    weather = commands.add_parser(
+        "weather", help="capacity weather: how often each configuration had room, by hour of the week"
+    )
+    weather.add_argument("--region", default=None)
+    weather.add_argument("--format", choices=("table", "json"), default="table")
+    weather.set_defaults(handler=_weather)
+    ledger = commands.add_parser("ledger", help="the capacity ledger")
+    ledger_commands = ledger.add_subparsers(dest="ledger_command", required=True)
+    backfill = ledger_commands.add_parser("backfill", help="add the jobs SageMaker knows and the ledger misses")
+    backfill.add_argument("--since", type=_since, required=True, help="30d, 12h, 90m or an ISO 8601 time")
+    backfill.add_argument("--aws-conn-id", default="aws_default")
+    backfill.add_argument("--region", default=None)
+    backfill.set_defaults(handler=_backfill)
+    compact = ledger_commands.add_parser(
+        "compact", help="fold older entries into one file per DAG and month (run it daily, from one place)"
+    )
+    compact.add_argument("--older-than", type=_age, default="1d", help="1d, 12h or 90m (default 1d)")
+    compact.set_defaults(handler=_compact)
+    price_commands = commands.add_parser("prices", help="the price table cost estimates and cost caps read")
+    price_actions = price_commands.add_subparsers(dest="prices_command", required=True)
+    refresh = price_actions.add_parser("refresh", help="fetch on-demand prices from the AWS Price List API")
+    refresh.add_argument(
+        "--region", action="append", help="Region to price (repeatable; default: the connection's Region)"
+    )
+    refresh.add_argument("--aws-conn-id", default="aws_default")
+    refresh.add_argument(
+        "--api-region", choices=price_list_regions(), default="us-east-1", help="where the Price List API is asked"
+    )
+    refresh.add_argument(
+        "--output", default=None, help="a path or URL (default: [sm_prefs] price_table, else <storage>/prices.json)"
+    )
+    refresh.set_defaults(handler=_refresh_prices)
+    show = price_actions.add_parser("show", help="the prices in effect and where they come from")
+    show.add_argument("--region")
+    show.set_defaults(handler=_show_prices)
+    for extension in _extensions():
+        extension.load()(commands)
+    return parser
+
+
+def _extensions() -> importlib.metadata.EntryPoints:
+    """Each entry point is named after the command it adds and is called with the command subparsers."""
+    return importlib.metadata.entry_points(group=COMMAND_EXTENSIONS)
+
+
+COMMAND_EXTENSIONS = "airflow_sm_prefs.commands"
+# What the development kit adds, so that asking for it without the kit says what to install.
+DEVKIT_COMMANDS = frozenset({"emulator", "demo"})
+
+
+def price_list_regions() -> tuple[str, ...]:
+    from airflow_sm_prefs.preflight.price_list import API_REGIONS
+
+    return API_REGIONS
+
+
+def say(*values: object, sep: str = " ", end: str = "\n", flush: bool = False) -> None:
+    """A command's result (a table, JSON, CSV): to the stdout the command started with."""
+    print(*values, sep=sep, end=end, file=_results, flush=flush)
+
+
+_results: TextIO = sys.stdout
+RESULT_COMMANDS = frozenset({"report", "advise", "weather", "ledger", "prices"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    global _results
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["aws"]:  # everything after `aws` is the AWS CLI's, options included
+        return _aws(argv[1:])
+    parser = build_parser()
+    if argv[:1] and argv[0] in DEVKIT_COMMANDS and argv[0] not in _extensions().names:
+        return fail(
+            f"`airflow-sm-prefs {argv[0]}` comes with the development kit, airflow-sm-prefs-devkit, which is not "
+            "installed here (from a checkout: pip install ./devkit; see docs/development.md)"
+        )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO)
+    # Airflow logs to whatever sys.stdout is when a logger is first used (reading a connection logs a line):
+    # a report's stdout is its result, which users pipe to jq or a CSV file, so Airflow's lines go to stderr.
+    # The long-running commands (emulator, demo) keep their own output where it was.
+    _results = sys.stdout
+    quiet_stdout = args.command in RESULT_COMMANDS
+    try:
+        with contextlib.redirect_stdout(sys.stderr) if quiet_stdout else contextlib.nullcontext():
+            return int(args.handler(args))
+    except CommandError as error:
+        return fail(str(error))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Provider metadata read by Airflow's provider discovery (``apache_airflow_provider`` entry point)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_sm_prefs import __version__
+
+
+def _option(description: str, example: str) -> dict[str, Any]:
+    return {"description": description, "version_added": "0.1.0", "type": "string", "example": example, "default": None}
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "airflow-sm-prefs",
+        "name": "SageMaker instance preferences",
+        "description": "Amazon SageMaker training and processing jobs with instance preference lists: "
+        "validated before submission, never launched twice, and a record of the configuration SageMaker chose.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Amazon SageMaker instance preferences",
+                "external-doc-url": "https://docs.aws.amazon.com/sagemaker/latest/dg/train-instance-preferences.html",
+                "tags": ["aws"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Amazon SageMaker instance preferences",
+                "python-modules": ["airflow_sm_prefs.surface.operators"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Amazon SageMaker instance preferences",
+                "python-modules": ["airflow_sm_prefs.wait.triggers"],
+            }
+        ],
+        "plugins": [{"name": "sm_prefs", "plugin-class": "airflow_sm_prefs.surface.plugin.SageMakerPreferencesPlugin"}],
+        "config": {
+            "sm_prefs": {
+                "description": "Where the capacity ledger lives and which price table and instance catalogue the "
+                "guardrails and cost estimates read.",
+                "options": {
+                    "storage": _option(
+                        "One location every host shares (a URL ObjectStoragePath understands), under which the "
+                        "capacity ledger (ledger/), the price table (prices.json) and the certification registry "
+                        "(certified.yaml) live unless their own "
+                        "option names another place (default: each under $AIRFLOW_HOME/sm_prefs/). S3 needs "
+                        "airflow-sm-prefs[s3].",
+                        "s3://team-bucket/sm-prefs",
+                    ),
+                    "storage_conn_id": _option(
+                        "The connection of storage's object store (and of price_table's and "
+                        "certification_registry's when they are URLs).",
+                        "aws_default",
+                    ),
+                    "ledger_path": _option(
+                        "The capacity ledger's root, a path ObjectStoragePath understands (default: "
+                        "<storage>/ledger, else $AIRFLOW_HOME/sm_prefs/ledger).",
+                        "s3://team-bucket/sm-prefs-ledger",
+                    ),
+                    "ledger_conn_id": _option(
+                        "The connection of ledger_path's object store (default: storage_conn_id).", "aws_default"
+                    ),
+                    "price_table": _option(
+                        "The user's price table, read over the shipped one (default: <storage>/prices.json, else "
+                        "$AIRFLOW_HOME/sm_prefs/prices.json; where `airflow-sm-prefs prices refresh` writes).",
+                        "/opt/airflow/sm_prefs/prices.json",
+                    ),
+                    "certification_registry": _option(
+                        "The certification registry (YAML) that certification DAGs write and certified= reads "
+                        "(a path or a URL; default: <storage>/certified.yaml, else "
+                        "$AIRFLOW_HOME/sm_prefs/certified.yaml).",
+                        "/opt/airflow/sm_prefs/certified.yaml",
+                    ),
+                    "instance_catalogue": _option(
+                        "A catalogue of instance types read over the shipped one (types it lacks, corrections).",
+                        "/opt/airflow/sm_prefs/instances.json",
+                    ),
+                },
+            }
+        },
+        "extra-links": [
+            "airflow_sm_prefs.surface.links.SageMakerConsoleLink",
+            "airflow_sm_prefs.surface.links.SageMakerLogsLink",
+        ],
+    }

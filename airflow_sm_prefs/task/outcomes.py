@@ -1,0 +1,71 @@
+"""How a job's end becomes the task's end: the message a user needs, and the exception that fails the task."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from airflow.providers.common.compat.sdk import AirflowException
+
+from airflow_sm_prefs.evidence.record import JobRecord
+from airflow_sm_prefs.sagemaker import job_status
+from airflow_sm_prefs.sagemaker.job_view import JobView
+from airflow_sm_prefs.task.progress import format_seconds
+
+FINISH_SUMMARY_FIELDS = (
+    "selected_instance_type",
+    "selected_instance_count",
+    "selected_rank",
+    "pending_seconds",
+    "run_seconds",
+    "billable_seconds",
+    "estimated_cost_usd",
+    "cost_basis",
+)
+
+
+class NoCapacityError(AirflowException):
+    """SageMaker never found capacity for any preference within the allowed wait."""
+
+
+def with_log_tail(error: AirflowException, lines: Sequence[str]) -> AirflowException:
+    """The same error, its message ending with the job's last log lines."""
+    if not lines:
+        return error
+    return type(error)(f"{error}\nLast {len(lines)} lines of the job's log:\n" + "\n".join(lines))
+
+
+def outcome_error(view: JobView, record: JobRecord) -> AirflowException:
+    """Why a job that ended without completing failed the task, in the words a user needs."""
+    status = record["status"]
+    kind = view.kind.name
+    if record["selected_instance_type"] is None:
+        waited = format_seconds(record["pending_seconds"])
+        return NoCapacityError(
+            f"SageMaker {kind} job {record['job_name']} ended {status} without ever getting capacity "
+            f"after waiting {waited} for any of: {view.describe_preferences()}. "
+            f"{record['failure_reason'] or ''}".strip()
+        )
+    where = (
+        f"{record['selected_instance_count']} x {record['selected_instance_type']} "
+        f"(preference #{(record['selected_rank'] or 0) + 1})"
+    )
+    hint = (
+        " It ran on a fallback type: SageMaker does not check that your container works on every preference."
+        if record["fell_back"] and job_status.failed(status)
+        else ""
+    )
+    return AirflowException(
+        f"SageMaker {kind} job {record['job_name']} ended {status} on {where}: "
+        f"{record['failure_reason'] or view.secondary_status}.{hint}"
+    )
+
+
+def no_capacity_message(view: JobView, bound: str = "within max_pending") -> str:
+    return (
+        f"SageMaker {view.kind.name} job {view.name} got no capacity {bound} "
+        f"({format_seconds(view.pending_seconds())} waited) for any of: {view.describe_preferences()}"
+    )
+
+
+def wait_timeout_message(view: JobView) -> str:
+    return f"SageMaker {view.kind.name} job {view.name} was still {view.status} when wait_timeout expired"

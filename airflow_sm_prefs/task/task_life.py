@@ -1,0 +1,285 @@
+"""A task's life with its job, one state machine for both ways of waiting.
+
+::
+
+    start ──► submit (claim, preflight, create or reattach) ──► follow ──► ended ─────────────► Done
+                                                                  │                               ▲
+                                                                  ▼                               │
+                                   resume(WaitEnded) ──► after ◄── wait (deferred: Defer; blocking: │
+                                                          │        the loop here, then after)      │
+                                                          ├── selected: announce, wait again        │
+                                                          ├── finished ─────────────────────────────┘
+                                                          └── no capacity in time, timeout, lost: fail
+
+``execute`` calls :meth:`TaskLife.start`, ``execute_complete`` :meth:`TaskLife.resume`; each returns the step the
+operator carries out: :class:`Defer` (hand the wait to the triggerer) or :class:`Done` (return the record). Every
+Describe is parsed once into a :class:`~airflow_sm_prefs.sagemaker.job_view.JobView`, which is what flows from here on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import pendulum
+from airflow.providers.common.compat.sdk import AirflowException
+
+from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.sagemaker import job_status
+from airflow_sm_prefs.sagemaker.job_view import JobView, to_time
+from airflow_sm_prefs.task import attempts
+from airflow_sm_prefs.task.deadlines import wait_deadlines
+from airflow_sm_prefs.task.outcomes import NoCapacityError, no_capacity_message, wait_timeout_message
+from airflow_sm_prefs.task.submission import Prepared, Submission
+from airflow_sm_prefs.task.task_outcome import TaskOutcome, latest_view
+from airflow_sm_prefs.wait.polling import Outcome, WaitFor
+from airflow_sm_prefs.wait.wait_event import WaitEnded
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from airflow.triggers.base import BaseTrigger
+
+    from airflow_sm_prefs.evidence.record import JobRecord
+    from airflow_sm_prefs.preflight.certification import Certification
+    from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
+
+# The trigger enforces the wait's deadline itself; Airflow's own timeout on the deferral only backs it up.
+DEFER_TIMEOUT_MARGIN = timedelta(minutes=15)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """How the task waits for its job: the operator's arguments, judged."""
+
+    deferrable: bool
+    check_interval: float
+    max_pending: int | None
+    wait_timeout: int | None
+    stop_on_kill: bool
+    stop_on_timeout: bool
+    resubmit_after_failure: bool
+    stream_logs: bool
+    retries: int
+    # What the pending limit is called in the failure message.
+    pending_bound: str = "within max_pending"
+    # The Variables the task's templates read, (key, read as JSON): the trigger masks them too.
+    mask_variables: tuple[tuple[str, bool], ...] = ()
+
+    @classmethod
+    def of(cls, task: Any) -> Waiting:
+        """An operator's waiting arguments, as judged when it was built."""
+        return cls(
+            deferrable=task.deferrable,
+            check_interval=task.check_interval,
+            max_pending=task.max_pending,
+            wait_timeout=task.wait_timeout,
+            stop_on_kill=task.stop_on_kill,
+            stop_on_timeout=task.stop_on_timeout,
+            resubmit_after_failure=task.resubmit_after_failure,
+            stream_logs=task.stream_logs,
+            retries=task.retries or 0,
+            pending_bound="in time to finish by finish_by" if task.finish_by is not None else "within max_pending",
+            mask_variables=tuple(task._variables_read),
+        )
+
+
+class Defer(NamedTuple):
+    trigger: BaseTrigger
+    timeout: timedelta
+
+
+class Done(NamedTuple):
+    record: JobRecord
+    view: JobView
+
+
+Step = Defer | Done
+
+
+class Wait(NamedTuple):
+    """A wait in progress: what has been announced, and when it must end."""
+
+    announced: bool
+    deadline: str
+    pending_deadline: str | None
+
+
+class TaskLife:
+    """One execution of the task: its first start, or its resumption after a deferral."""
+
+    def __init__(
+        self,
+        kind: JobKind,
+        hook: SageMakerPreferenceHook,
+        hook_kwargs: dict[str, Any],
+        region: str | None,
+        waiting: Waiting,
+        certification: Certification,
+        context: Context,
+        log: Any,
+        persist_links: Callable[[str], None],
+    ) -> None:
+        self.kind = kind
+        self.hook = hook
+        self.hook_kwargs = hook_kwargs
+        self.region = region
+        self.waiting = waiting
+        self.certification = certification
+        self.context = context
+        self.log = log
+        self.persist_links = persist_links
+        self.active_job: str | None = None  # what a kill stops
+        self.claims = attempts.ClaimStore.from_context(context)
+
+    @cached_property
+    def outcome(self) -> TaskOutcome:
+        return TaskOutcome(self.context, self.kind, self.region, self.log, self.claims, self.certification)
+
+    def start(
+        self, request: dict[str, Any], job_name: str | None, preflight: Callable[[dict[str, Any]], Prepared]
+    ) -> Step:
+        """Claim the task instance's job, create it (past ``preflight``) or reattach to it, and follow it."""
+        submission = Submission(
+            hook=self.hook,
+            kind=self.kind,
+            connection={**self.hook_kwargs, "region_name": self.region},
+            stop_on_kill=self.waiting.stop_on_kill,
+            resubmit_after_failure=self.waiting.resubmit_after_failure,
+            retries=self.waiting.retries,
+            log=self.log,
+            claims=self.claims,
+        )
+        submitted = submission.submit(self.context, request, job_name, self.outcome, prepare=preflight)
+        return self._follow(submitted.claim, submitted.request, reattached=submitted.reattached)
+
+    def resume(self, ended: WaitEnded, rendered_request: Callable[[], Mapping[str, Any]]) -> Step:
+        """Go on from the trigger's event."""
+        claim = self.claims.load()
+        if claim is not None and claim.job_name != ended.job_name:
+            # Airflow delivered another trigger's event (seen with SQLite, which reuses a deleted trigger's
+            # id): the job it reports is not the one this task instance follows now, so keep following ours.
+            self.log.warning(
+                "Ignoring an event about SageMaker job %s: this task instance follows job %s",
+                ended.job_name,
+                claim.job_name,
+            )
+            return self._follow(claim, rendered_request())
+        if claim is not None:
+            self.claims.save(claim.advanced(attempts.RESUMED))
+        self.active_job = ended.job_name
+        view = ended.view(self.kind)
+        if view is None:  # a trigger that saw no change since the deferral (a quiet queue) sends no description
+            view = latest_view(self.hook, JobView.parse(self.kind, {self.kind.name_field: ended.job_name}), self.log)
+        deadline = ended.deadline or wait_deadlines(self.kind, {}, None, None, None)[0]
+        wait = Wait(ended.announced, deadline, ended.pending_deadline)
+        return self._after(ended.outcome, view, wait, ended.message)
+
+    def _follow(self, claim: attempts.JobClaim, request: Mapping[str, Any], reattached: bool = False) -> Step:
+        """Wait for the claimed job: finish at once if it ended, announce a selection, then wait."""
+        self.active_job = claim.job_name
+        self.persist_links(claim.job_name)
+        description, service_now = self.hook.describe_job_at(self.kind, claim.job_name)
+        view = JobView.parse(self.kind, description)
+        if self.waiting.stream_logs and reattached and view.started is not None and not view.terminal:
+            from airflow_sm_prefs.wait.worker_logs import start_from_now
+
+            start_from_now(self.context["ti"], claim.job_name, service_now, self.log)
+        deadline, pending_deadline = wait_deadlines(
+            self.kind,
+            request,
+            claim.submitted_at,
+            self.waiting.max_pending,
+            self.waiting.wait_timeout,
+            claim.pending_until,
+        )
+        if view.terminal:
+            return self._finish(view, announced=False)
+        announced = view.selected is not None
+        if announced:
+            self.outcome.announce(view)
+        self.claims.save(claim.advanced(attempts.DEFERRED if self.waiting.deferrable else attempts.BLOCKING))
+        return self._wait(view, Wait(announced, deadline, pending_deadline))
+
+    def _wait(self, view: JobView, wait: Wait) -> Step:
+        """Wait for the selection (unless announced), then for the end: in the triggerer or in this slot."""
+        wait_for: WaitFor = "completion" if wait.announced else "selection"
+        log_cursor = None
+        if self.waiting.stream_logs:
+            from airflow_sm_prefs.wait.worker_logs import saved_cursor
+
+            log_cursor = saved_cursor(self.context["ti"])
+        if self.waiting.deferrable:
+            return self._deferral(view, wait_for, wait, log_cursor)
+        from airflow_sm_prefs.wait import blocking
+
+        observed = None
+        if self.waiting.stream_logs:
+            from airflow_sm_prefs.wait.worker_logs import blocking_reader
+
+            assert view.name is not None
+            observed = blocking_reader(self.hook_kwargs, self.kind, view.name, self.log, log_cursor)
+        outcome, view = blocking.wait(
+            self.hook,
+            view,
+            wait_for,
+            wait.deadline,
+            wait.pending_deadline,
+            self.waiting.check_interval,
+            self.log,
+            observed=observed,
+        )
+        return self._after(outcome, view, wait)
+
+    def _deferral(self, view: JobView, wait_for: WaitFor, wait: Wait, log_cursor: dict[str, Any] | None) -> Defer:
+        from airflow_sm_prefs.wait.triggers import SageMakerPreferenceJobTrigger
+        from airflow_sm_prefs.wait.watcher import KnownState
+
+        assert view.name is not None
+        trigger = SageMakerPreferenceJobTrigger(
+            job_name=view.name,
+            job_kind=self.kind.name,
+            hook_kwargs=self.hook_kwargs,
+            wait_for=wait_for,
+            deadline=wait.deadline,
+            pending_deadline=wait.pending_deadline,
+            poll_interval=self.waiting.check_interval,
+            stop_on_kill=self.waiting.stop_on_kill,
+            known_state=KnownState.of(view).to_json(),
+            stream_logs=self.waiting.stream_logs,
+            log_cursor=log_cursor,
+            mask_variables=[list(read) for read in self.waiting.mask_variables],
+        )
+        now = pendulum.now("UTC")
+        remaining = (to_time(wait.deadline) or now) - now
+        # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.
+        return Defer(trigger, timedelta(seconds=remaining.total_seconds()) + DEFER_TIMEOUT_MARGIN)
+
+    def _after(self, outcome: Outcome, view: JobView, wait: Wait, message: str | None = None) -> Step:
+        """What the task does once a wait ended, whichever way it waited."""
+        if outcome is Outcome.SELECTED:
+            self.outcome.announce(view)
+            claim = self.claims.load()
+            if claim is not None:
+                self.claims.save(claim.advanced(attempts.DEFERRED if self.waiting.deferrable else attempts.BLOCKING))
+            return self._wait(view, wait._replace(announced=True))
+        if outcome is Outcome.FINISHED:
+            return self._finish(view, wait.announced)
+        stop = self.waiting.stop_on_timeout
+        if outcome is Outcome.PENDING_TIMEOUT:
+            why = no_capacity_message(view, self.waiting.pending_bound)
+            self.outcome.abandon(self.hook, view, NoCapacityError, why, stop, "queued")
+        if outcome is Outcome.TIMEOUT:
+            self.outcome.abandon(self.hook, view, AirflowException, wait_timeout_message(view), stop, "running")
+        raise RuntimeError(f"lost track of SageMaker job {view.name}: {message}; a retry reattaches")
+
+    def _finish(self, view: JobView, announced: bool) -> Done:
+        tail: list[str] = []
+        failed_after_start = job_status.failed(view.status) and view.started is not None
+        if self.waiting.stream_logs and failed_after_start and view.name is not None:
+            from airflow_sm_prefs.wait.worker_logs import last_lines, logs_client
+
+            tail = last_lines(logs_client(self.hook_kwargs), self.kind, view.name, self.log)
+        return Done(self.outcome.finish(view, announced, tail), view)

@@ -1,0 +1,145 @@
+"""What a task leaves behind about its job: the selection as soon as it is known, the record at the end,
+and the failure that says why; used by the operator whichever way it waited.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+
+from airflow_sm_prefs.evidence import ledger, record
+from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.sagemaker import job_status
+from airflow_sm_prefs.sagemaker.job_view import JobView
+from airflow_sm_prefs.task import attempts, progress
+from airflow_sm_prefs.task.outcomes import FINISH_SUMMARY_FIELDS, outcome_error, with_log_tail
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_sm_prefs.preflight.certification import Certification
+    from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
+
+
+DROPPED_XCOM_KEY = "dropped_preferences"
+UNCERTIFIED_XCOM_KEY = "uncertified_preferences"
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    context: Context
+    kind: JobKind
+    region: str | None
+    log: logging.Logger | logging.LoggerAdapter[Any] | Any
+    claims: attempts.ClaimStore  # the task instance's one store, shared with the rest of its life
+    certification: Certification | None = None
+
+    def announce(self, view: JobView) -> None:
+        """The chosen configuration, as soon as SageMaker chose it: a log line, an XCom, a metric."""
+        from airflow_sm_prefs.evidence.metrics import emit_selection
+
+        chosen = record.selection(view, self.region)
+        if chosen is None:
+            return
+        self.log.info(progress.selection_line(view))
+        self.context["ti"].xcom_push(key="selection", value=chosen)
+        emit_selection(chosen)
+
+    def facts_of(self, view: JobView) -> JobFacts:
+        """Everything the record, the ledger and the metrics say of the job, computed once."""
+        certified = None
+        if self.certification is not None and self.certification.workload:
+            certified = self.certification.certified_run_seconds(view.selected_type, view.selected_count)
+        return JobFacts.of(view, self.region, certified_run_seconds=certified)
+
+    def record_of(self, facts: JobFacts) -> record.JobRecord:
+        """The job's record, with the entries this try's guardrails dropped from its list."""
+        ti = self.context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        dropped = ti.xcom_pull(key=DROPPED_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
+        uncertified = ti.xcom_pull(key=UNCERTIFIED_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
+        return record.build(
+            facts, dropped if isinstance(dropped, list) else (), uncertified if isinstance(uncertified, list) else ()
+        )
+
+    def mark_finished(self) -> None:
+        """This try reached the job's outcome: a later try of this task instance is a user's new request."""
+        claim = self.claims.load()
+        if claim is not None:
+            self.claims.save(claim.advanced(attempts.FINISHED))
+
+    def finish(self, view: JobView, announced: bool, log_tail: Sequence[str] = ()) -> record.JobRecord:
+        """The job ended: return its record if it completed, else push the record and raise why it did not
+        (ending with ``log_tail``, the job's last log lines, so the reason is in the alert)."""
+        self.mark_finished()
+        if not announced:
+            self.announce(view)
+        facts = self.facts_of(view)
+        result = self.record_of(facts)
+        summary = json.dumps({k: result[k] for k in FINISH_SUMMARY_FIELDS})  # type: ignore[literal-required]
+        self.log.info("SageMaker %s job %s ended %s: %s", view.kind.name, view.name, view.status, summary)
+        self.record_in_ledger(facts)
+        if job_status.succeeded(result["status"]):
+            return result
+        self.context["ti"].xcom_push(key="record", value=result)
+        raise with_log_tail(outcome_error(view, result), log_tail)
+
+    def record_in_ledger(self, facts: JobFacts, outcome: ledger.Outcome | None = None) -> None:
+        """The job's end, in the capacity ledger and as metrics; never a reason for the task to fail."""
+        from airflow_sm_prefs.evidence.metrics import emit_end
+
+        ti = self.context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        entry = ledger.entry_for(facts, ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
+        if self.certification is not None and self.certification.workload:
+            entry["workload"] = self.certification.workload
+            entry["certified_run_seconds"] = facts.certified_run_seconds
+        if outcome is not None:
+            entry["outcome"] = outcome
+        ledger.write(entry)
+        emit_end(entry)
+
+    def refuse_ended_job(self, view: JobView, reason: str) -> NoReturn:
+        """A retry finds the job ended and may not launch another: record it again (a retry starts with no
+        XCom) and say again why it ended."""
+        result = self.record_of(self.facts_of(view))
+        self.context["ti"].xcom_push(key="record", value=result)
+        raise AirflowFailException(f"{outcome_error(view, result)} Not launched again: {reason}.")
+
+    def abandon(
+        self,
+        hook: SageMakerPreferenceHook,
+        view: JobView,
+        error: type[AirflowException],
+        message: str,
+        stop: bool,
+        left: str,
+    ) -> NoReturn:
+        """The task stops waiting: stop the job unless told not to, record it, and fail saying which."""
+        assert view.name is not None
+        self.mark_finished()
+        if stop:
+            hook.stop_job(self.kind, view.name, self.log)
+            # The record shows the job after the stop.
+            view = latest_view(hook, view, self.log)
+        facts = self.facts_of(view)
+        if stop:  # a job left running is not over: a backfill records it once it ends
+            self.record_in_ledger(facts, "no_capacity" if view.started is None else "stopped")
+        self.context["ti"].xcom_push(key="record", value=self.record_of(facts))
+        raise error(message + ("; the job was stopped" if stop else f"; the job was left {left}"))
+
+
+def latest_view(hook: SageMakerPreferenceHook, last_seen: JobView, log: Any) -> JobView:
+    """A fresh view of the job for its record; the last one seen if SageMaker cannot be asked right now."""
+    assert last_seen.name is not None
+    try:
+        return JobView.parse(last_seen.kind, hook.describe_job(last_seen.kind, last_seen.name))
+    except Exception as error:
+        log.info("Could not describe %s for its record (%s); recording the last status seen", last_seen.name, error)
+        return last_seen

@@ -1,0 +1,303 @@
+"""Following jobs' CloudWatch logs from the triggerer, shared like the status watching.
+
+One follower per event loop, connection and log group reads the lines of every running job its triggers
+follow: each job's interval (the task's ``check_interval``) it asks ``FilterLogEvents`` once for the job
+(its streams share the prefix ``<job name>/``), at most ``MAX_CALLS_PER_ROUND`` calls a round, the job read
+longest ago first, through a rate
+limiter shared per account and Region that halves on ``ThrottlingException``. A queued job has no streams,
+so it is not asked about at all: a thousand queued jobs cost no calls. Without ``logs:`` permissions the
+follower says so once and stops reading; the jobs are watched as before.
+
+A :class:`LogCursor` says where a job's reading stands (the last event time read, and the ids of the events
+read at that time), so a reader that starts again from a cursor shows no line twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_sm_prefs.sagemaker.hooks import ErrorClass, classify, error_code, settings_key
+from airflow_sm_prefs.wait.loop_shared import ClientFactory, LoopShared
+from airflow_sm_prefs.wait.polling import backoff_seconds
+from airflow_sm_prefs.wait.ratelimit import AdaptiveRateLimiter
+
+log = logging.getLogger(__name__)
+
+MAX_CALLS_PER_ROUND = 25
+EVENTS_PER_CALL = 1000
+IDLE_LINGER_SECONDS = 30.0
+# CloudWatch Logs' read APIs have their own per-account quotas, separate from SageMaker's.
+LOGS_CALLS_PER_SECOND = 5.0
+NOT_YET = ("ResourceNotFoundException",)  # no group or stream yet: the job has not logged
+MAX_LINE_CHARS = 8192  # CloudWatch takes 1 MB events; a task log line that long helps nobody
+MAX_STREAM_CHARS = 512
+MAX_DRAIN_PAGES = 100  # a job's last lines, read at its end: a bound on pages, not on lines that matter
+# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST) and two-character escapes.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|\x9b[0-?]*[ -/]*[@-~]")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    stream: str
+    message: str
+    timestamp: int  # ms
+
+    def render(self) -> str:
+        from airflow_sm_prefs.sagemaker.redaction import redacted
+
+        return redacted(f"[{self.stream}] {self.message}")
+
+    @classmethod
+    def of(cls, event: dict[str, Any]) -> LogLine:
+        """A ``FilterLogEvents`` event, made safe to print: what a job writes is untrusted."""
+        return cls(
+            printable(str(event.get("logStreamName", "")), MAX_STREAM_CHARS),
+            printable(str(event.get("message", "")).rstrip("\n"), MAX_LINE_CHARS),
+            event["timestamp"],
+        )
+
+
+def printable(text: str, limit: int) -> str:
+    """``text`` without terminal escapes or control characters (they could rewrite what a reader's terminal or
+    the log view shows), and cut to ``limit`` characters, saying how many more there were."""
+    text = _ESCAPES.sub("", text)
+    text = "".join(c if c.isprintable() or c == "\t" else "\ufffd" for c in text)
+    if len(text) > limit:
+        return f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return text
+
+
+def events_in_order(page: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``FilterLogEvents`` page's events by time (then stream, then id): the order they are shown in."""
+    return sorted(page.get("events", []), key=lambda e: (e["timestamp"], e.get("logStreamName", ""), e["eventId"]))
+
+
+@dataclass(frozen=True)
+class LogCursor:
+    """Events before ``after`` (ms), and those at ``after`` whose ids are in ``seen``, have been read."""
+
+    after: int = 0
+    seen: tuple[str, ...] = ()
+
+    def advanced(self, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], LogCursor]:
+        """The events not read yet, in order, and the cursor after them."""
+        fresh = [
+            e
+            for e in events
+            if e["timestamp"] > self.after or (e["timestamp"] == self.after and e["eventId"] not in self.seen)
+        ]
+        if not fresh:
+            return [], self
+        last = max(e["timestamp"] for e in fresh)
+        at_last = {e["eventId"] for e in fresh if e["timestamp"] == last}
+        if last == self.after:
+            at_last |= set(self.seen)
+        return fresh, LogCursor(last, tuple(sorted(at_last)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"after": self.after, "seen": list(self.seen)}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> LogCursor | None:
+        if not isinstance(raw, dict) or not isinstance(raw.get("after"), int):
+            return None
+        return cls(raw["after"], tuple(str(i) for i in raw.get("seen") or ()))
+
+
+@dataclass(frozen=True)
+class LogBatch:
+    """New lines for one job and the cursor after them; or, with ``unavailable``, why none will come."""
+
+    lines: tuple[LogLine, ...] = ()
+    cursor: LogCursor | None = None
+    unavailable: str | None = None
+
+
+@dataclass
+class _Followed:
+    job_name: str
+    cursor: LogCursor
+    interval: float
+    running: bool = False
+    queues: list[asyncio.Queue[LogBatch]] = field(default_factory=list)
+    last_read: float = 0.0
+    next_due: float = 0.0
+    failures: int = 0
+    # Mid-way through a listing: its next page's token and the start time it was asked with. Without it, a
+    # second at which more lines were written than one page holds would be read from its start for ever.
+    page_token: str | None = None
+    page_start: int = 0
+
+
+class LogFollower(LoopShared):
+    task_name = "sm-prefs-log-follower"
+
+    def __init__(
+        self, key: tuple[Any, ...], log_group: str, client_factory: ClientFactory, limiter: AdaptiveRateLimiter
+    ):
+        super().__init__(key, client_factory, limiter)
+        self.log_group = log_group
+        self._jobs: dict[str, _Followed] = {}
+        self.unavailable: str | None = None
+        self.calls = 0
+
+    @classmethod
+    def shared(
+        cls, log_group: str, hook_kwargs: dict[str, Any], client_factory: ClientFactory | None = None
+    ) -> LogFollower:
+        key = (settings_key(hook_kwargs), log_group)
+
+        def make() -> LogFollower:
+            limiter = AdaptiveRateLimiter.shared(
+                (hook_kwargs.get("aws_conn_id"), hook_kwargs.get("region_name"), "logs"), rate=LOGS_CALLS_PER_SECOND
+            )
+            return cls(key, log_group, client_factory or _logs_client_factory(hook_kwargs), limiter)
+
+        return cls._shared_instance(key, make)
+
+    @contextlib.asynccontextmanager
+    async def follow(self, job_name: str, cursor: LogCursor, interval: float) -> AsyncIterator[asyncio.Queue[LogBatch]]:
+        """New lines of ``job_name`` after ``cursor``, read every ``interval`` seconds once the job is marked
+        running (``set_running``)."""
+        queue: asyncio.Queue[LogBatch] = asyncio.Queue()
+        job = self._jobs.get(job_name)
+        if job is None:
+            job = self._jobs[job_name] = _Followed(job_name, cursor, interval)
+        job.interval = min(job.interval, interval)
+        job.queues.append(queue)
+        if self.unavailable is not None:
+            queue.put_nowait(LogBatch(unavailable=self.unavailable))
+        try:
+            yield queue
+        finally:
+            job.queues.remove(queue)
+            if not job.queues:
+                self._jobs.pop(job_name, None)
+
+    def set_running(self, job_name: str, running: bool) -> None:
+        """Whether the job's instances run (and so may log); a queued job costs no calls."""
+        job = self._jobs.get(job_name)
+        if job is not None and job.running != running:
+            job.running = running
+            job.next_due = 0.0
+            if running:
+                self._ensure_running()
+                self._wake.set()
+
+    async def drain(self, job_name: str) -> None:
+        """Read the job's last lines now (its end was seen): whatever it wrote before it ended is shown."""
+        job = self._jobs.get(job_name)
+        if job is None or self.unavailable is not None:
+            return
+        async with await self._client_factory() as client:
+            for _ in range(MAX_DRAIN_PAGES):
+                if not await self._read(client, job):
+                    break
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                client = await stack.enter_async_context(await self._client_factory())
+                idle_since: float | None = None
+                while self.unavailable is None:
+                    now = loop.time()
+                    running = [job for job in self._jobs.values() if job.running]
+                    if not running:
+                        idle_since = idle_since or now
+                        if now - idle_since >= IDLE_LINGER_SECONDS:
+                            break
+                    else:
+                        idle_since = None
+                    due = sorted((job for job in running if job.next_due <= now), key=lambda job: job.last_read)
+                    for job in due[:MAX_CALLS_PER_ROUND]:
+                        await self._read(client, job)
+                    upcoming = min((job.next_due for job in running), default=now + IDLE_LINGER_SECONDS)
+                    self._wake.clear()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), timeout=max(0.05, upcoming - loop.time()))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # no client could be built: the jobs are watched as before, without lines
+            self._give_up(f"cannot read CloudWatch Logs ({type(error).__name__}: {error})")
+
+    async def _read(self, client: Any, job: _Followed) -> bool:
+        """One page of the job's new lines, delivered; True when a full page suggests more are waiting."""
+        await self._limiter.acquire()
+        self.calls += 1
+        job.last_read = asyncio.get_running_loop().time()
+        request: dict[str, Any] = {
+            "logGroupName": self.log_group,
+            "logStreamNamePrefix": f"{job.job_name}/",
+            "startTime": job.page_start if job.page_token else job.cursor.after,
+            "limit": EVENTS_PER_CALL,
+        }
+        if job.page_token:
+            request["nextToken"] = job.page_token
+        try:
+            page = await client.filter_log_events(**request)
+        except Exception as error:
+            if job.page_token and error_code(error) == "InvalidParameterException":
+                job.page_token = None  # an expired token: list again from the cursor, which skips what was shown
+            self._failed(job, error)
+            return False
+        self._limiter.succeeded()
+        job.failures = 0
+        events = events_in_order(page)
+        fresh, cursor = job.cursor.advanced(events)
+        if fresh:
+            job.cursor = cursor
+            lines = tuple(LogLine.of(e) for e in fresh)
+            for queue in job.queues:
+                queue.put_nowait(LogBatch(lines, cursor))
+        token = page.get("nextToken")
+        job.page_token, job.page_start = (token, request["startTime"]) if token else (None, 0)
+        more = bool(token)
+        job.next_due = asyncio.get_running_loop().time() + (0.0 if more else job.interval)
+        return more
+
+    def _failed(self, job: _Followed, error: BaseException) -> None:
+        kind = classify(error)
+        loop = asyncio.get_running_loop()
+        if error_code(error) in NOT_YET:  # no group or stream yet: nothing logged so far
+            job.next_due = loop.time() + job.interval
+            return
+        if kind is ErrorClass.THROTTLED or kind is ErrorClass.TRANSIENT:
+            if kind is ErrorClass.THROTTLED:
+                self._limiter.throttled()
+            job.failures += 1
+            job.next_due = loop.time() + backoff_seconds(job.interval, job.failures)
+            return
+        code = error_code(error) or type(error).__name__
+        if kind is ErrorClass.ACCESS_DENIED:
+            self._give_up(
+                f"cannot read CloudWatch Logs ({code}); the job's log lines will not appear here. Grant "
+                f"logs:FilterLogEvents on {self.log_group} to see them."
+            )
+        else:
+            self._give_up(f"cannot read CloudWatch Logs ({code}: {error}); the job's log lines will not appear here.")
+
+    def _give_up(self, why: str) -> None:
+        """Stop reading for every job of this follower, and tell each trigger once why."""
+        self.unavailable = why
+        log.warning("SageMaker log streaming stopped for %s: %s", self.log_group, why)
+        for followed in self._jobs.values():
+            for queue in followed.queues:
+                queue.put_nowait(LogBatch(unavailable=why))
+
+
+def _logs_client_factory(hook_kwargs: dict[str, Any]) -> ClientFactory:
+    async def factory() -> Any:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+        from airflow_sm_prefs.sagemaker.hooks import async_client
+
+        return await async_client(AwsBaseHook(client_type="logs", **hook_kwargs))
+
+    return factory

@@ -1,0 +1,257 @@
+"""The deferrable wait: one trigger per task, all of a process's triggers served by a shared watcher."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pendulum
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_sm_prefs.request.jobs import KINDS, JobKind
+from airflow_sm_prefs.sagemaker.job_view import JobView
+from airflow_sm_prefs.surface import airflow_lines
+from airflow_sm_prefs.task import progress
+from airflow_sm_prefs.wait import supervisor_calls
+from airflow_sm_prefs.wait.polling import Outcome, WaitFor, next_limit, observe
+from airflow_sm_prefs.wait.wait_event import WaitEnded
+
+
+class SageMakerPreferenceJobTrigger(BaseTrigger):
+    """Waits for a SageMaker job to select a preference (``wait_for="selection"``) or to end.
+
+    Yields exactly one event, a :class:`~airflow_sm_prefs.wait.wait_event.WaitEnded`'s payload, whose description
+    holds only the Describe fields the operator reads (never the job's environment or hyperparameters, which
+    may hold secrets).
+
+    :param hook_kwargs: the operator's connection settings (``aws_conn_id``, ``region_name``, ``verify``,
+        ``config``), so the trigger's clients are built exactly like the task's. ``aws_conn_id`` and
+        ``region_name`` alone are accepted for triggers serialized by 0.1.0.
+    :param stream_logs: show the job's CloudWatch log lines in the task log while it runs.
+    :param log_cursor: where this try's log reading starts (a :class:`~airflow_sm_prefs.wait.log_follower.LogCursor`
+        as JSON; default: the job's first line). The reading's progress is kept in the XCom
+        ``sm_prefs_log_cursor`` and read back by a trigger that starts again in the same try (a triggerer
+        restart, a move to another triggerer), so no line is shown twice.
+    :param mask_variables: the Variables the task's templates read, as ``[key, read as JSON]`` (names, never
+        values), read again here so the triggerer masks in the job's log lines and events what the worker masks.
+    """
+
+    def __init__(
+        self,
+        job_name: str,
+        job_kind: str,
+        hook_kwargs: dict[str, Any] | None = None,
+        wait_for: WaitFor = "completion",
+        deadline: str | None = None,
+        pending_deadline: str | None = None,
+        poll_interval: float = 60.0,
+        stop_on_kill: bool = True,
+        known_state: dict[str, Any] | None = None,
+        aws_conn_id: str | None = None,
+        region_name: str | None = None,
+        stream_logs: bool = False,
+        log_cursor: dict[str, Any] | None = None,
+        mask_variables: list[list[Any]] | None = None,
+    ) -> None:
+        super().__init__()
+        if job_kind not in KINDS:
+            raise ValueError(f"job_kind must be one of {sorted(KINDS)}, got {job_kind!r}")
+        if wait_for not in ("selection", "completion"):
+            raise ValueError(f"wait_for must be 'selection' or 'completion', got {wait_for!r}")
+        self.job_name = job_name
+        self.job_kind = job_kind
+        if hook_kwargs is None:  # a trigger serialized by 0.1.0, still waiting across an upgrade
+            hook_kwargs = {"aws_conn_id": aws_conn_id or "aws_default", "region_name": region_name}
+        self.hook_kwargs = dict(hook_kwargs)
+        self.wait_for = wait_for
+        self.deadline = deadline
+        self.pending_deadline = pending_deadline
+        self.poll_interval = poll_interval
+        self.stop_on_kill = stop_on_kill
+        self.known_state = known_state
+        self.stream_logs = stream_logs
+        self.log_cursor = log_cursor
+        self.mask_variables = [[str(key), bool(as_json)] for key, as_json in mask_variables or []]
+
+    @property
+    def kind(self) -> JobKind:
+        return KINDS[self.job_kind]
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "job_name": self.job_name,
+                "job_kind": self.job_kind,
+                "hook_kwargs": self.hook_kwargs,
+                "wait_for": self.wait_for,
+                "deadline": self.deadline,
+                "pending_deadline": self.pending_deadline,
+                "poll_interval": self.poll_interval,
+                "stop_on_kill": self.stop_on_kill,
+                "known_state": self.known_state,
+                "stream_logs": self.stream_logs,
+                "log_cursor": self.log_cursor,
+                "mask_variables": self.mask_variables,
+            },
+        )
+
+    def _event(self, status: Outcome, description: dict[str, Any] | None, message: str | None = None) -> TriggerEvent:
+        # What the operator needs to resume travels in the event itself: `airflow dags test` hands the resume
+        # method only the event, not the kwargs given to defer().
+        ended = WaitEnded(
+            outcome=status,
+            job_name=self.job_name,
+            description=self.kind.essentials(description) if description else None,
+            announced=self.wait_for == "completion",
+            deadline=self.deadline,
+            pending_deadline=self.pending_deadline,
+            message=message,
+        )
+        return TriggerEvent(ended.payload(self.kind))
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            async for event in self._watch():
+                yield event
+        except asyncio.CancelledError:
+            if not airflow_lines.triggerer_calls_on_kill():
+                await self._stop_if_a_user_ended_the_task()
+            raise
+
+    async def _watch(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_sm_prefs.sagemaker.redaction import mask_variables
+        from airflow_sm_prefs.wait.watcher import JobWatcher, KnownState
+
+        await mask_variables([(str(key), bool(as_json)) for key, as_json in self.mask_variables])
+
+        kind = self.kind
+        watcher = JobWatcher.shared(kind, self.hook_kwargs)
+        known = KnownState.from_json(self.known_state) if self.known_state else None
+        last_signature = known.signature if known else None
+        description: dict[str, Any] | None = None
+        selected = False
+        async with watcher.watch(self.job_name, self.poll_interval, known) as updates, self._log_lines() as lines:
+            waiting_for_update = asyncio.ensure_future(updates.get())
+            waiting_for_lines = asyncio.ensure_future(lines.next_batch()) if lines else None
+            try:
+                while True:
+                    timeout, limit = next_limit(pendulum.now("UTC"), self.deadline, self.pending_deadline, selected)
+                    pending = {waiting_for_update, *([waiting_for_lines] if waiting_for_lines else [])}
+                    done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                    if not done:
+                        yield self._event(limit, description)
+                        return
+                    if lines is not None and waiting_for_lines is not None and waiting_for_lines in done:
+                        await lines.show(waiting_for_lines.result())
+                        waiting_for_lines = asyncio.ensure_future(lines.next_batch())
+                    if waiting_for_update not in done:
+                        continue
+                    update = waiting_for_update.result()
+                    waiting_for_update = asyncio.ensure_future(updates.get())
+                    if update.error is not None:
+                        yield self._event(Outcome.ERROR, description, update.error)
+                        return
+                    description = update.description
+                    assert description is not None
+                    view = JobView.parse(kind, description)
+                    selected = view.selected is not None
+                    if lines is not None:
+                        lines.running(view.started is not None)
+                    if view.signature != last_signature:
+                        self.log.info(progress.status_line(view))
+                        last_signature = view.signature
+                    outcome = observe(view, self.wait_for)
+                    if outcome is Outcome.SELECTED:
+                        self.log.info(progress.selection_line(view))
+                    if outcome is not None:
+                        if lines is not None and waiting_for_lines is not None and view.terminal:
+                            # A batch already taken from the queue is shown first; a pending get is cancelled,
+                            # which leaves its batch in the queue for finish() to show.
+                            if waiting_for_lines.done():
+                                await lines.show(waiting_for_lines.result())
+                            waiting_for_lines.cancel()
+                            waiting_for_lines = None
+                            await lines.finish()
+                        yield self._event(outcome, description)
+                        return
+            finally:
+                for waiting in (waiting_for_update, waiting_for_lines):
+                    if waiting is not None:
+                        waiting.cancel()
+
+    @contextlib.asynccontextmanager
+    async def _log_lines(self) -> AsyncIterator[Any]:
+        """The job's log lines for this trigger, or None when ``stream_logs`` is off."""
+        if not self.stream_logs:
+            yield None
+            return
+        from airflow_sm_prefs.wait.cloudwatch_task_log import try_stream
+        from airflow_sm_prefs.wait.log_follower import LogCursor, LogFollower
+        from airflow_sm_prefs.wait.log_stream import TriggerLogStream
+
+        follower = LogFollower.shared(self.kind.log_group, self.hook_kwargs)
+        stream = TriggerLogStream(self.job_name, follower, self.log, self.task_instance, try_stream(self.task_instance))
+        cursor = await stream.saved_cursor() or LogCursor.from_json(self.log_cursor) or LogCursor()
+        async with follower.follow(self.job_name, cursor, self.poll_interval) as queue:
+            stream.queue = queue
+            yield stream
+
+    async def on_kill(self) -> None:
+        """The user marked the deferred task failed/success or cleared it: stop the job (best effort).
+
+        Airflow 3.3 also calls ``on_kill`` when a trigger leaves a triggerer because another triggerer took it
+        over (two or more triggerers); the task is then still deferred, and its job must go on."""
+        from airflow_sm_prefs.sagemaker.hooks import shared_hook
+
+        if not self.stop_on_kill:
+            self.log.info("stop_on_kill is off: leaving SageMaker job %s running", self.job_name)
+            return
+        if await self._task_state() == "deferred":
+            self.log.info(
+                "SageMaker job %s keeps running: its task is still deferred (another triggerer took this trigger "
+                "over), so this is not a user's action",
+                self.job_name,
+            )
+            return
+        await shared_hook(self.hook_kwargs).stop_job_async(self.kind, self.job_name, self.log)
+
+    async def _stop_if_a_user_ended_the_task(self) -> None:
+        """Before Airflow 3.3 a trigger gets no ``on_kill``: it is cancelled, both when a user marks its task
+        failed or success or clears it and when its triggerer stops or hands it over. Only the task's state
+        tells them apart; when it cannot be read, the job goes on (a restart must never stop healthy jobs)."""
+        from airflow_sm_prefs.sagemaker.hooks import shared_hook
+
+        state = await self._task_state()
+        if not self.stop_on_kill or state in (None, "deferred"):
+            self.log.info("SageMaker job %s keeps running: its task is %s", self.job_name, state or "of unknown state")
+            return
+        self.log.info("The task left the deferred state (%s) by a user's action: stopping job %s", state, self.job_name)
+        await shared_hook(self.hook_kwargs).stop_job_async(self.kind, self.job_name, self.log)
+
+    async def _task_state(self) -> str | None:
+        """The task instance's state as the Execution API says; None when it cannot say."""
+        ti = getattr(self, "task_instance", None)
+        if ti is None:
+            return None
+        map_index = getattr(ti, "map_index", -1)
+        query = {"dag_id": ti.dag_id, "task_ids": [ti.task_id], "run_ids": [ti.run_id], "map_index": map_index}
+        try:
+            states = await _task_states(query)
+        except Exception as error:  # no Execution API here (a test, a triggerer without it)
+            self.log.debug("Could not read the task's state (%s)", error)
+            return None
+        key = ti.task_id if map_index is None or map_index < 0 else f"{ti.task_id}_{map_index}"
+        in_run = states.get(ti.run_id, {})
+        if key not in in_run:
+            return None
+        return str(in_run[key] or "none")  # a cleared task has no state: not deferred either
+
+
+async def _task_states(query: dict[str, Any]) -> dict[str, Any]:
+    """``RuntimeTaskInstance.get_task_states`` from a trigger."""
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    return dict(await supervisor_calls.ask(RuntimeTaskInstance.get_task_states, **query))

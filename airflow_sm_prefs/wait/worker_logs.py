@@ -1,0 +1,145 @@
+"""Reading a job's CloudWatch log from the worker: its last lines for a failure message, and its new lines
+while a blocking wait (``deferrable=False``) runs. The deferred wait reads through ``log_follower`` instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.wait.log_follower import (
+    EVENTS_PER_CALL,
+    MAX_DRAIN_PAGES,
+    NOT_YET,
+    LogCursor,
+    LogLine,
+    events_in_order,
+)
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.sagemaker.job_view import JobView
+
+TAIL_LINES = 20
+# A failure's reason is nearly always in the first instances' streams; a large cluster is not read whole.
+TAIL_STREAMS = 8
+
+
+def logs_client(hook_kwargs: dict[str, Any]) -> Any:
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    return AwsBaseHook(client_type="logs", **hook_kwargs).conn
+
+
+def last_lines(client: Any, kind: JobKind, job_name: str, log: Any, count: int = TAIL_LINES) -> list[str]:
+    """The job's last ``count`` lines over its first streams, oldest first; none (and a log line) if unreadable."""
+    from airflow_sm_prefs.sagemaker.hooks import error_code
+
+    try:
+        streams = client.describe_log_streams(
+            logGroupName=kind.log_group, logStreamNamePrefix=f"{job_name}/", limit=TAIL_STREAMS
+        )["logStreams"]
+        events: list[tuple[int, str, str]] = []
+        for stream in streams:
+            name = stream["logStreamName"]
+            page = client.get_log_events(
+                logGroupName=kind.log_group, logStreamName=name, startFromHead=False, limit=count
+            )
+            events.extend((e["timestamp"], name, str(e["message"])) for e in page["events"])
+    except Exception as error:
+        if error_code(error) not in NOT_YET:
+            log.warning("Could not read the log of SageMaker job %s for the failure message: %s", job_name, error)
+        return []
+    events.sort()
+    return [
+        LogLine.of({"logStreamName": stream, "message": message, "timestamp": timestamp}).render()
+        for timestamp, stream, message in events[-count:]
+    ]
+
+
+class BlockingLogReader:
+    """A blocking wait's log reading: each call shows the lines written since the last."""
+
+    def __init__(self, client: Any, kind: JobKind, job_name: str, log: logging.Logger | Any, cursor: LogCursor) -> None:
+        self.client = client
+        self.kind = kind
+        self.job_name = job_name
+        self.log = log
+        self.cursor = cursor
+        self.unavailable = False
+
+    def read(self) -> None:
+        from airflow_sm_prefs.sagemaker.hooks import ErrorClass, classify, error_code
+
+        request: dict[str, Any] = {
+            "logGroupName": self.kind.log_group,
+            "logStreamNamePrefix": f"{self.job_name}/",
+            "startTime": self.cursor.after,
+            "limit": EVENTS_PER_CALL,
+        }
+        # Page by token, not by time: a second may hold more lines than a page, and starting again from it
+        # would read its first page for ever.
+        for _ in range(MAX_DRAIN_PAGES):
+            if self.unavailable:
+                return
+            try:
+                page = self.client.filter_log_events(**request)
+            except Exception as error:
+                if error_code(error) in NOT_YET or classify(error) in (ErrorClass.THROTTLED, ErrorClass.TRANSIENT):
+                    return
+                self.unavailable = True
+                self.log.warning(
+                    "Cannot read the log of SageMaker job %s (%s); its lines will not appear here. Grant "
+                    "logs:FilterLogEvents on %s to see them.",
+                    self.job_name,
+                    error_code(error) or type(error).__name__,
+                    self.kind.log_group,
+                )
+                return
+            events = events_in_order(page)
+            fresh, self.cursor = self.cursor.advanced(events)
+            for event in fresh:
+                self.log.info(LogLine.of(event).render())
+            token = page.get("nextToken")
+            if not token:
+                return
+            request["nextToken"] = token
+
+
+def saved_cursor(ti: Any) -> dict[str, Any] | None:
+    """Where this try's reading of the job's log stands (XCom ``sm_prefs_log_cursor``), if it began."""
+    from airflow_sm_prefs.wait.log_stream import CURSOR_XCOM_KEY
+
+    saved = ti.xcom_pull(key=CURSOR_XCOM_KEY, task_ids=ti.task_id, map_indexes=ti.map_index)
+    return saved if isinstance(saved, dict) else None
+
+
+def start_from_now(ti: Any, job_name: str, service_now: float | None, log: Any) -> None:
+    """A retry reattached to a running job: the lines an earlier try showed are in that try's log, so this try
+    shows the lines written from now on (in the service's clock), none of them twice."""
+    import pendulum
+
+    from airflow_sm_prefs.wait.log_stream import CURSOR_XCOM_KEY
+
+    now = service_now if service_now is not None else pendulum.now("UTC").timestamp()
+    ti.xcom_push(key=CURSOR_XCOM_KEY, value=LogCursor(after=int(now) * 1000).to_json())
+    log.info(
+        "SageMaker job %s was already running: its log lines up to %s are in the earlier tries' logs and in "
+        "CloudWatch; showing the lines written from then on",
+        job_name,
+        pendulum.from_timestamp(int(now)).to_iso8601_string(),
+    )
+
+
+def blocking_reader(
+    hook_kwargs: dict[str, Any], kind: JobKind, job_name: str, log: Any, saved: dict[str, Any] | None
+) -> Callable[[JobView], None]:
+    """What a blocking wait calls with each view: show the job's new lines once it runs."""
+    reader = BlockingLogReader(logs_client(hook_kwargs), kind, job_name, log, LogCursor.from_json(saved) or LogCursor())
+
+    def observed(view: JobView) -> None:
+        if view.started is not None:
+            reader.read()
+
+    return observed
