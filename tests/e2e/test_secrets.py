@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 import sqlite3
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     # The demo's shortage, with containers that print their environment when they start: the job's log lines,
     # which the triggerer streams into the task log, carry the secret.
     scenario = workdir / "echoing-gpu-shortage.yaml"
-    bundled = Path(__file__).resolve().parents[2] / "airflow_sm_prefs" / "emulator" / "scenarios" / "gpu-shortage.yaml"
+    bundled = resources.files("sm_prefs_devkit.emulator").joinpath("scenarios", "gpu-shortage.yaml")
     scenario.write_text(bundled.read_text() + "\necho_environment: true\n")
     stack = LocalStack(
         project_dir=PROJECT,
