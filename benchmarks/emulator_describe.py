@@ -10,11 +10,10 @@ import argparse
 import asyncio
 import json
 import subprocess
-import sys
 import time
 import urllib.request
 
-from sm_prefs_devkit.local_stack import free_port
+from sm_prefs_devkit.local_stack import emulator_command, free_port
 
 
 def _wait_ready(url: str) -> None:
@@ -63,20 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "airflow_sm_prefs.surface.cli",
-            "emulator",
-            "--scenario",
-            "ample",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = subprocess.Popen(emulator_command("ample", port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_ready(url)
         calls, elapsed = asyncio.run(_run(url, args.jobs, args.seconds, args.concurrency))

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from benchmarks.scenarios import publish
-from sm_prefs_devkit.local_stack import control, free_port
+from sm_prefs_devkit.local_stack import control, emulator_command, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = """
@@ -48,20 +48,7 @@ def _start_emulator(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     scenario = workdir / "scenario.yaml"
     scenario.write_text(SCENARIO)
     port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "airflow_sm_prefs.surface.cli",
-            "emulator",
-            "--scenario",
-            str(scenario),
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = subprocess.Popen(emulator_command(scenario, port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:

@@ -37,6 +37,13 @@ class StackError(RuntimeError):
     """A part of the local stack did not come up or answered with an error."""
 
 
+def emulator_command(scenario: str | Path, port: int, state_file: Path | None = None) -> list[str]:
+    """The emulator as a process of its own, started as users start it (``airflow-sm-prefs emulator``)."""
+    command = [sys.executable, "-m", "airflow_sm_prefs.surface.cli", "emulator", "--scenario", str(scenario)]
+    command += ["--port", str(port)]
+    return command + (["--state-file", str(state_file)] if state_file is not None else [])
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -194,21 +201,8 @@ class LocalStack:
 
     def start_emulator(self) -> subprocess.Popen[bytes]:
         """The emulator on its port, resuming from the state file when one exists (a restart keeps jobs)."""
-        self.emulator = self._spawn(
-            [
-                sys.executable,
-                "-m",
-                "airflow_sm_prefs.surface.cli",
-                "emulator",
-                "--scenario",
-                self.scenario,
-                "--port",
-                str(self.emulator_port),
-                "--state-file",
-                str(self.workdir / "emulator-state.json"),
-            ],
-            "emulator.log",
-        )
+        state_file = self.workdir / "emulator-state.json"
+        self.emulator = self._spawn(emulator_command(self.scenario, self.emulator_port, state_file), "emulator.log")
         wait_for(self._emulator_answers, 30, "the emulator to answer", every=0.2)
         return self.emulator
 
