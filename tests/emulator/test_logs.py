@@ -248,6 +248,21 @@ def test_a_group_of_the_clients_own_is_written_and_read_as_cloudwatch_does(start
     assert west.describe_log_groups()["logGroups"] == []
 
 
+def test_a_clients_log_write_is_kept_at_once_and_rewrites_neither_jobs_nor_objects(start_emulator, tmp_path):
+    """Airflow puts task log lines often: each is on disk when the call returns (an emulator killed next keeps
+    it), and costs only the log groups' file."""
+    state = tmp_path / "state.json"
+    server = start_emulator("ample", state_file=state)
+    _run_jobs(server, "beside")
+    s3 = boto_client(server.endpoint_url, service="s3")
+    s3.put_object(Bucket="sm-prefs-demo", Key="kept", Body=b"object")
+    objects = tmp_path / "state.json.s3"
+    before = {path: (path.stat().st_ino, path.stat().st_mtime_ns) for path in (state, objects)}  # replaced whole
+    _write_task_log(boto_client(server.endpoint_url, service="logs"), "kept at once")
+    assert "kept at once" in (tmp_path / "state.json.logs").read_text()
+    assert {path: (path.stat().st_ino, path.stat().st_mtime_ns) for path in (state, objects)} == before
+
+
 def test_a_restarted_emulator_keeps_the_clients_groups_and_a_fresh_one_has_none(start_emulator, tmp_path):
     state = tmp_path / "state.json"
     first = start_emulator("ample", state_file=state)

@@ -14,13 +14,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_prefs_devkit.emulator import paging
 from sm_prefs_devkit.emulator.errors import AccessDeniedException, ServiceError, UnknownOperationException, shorten
 from sm_prefs_devkit.emulator.kinds import KINDS
 from sm_prefs_devkit.emulator.log_groups import WRITES, LogGroupStore
 from sm_prefs_devkit.emulator.model import Job
+
+if TYPE_CHECKING:
+    from sm_prefs_devkit.emulator.service import Backends
 
 TARGET_PREFIX = "Logs_20140328"
 SERVICE = "logs"
@@ -264,10 +267,13 @@ def _stream_position(token: str, stream: str) -> tuple[str, int]:
     return direction, int(rest[12:])
 
 
-def answer(
-    engine: Any, operation: str, request: dict[str, Any], region: str, log_groups: LogGroupStore | None = None
-) -> dict[str, Any]:
-    """The call over the engine's jobs of the Region, at the engine's present time."""
+def answer(backends: Backends, operation: str, request: dict[str, Any], region: str) -> dict[str, Any]:
+    """The call over the engine's jobs of the Region, at the engine's present time; a call on a client's own
+    group (Airflow puts its task logs there often) goes to the store without touching the jobs."""
+    engine, log_groups = backends.engine, backends.log_groups
+    group = request.get("logGroupName")
+    if log_groups is not None and operation in KNOWN and isinstance(group, str) and group not in GROUP_KINDS:
+        return log_groups.call(operation, request, region)
     with engine.lock:
         engine.advance()
         jobs = [job for job in engine.jobs.values() if job.region == region]

@@ -11,14 +11,18 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_prefs_devkit.emulator import paging
 from sm_prefs_devkit.emulator.errors import ServiceError, UnknownOperationException, shorten
 
+if TYPE_CHECKING:
+    from sm_prefs_devkit.emulator.service import Backends
+
 TARGET_PREFIX = "AWSPriceListService"
 SERVICE = "pricing"
 KNOWN = ("GetProducts",)
+WRITES: tuple[str, ...] = ()  # read-only: nothing to save
 SERVICE_CODE = "AmazonSageMaker"
 PURPOSE = {"training": ("Training", "Train"), "processing": ("Processing", "Processing")}
 DEFAULT_PAGE = 100
@@ -96,7 +100,8 @@ def _matches(item: dict[str, Any], filters: list[dict[str, str]]) -> bool:
     return True
 
 
-def answer(engine: Any, operation: str, request: dict[str, Any], region: str) -> dict[str, Any]:
+def answer(backends: Backends, operation: str, request: dict[str, Any], region: str) -> dict[str, Any]:
+    engine = backends.engine
     del region  # the Price List API answers for every Region from the few it is served in
     if operation not in KNOWN:
         raise UnknownOperationException(

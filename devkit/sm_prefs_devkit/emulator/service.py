@@ -13,6 +13,7 @@ import os
 import random
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,17 @@ log = logging.getLogger(__name__)
 UNKNOWN_OPERATIONS = "(unknown operations)"
 # The other AWS APIs served on the same endpoint, by the prefix of their X-Amz-Target.
 SERVICES = {api.TARGET_PREFIX: api for api in (logs, pricing, service_quotas)}
+
+
+@dataclass(frozen=True)
+class Backends:
+    """What a service of ``SERVICES`` answers from: each module's ``answer(backends, operation, request,
+    region)`` reads the engine's jobs and scenario, or the clients' log groups; its ``WRITES`` are saved."""
+
+    engine: Engine
+    log_groups: LogGroupStore | None
+
+
 LIST_TAGS = "ListTags"  # of a job, by its ARN: what rebuilding the capacity ledger from SageMaker reads
 
 
@@ -131,9 +143,8 @@ class Emulator:
         objects: dict[str, Any] | None = None
         groups: dict[str, Any] | None = None
         with self.engine.lock:
-            if not force and self.engine.version == self._saved_version:
-                return
-            state = self.engine.to_state()
+            # Only what changed is written: a client's log write rewrites neither the jobs nor the objects.
+            state = self.engine.to_state() if force or self.engine.version != self._saved_version else None
             if self.s3 is not None and self.s3.version != self._saved_objects:
                 objects = self.s3.dump()
                 self._saved_objects = self.s3.version
@@ -148,7 +159,8 @@ class Emulator:
             if groups is not None:
                 assert self.groups_file is not None
                 _write_whole(self.groups_file, groups)
-            _write_whole(self.state_file, state)
+            if state is not None:
+                _write_whole(self.state_file, state)
         except BaseException:
             self._saved_version = self._saved_objects = self._saved_groups = -1
             raise
@@ -204,7 +216,7 @@ class Emulator:
             status, reply_headers, reply = self.s3.handle(method, target, headers, body)
             changed = method in ("PUT", "POST", "DELETE") and status < 300
         if changed:
-            self.save(force=True)
+            self.save()
         return status, reply_headers, reply
 
     def close(self) -> None:
@@ -226,16 +238,13 @@ class Emulator:
             _check_against_model(operation, request, api.SERVICE)
         region = region or self.engine.scenario.region
         try:
-            if api is logs:
-                answer: dict[str, Any] = logs.answer(self.engine, operation, request, region, self.log_groups)
-                if operation in logs.WRITES:
-                    self.save(force=True)
-            else:
-                answer = api.answer(self.engine, operation, request, region)
+            answer: dict[str, Any] = api.answer(Backends(self.engine, self.log_groups), operation, request, region)
         except KeyError as missing:  # a request without a field the operation needs: the caller's fault
             raise ValidationException(f"1 validation error detected: {missing} is required for {operation}") from None
         except (TypeError, ValueError) as error:
             raise ValidationException(f"1 validation error detected: {shorten(str(error))}") from None
+        if operation in api.WRITES:
+            self.save()
         return answer
 
     def _play_faults(self, operation: str, service: str = "sagemaker") -> None:

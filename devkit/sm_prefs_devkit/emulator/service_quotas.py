@@ -11,14 +11,18 @@ quota by its name, as the preflight does.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sm_prefs_devkit.emulator import paging, service_model
 from sm_prefs_devkit.emulator.errors import ServiceError, UnknownOperationException, shorten
 
+if TYPE_CHECKING:
+    from sm_prefs_devkit.emulator.service import Backends
+
 TARGET_PREFIX = "ServiceQuotasV20190624"
 SERVICE = "service-quotas"
 KNOWN = ("ListServiceQuotas", "GetServiceQuota", "GetAWSDefaultServiceQuota")
+WRITES: tuple[str, ...] = ()  # read-only: nothing to save
 USAGES = ("training", "processing")
 DEFAULT_PAGE = 100
 
@@ -72,7 +76,8 @@ def _quotas(scenario: Any, account_id: str, region: str) -> list[dict[str, Any]]
     return quotas
 
 
-def answer(engine: Any, operation: str, request: dict[str, Any], region: str) -> dict[str, Any]:
+def answer(backends: Backends, operation: str, request: dict[str, Any], region: str) -> dict[str, Any]:
+    engine = backends.engine
     if operation not in KNOWN:
         raise UnknownOperationException(
             f"{TARGET_PREFIX}.{shorten(operation)} is not supported by the airflow-sm-prefs emulator; of Service "
