@@ -37,6 +37,15 @@ class StackError(RuntimeError):
     """A part of the local stack did not come up or answered with an error."""
 
 
+def task_log_message(line: str) -> str:
+    """What one line of an Airflow task log says: a structured (JSON) line's event, any other line itself."""
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return line
+    return str(entry.get("event", "")) if isinstance(entry, dict) else line
+
+
 def emulator_command(scenario: str | Path, port: int, state_file: Path | None = None) -> list[str]:
     """The emulator as a process of its own, started as users start it (``airflow-sm-prefs emulator``)."""
     command = [sys.executable, "-m", "airflow_sm_prefs.surface.cli", "emulator", "--scenario", str(scenario)]
@@ -405,16 +414,7 @@ class LocalStack:
         """Every message of one try, from the worker's log and every triggerer's (``.trigger.<id>.log``),
         each file in order, the files by when they were last written."""
         paths = self._try_files(dag_id, run_id, task_id, try_number, map_index, ".log*")
-        messages = []
-        for path in paths:
-            for line in path.read_text(errors="replace").splitlines():
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    messages.append(line)
-                    continue
-                messages.append(str(entry.get("event", "")) if isinstance(entry, dict) else line)
-        return messages
+        return [task_log_message(line) for path in paths for line in path.read_text(errors="replace").splitlines()]
 
     def task_logs(self, dag_id: str, run_id: str, task_id: str) -> list[str]:
         """The log of every try of an unmapped task instance, first try first."""

@@ -8,14 +8,13 @@ trigger's own stream does not hold them, so a reader that learns to show both st
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from sm_prefs_devkit.local_stack import LocalStack, wait_for
+from sm_prefs_devkit.local_stack import LocalStack, task_log_message, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
 
@@ -55,13 +54,7 @@ def _shown(stack: LocalStack, run_id: str) -> list[str]:
 def _stream_messages(stack: LocalStack, stream: str) -> list[str]:
     logs = stack.aws_client("logs")
     events = logs.get_log_events(logGroupName=GROUP, logStreamName=stream, startFromHead=True)["events"]
-    messages = []
-    for event in events:
-        try:
-            messages.append(str(json.loads(event["message"]).get("event", "")))
-        except ValueError:
-            messages.append(event["message"])
-    return messages
+    return [task_log_message(event["message"]) for event in events]
 
 
 def test_the_jobs_lines_stay_in_the_task_log_once_each(stack):
