@@ -30,12 +30,12 @@ def main() -> int:
         name, _, outcome = line.strip().rpartition(": ")
         if not name.startswith("airflow_sm_prefs."):
             continue
-        by_module[name.split(".")[1]][outcome] += 1
+        by_module[".".join(name.split(".")[1:-1])][outcome] += 1  # <package>.<subpackage>.<module>.<mutant>
     total: Counter[str] = sum(by_module.values(), Counter())
-    print(f"{'module':<14} {'mutants':>8} {'caught':>7} {'survived':>9} {'no tests':>9}")
+    print(f"{'module':<24} {'mutants':>8} {'caught':>7} {'survived':>9} {'no tests':>9}")
     for module, counts in sorted(by_module.items()):
         print(
-            f"{module:<14} {sum(counts.values()):>8} {sum(counts[o] for o in CAUGHT):>7} "
+            f"{module:<24} {sum(counts.values()):>8} {sum(counts[o] for o in CAUGHT):>7} "
             f"{counts['survived']:>9} {counts['no tests']:>9}"
         )
     judged = sum(total[o] for o in CAUGHT | MISSED)
