@@ -5,9 +5,11 @@ quota is short (which makes SageMaker refuse the whole list), is found here, eac
 reason. ``on_violation="fail"`` refuses the task; ``"drop"`` removes the offending entries, keeps the order of
 the rest, and records what it removed (``dropped_preferences``); it fails only if nothing is left.
 
-Each guardrail is a ``Check`` (the entries it objects to, by rank, with reasons); ``checks_for`` turns a task's
-arguments into the checks to run and ``enforce`` applies them. A new guardrail is a ``Check`` and a line in
-``checks_for`` (with its argument in ``Guardrails``), nothing in the operator's code but the argument.
+Each guardrail is a ``Check`` (the entries it objects to, by rank, with reasons) in a module of its own:
+``requirements.MeetsRequirements``, ``cost_caps.WithinCostCaps``, ``quotas.WithinQuotas``. ``checks_for`` turns
+a task's arguments into the checks to run and ``enforce`` applies them in one loop. A new guardrail is a
+module with its ``Check`` and a line in ``checks_for`` (with its argument in ``Guardrails``), nothing in the
+operator's code but the argument.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
-from airflow_sm_prefs.preflight.prices import PriceTable
-from airflow_sm_prefs.preflight.requirements import InstanceRequirements
 from airflow_sm_prefs.request import preferences as rules
 from airflow_sm_prefs.request.jobs import JobKind
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.preflight.requirements import InstanceRequirements
 
 OnViolation = Literal["fail", "drop"]
 DEFAULT_MAX_RUNTIME_SECONDS = 86400  # SageMaker's default MaxRuntimeInSeconds for both kinds
@@ -122,77 +125,6 @@ def max_runtime_seconds(request: Mapping[str, Any]) -> int:
     return int(stopping.get("MaxRuntimeInSeconds") or DEFAULT_MAX_RUNTIME_SECONDS)
 
 
-# -- the rules ---------------------------------------------------------------------------------------------------
-
-
-def requirement_violations(kind: JobKind, request: Mapping[str, Any], requires: InstanceRequirements) -> dict[int, str]:
-    """Entries whose type lacks what ``requires`` asks, by the instance catalogue."""
-    from airflow_sm_prefs.preflight import instance_catalogue, requirements
-
-    listed = [(entry.rank, entry.instance_type, entry.count, entry.label) for entry in entries(kind, request)]
-    try:
-        catalogue = instance_catalogue.current()
-    except instance_catalogue.CatalogueError as error:
-        raise rules.PreferenceValidationError([str(error)]) from None
-    return requirements.violations(requires, listed, catalogue)
-
-
-def cost_violations(
-    kind: JobKind, request: Mapping[str, Any], guardrails: Guardrails, table: PriceTable, region: str | None
-) -> dict[int, str]:
-    """Entries above a cost cap, or that cannot be checked against one for want of a price."""
-    found: dict[int, str] = {}
-    if not guardrails.prices_needed:
-        return found
-    runtime = max_runtime_seconds(request)
-    for entry in entries(kind, request):
-        if entry.plan_backed:
-            continue  # paid for by the training plan, not on demand
-        price = table.hourly(region, kind.name, entry.instance_type)
-        if price is None:
-            found[entry.rank] = (
-                f"{entry.label}: no on-demand price for {entry.instance_type} ({kind.name}) in {region} in the price "
-                "table, so its cost cannot be checked against the cap; run `airflow-sm-prefs prices refresh` or add "
-                "it to your table ([sm_prefs] price_table)"
-            )
-            continue
-        hourly = price.usd * entry.count
-        if guardrails.max_hourly_cost_usd is not None and hourly > guardrails.max_hourly_cost_usd:
-            found[entry.rank] = (
-                f"{entry.label}: costs ${hourly:,.2f} an hour (${price.usd:,.4g} x {entry.count}), above "
-                f"max_hourly_cost_usd=${guardrails.max_hourly_cost_usd:,.2f}"
-            )
-        elif guardrails.max_cost_usd is not None and hourly * runtime / 3600 > guardrails.max_cost_usd:
-            found[entry.rank] = (
-                f"{entry.label}: may cost ${hourly * runtime / 3600:,.2f} (${hourly:,.2f} an hour for "
-                f"MaxRuntimeInSeconds={runtime}), above max_cost_usd=${guardrails.max_cost_usd:,.2f}"
-            )
-    return found
-
-
-def quota_violations(
-    kind: JobKind, request: Mapping[str, Any], quota_of: Callable[[str], float | None]
-) -> dict[int, str]:
-    """Entries asking for more instances than the account's quota for their type allows (R17/P12: SageMaker
-    refuses the whole list if any one listed type's quota is short, even when an earlier entry would fit)."""
-    found: dict[int, str] = {}
-    for entry in entries(kind, request):
-        quota = quota_of(entry.instance_type)
-        if quota is not None and entry.count > quota:
-            name = quota_name(entry.instance_type, kind)
-            found[entry.rank] = (
-                f"{entry.label}: the account's quota '{name}' is {quota:g}, fewer than the {entry.count} asked for, "
-                "so SageMaker would refuse the whole list; request an increase in the Service Quotas console "
-                f"(service 'Amazon SageMaker', quota '{name}') or with `aws service-quotas "
-                "request-service-quota-increase`"
-            )
-    return found
-
-
-def quota_name(instance_type: str, kind: JobKind) -> str:
-    return f"{instance_type} for {kind.name} job usage"
-
-
 # -- applying them -----------------------------------------------------------------------------------------------
 
 
@@ -227,65 +159,20 @@ class Check(Protocol):
     def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]: ...
 
 
-@dataclass(frozen=True)
-class MeetsRequirements:
-    requires: InstanceRequirements
-
-    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
-        return requirement_violations(kind, request, self.requires)
-
-
-@dataclass(frozen=True)
-class WithinCostCaps:
-    guardrails: Guardrails
-    table: PriceTable
-    region: str | None
-
-    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
-        return cost_violations(kind, request, self.guardrails, self.table, self.region)
-
-
-@dataclass(frozen=True)
-class WithinQuotas:
-    """Reads the account's quotas when it runs; a quota that cannot be read skips the check, never the task."""
-
-    quota_client: Callable[[], Any]
-    cache_key: tuple[Any, ...]
-    log: Any
-
-    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
-        from airflow_sm_prefs.preflight import quotas
-
-        try:
-            known = quotas.sagemaker_quotas(self.quota_client(), self.cache_key)
-        except quotas.QuotasUnreadable as refused:
-            self.log.info(
-                "Quota preflight skipped: this identity may not read SageMaker's quotas (%s); SageMaker "
-                "still checks them when the job is created",
-                refused,
-            )
-            return {}
-        except Exception as error:  # throttled, unreachable: the preflight advises, it never fails a task
-            self.log.warning(
-                "Quota preflight skipped: could not read SageMaker's quotas (%s: %s)", type(error).__name__, error
-            )
-            return {}
-        return quota_violations(kind, request, lambda instance_type: known.get(quota_name(instance_type, kind)))
-
-
 def checks_for(
     guardrails: Guardrails, region: str | None, quota_client: Callable[[], Any], cache_key: tuple[Any, ...], log: Any
 ) -> list[Check]:
-    """The guardrails a task's arguments turn on, in the order their reasons are given."""
-    from airflow_sm_prefs.preflight import prices
+    """The guardrails a task's arguments turn on, in the order their reasons are given: each check lives in a
+    module of its own, and this is the one line that turns it on."""
+    from airflow_sm_prefs.preflight import cost_caps, prices, quotas, requirements
 
     checks: list[Check] = []
     if guardrails.requires is not None:
-        checks.append(MeetsRequirements(guardrails.requires))
+        checks.append(requirements.MeetsRequirements(guardrails.requires))
     if guardrails.prices_needed:
-        checks.append(WithinCostCaps(guardrails, prices.current(), region))
+        checks.append(cost_caps.WithinCostCaps(guardrails, prices.current(), region))
     if guardrails.quota_preflight:
-        checks.append(WithinQuotas(quota_client, cache_key, log))
+        checks.append(quotas.WithinQuotas(quota_client, cache_key, log))
     return checks
 
 

@@ -12,8 +12,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from airflow_sm_prefs.preflight.guardrails import entries
+from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker.hooks import error_code
 
 log = logging.getLogger(__name__)
@@ -65,3 +69,55 @@ def sagemaker_quotas(client: Any, key: tuple[Any, ...], now: float | None = None
 def forget() -> None:
     with _lock:
         _cache.clear()
+
+
+# -- the check: entries above the account's quota for their type ---------------------------------------------
+
+
+def quota_violations(
+    kind: JobKind, request: Mapping[str, Any], quota_of: Callable[[str], float | None]
+) -> dict[int, str]:
+    """Entries asking for more instances than the account's quota for their type allows (R17/P12: SageMaker
+    refuses the whole list if any one listed type's quota is short, even when an earlier entry would fit)."""
+    found: dict[int, str] = {}
+    for entry in entries(kind, request):
+        quota = quota_of(entry.instance_type)
+        if quota is not None and entry.count > quota:
+            name = quota_name(entry.instance_type, kind)
+            found[entry.rank] = (
+                f"{entry.label}: the account's quota '{name}' is {quota:g}, fewer than the {entry.count} asked for, "
+                "so SageMaker would refuse the whole list; request an increase in the Service Quotas console "
+                f"(service 'Amazon SageMaker', quota '{name}') or with `aws service-quotas "
+                "request-service-quota-increase`"
+            )
+    return found
+
+
+def quota_name(instance_type: str, kind: JobKind) -> str:
+    return f"{instance_type} for {kind.name} job usage"
+
+
+@dataclass(frozen=True)
+class WithinQuotas:
+    """Reads the account's quotas when it runs; a quota that cannot be read skips the check, never the task."""
+
+    quota_client: Callable[[], Any]
+    cache_key: tuple[Any, ...]
+    log: Any
+
+    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
+        try:
+            known = sagemaker_quotas(self.quota_client(), self.cache_key)
+        except QuotasUnreadable as refused:
+            self.log.info(
+                "Quota preflight skipped: this identity may not read SageMaker's quotas (%s); SageMaker "
+                "still checks them when the job is created",
+                refused,
+            )
+            return {}
+        except Exception as error:  # throttled, unreachable: the preflight advises, it never fails a task
+            self.log.warning(
+                "Quota preflight skipped: could not read SageMaker's quotas (%s: %s)", type(error).__name__, error
+            )
+            return {}
+        return quota_violations(kind, request, lambda instance_type: known.get(quota_name(instance_type, kind)))

@@ -9,10 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_sm_prefs.preflight.instance_catalogue import ACCELERATORS, Hardware
 from airflow_sm_prefs.request import preferences as rules
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.request.jobs import JobKind
 
 
 @dataclass(frozen=True)
@@ -145,3 +148,27 @@ def violations(
         if missing:
             found[rank] = f"{label}: {'; '.join(missing)} (requires={requires.as_dict()})"
     return found
+
+
+# -- the check: entries whose type lacks what ``requires`` asks ---------------------------------------------
+
+
+def requirement_violations(kind: JobKind, request: Mapping[str, Any], requires: InstanceRequirements) -> dict[int, str]:
+    """Entries whose type lacks what ``requires`` asks, by the instance catalogue."""
+    from airflow_sm_prefs.preflight import instance_catalogue
+    from airflow_sm_prefs.preflight.guardrails import entries
+
+    listed = [(entry.rank, entry.instance_type, entry.count, entry.label) for entry in entries(kind, request)]
+    try:
+        catalogue = instance_catalogue.current()
+    except instance_catalogue.CatalogueError as error:
+        raise rules.PreferenceValidationError([str(error)]) from None
+    return violations(requires, listed, catalogue)
+
+
+@dataclass(frozen=True)
+class MeetsRequirements:
+    requires: InstanceRequirements
+
+    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
+        return requirement_violations(kind, request, self.requires)

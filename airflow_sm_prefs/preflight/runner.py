@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pendulum
 
-from airflow_sm_prefs.preflight import certification, guardrails
+from airflow_sm_prefs.preflight import certification, guardrails, requirements
 from airflow_sm_prefs.preflight import finish_by as finish_by_module
 from airflow_sm_prefs.preflight.guardrails import DroppedPreference
 from airflow_sm_prefs.request import job_request
@@ -104,7 +104,7 @@ class Preflight:
         if self.guardrails.requires is not None and self.guardrails.on_violation == "fail":
             # A static list that cannot meet requires= fails the DAG import; with "drop", the run decides.
             with job_request.refusing(), rules.template_markers(markers):
-                violations = guardrails.MeetsRequirements(self.guardrails.requires).violations(self.kind, request)
+                violations = requirements.MeetsRequirements(self.guardrails.requires).violations(self.kind, request)
                 guardrails.apply(self.kind, request, violations, "fail")
 
     def before_create(self, context: Context, request: dict[str, Any], account: Account, log: Any) -> Prepared:

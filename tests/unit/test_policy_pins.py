@@ -14,7 +14,7 @@ import pendulum
 import pytest
 
 from airflow_sm_prefs.evidence import metrics
-from airflow_sm_prefs.preflight import guardrails, prices
+from airflow_sm_prefs.preflight import cost_caps, guardrails, prices
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.task import deadlines
 from airflow_sm_prefs.wait import watcher
@@ -205,8 +205,8 @@ def _request() -> dict[str, Any]:
 def test_a_plan_backed_entry_is_exempt_from_the_cost_caps():
     caps = guardrails.Guardrails(max_hourly_cost_usd=50.0)
     priced = prices.parse(table({"us-east-1": {"training": {"ml.p5.48xlarge": 100, "ml.p4d.24xlarge": 10}}}), "t")
-    assert set(guardrails.cost_violations(TRAINING, _request(), caps, priced, "us-east-1")) == {0}
-    assert guardrails.cost_violations(TRAINING, _with_plan(_request()), caps, priced, "us-east-1") == {}
+    assert set(cost_caps.cost_violations(TRAINING, _request(), caps, priced, "us-east-1")) == {0}
+    assert cost_caps.cost_violations(TRAINING, _with_plan(_request()), caps, priced, "us-east-1") == {}
 
 
 def test_a_plan_backed_job_has_no_on_demand_cost_and_a_job_without_capacity_cost_nothing():

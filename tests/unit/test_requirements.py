@@ -108,7 +108,7 @@ def test_with_drop_or_a_templated_list_the_run_decides():
 
     requires = Preflight.of(dropping).guardrails.requires
     assert requires is not None
-    violations = guardrails.requirement_violations(dropping.job_kind, dropping._request, requires)
+    violations = requirements.requirement_violations(dropping.job_kind, dropping._request, requires)
     assert list(violations) == [1], "the import passed, and the run will drop entry #2"
     templated = SageMakerPreferenceProcessingOperator(
         task_id="p",
