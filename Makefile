@@ -23,7 +23,8 @@ DOCS_STAMP := $(DOCS_VENV)/.installed-$(shell cat $(DOCS_CONSTRAINTS) | sha1sum 
 # what differs there: the botocore model on the wire, the operators and triggers (task state store or not,
 # on_kill or cancellation), one `airflow dags test` that falls back and records the choice, and the fault
 # campaign's user actions on a running Airflow (a deferred task marked failed, one cleared, a run marked
-# failed: each job stopped, no second job), and the job's lines in the task log with task logs in CloudWatch.
+# failed: each job stopped, no second job), and the job's lines in the task log with task logs in CloudWatch;
+# two test modules at a time, as the main run does.
 # MWAA 3.3.1 shares its Airflow line with the project's lock (.venv, which runs everything): only its botocore differs.
 PLATFORMS := mwaa-3.1.6 mwaa-3.2.1 mwaa-3.3.1
 DAGS_TEST := "tests/integration/test_dags_test.py::test_dag_falls_back_to_the_second_preference"
@@ -96,7 +97,7 @@ platforms: $(PLATFORMS:%=platform-%)
 platform-%:
 	@venv=$$(tools/platform_env $*) && \
 	echo "== $*: $$($$venv/bin/python -c 'import airflow, botocore; print("Airflow", airflow.__version__, "botocore", botocore.__version__)' 2>/dev/null)" && \
-	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
+	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra --numprocesses 2 --dist loadfile $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
 
 # The layers that start no Airflow on every core; then the ones that do, two test modules at a time (a stack
 # of Airflow processes mostly waits on Airflow and the emulator's clock: one alone keeps 2 cores about half busy).
