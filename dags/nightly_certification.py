@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pendulum
 
-from airflow_sm_prefs import InstancePreference
-from airflow_sm_prefs import certification_dag
+from airflow_sm_prefs import InstancePreference, certification_dag
 
 BUCKET = "{{ var.value.get('sm_prefs_bucket', 'sm-prefs-demo') }}"
 IMAGE = "{{ var.value.get('sm_prefs_image', '123456789012.dkr.ecr.us-east-1.amazonaws.com/llm-eval:2026.11') }}"
