@@ -1,4 +1,5 @@
-"""The account's SageMaker instance quotas, read through the Service Quotas API for the quota preflight.
+"""The quota preflight: the account's SageMaker instance quotas, read through the Service Quotas API, and the
+check (``WithinQuotas``) that no listed entry asks for more instances than its type's quota allows.
 
 SageMaker names them ``"<instance type> for training job usage"`` and ``"... for processing job usage"``; they
 are found by name (``ListServiceQuotas``, service code ``sagemaker``), since their quota codes differ per
