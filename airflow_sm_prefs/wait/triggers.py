@@ -18,6 +18,12 @@ from airflow_sm_prefs.wait import supervisor_calls
 from airflow_sm_prefs.wait.polling import Outcome, WaitFor, next_limit, observe
 from airflow_sm_prefs.wait.wait_event import WaitEnded
 
+# What a user's action leaves a deferred task in: marked failed, success or skipped, its run marked failed
+# (removed, upstream_failed), or cleared ("none", until the scheduler picks it up again). In any other state
+# the task still owns its job: a retry reattaches to it, a resumed try goes on watching it, and a clear that
+# the scheduler already moved on is met by the next try, which stops the old job before it starts a new one.
+USER_ENDED_STATES = frozenset({"failed", "success", "skipped", "removed", "upstream_failed", "none"})
+
 
 class SageMakerPreferenceJobTrigger(BaseTrigger):
     """Waits for a SageMaker job to select a preference (``wait_for="selection"``) or to end.
@@ -117,7 +123,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             async for event in self._watch():
                 yield event
         except asyncio.CancelledError:
-            if not airflow_lines.triggerer_calls_on_kill():
+            if not airflow_lines.triggerer_calls_on_kill():  # 3.3 calls on_kill for this instead
                 await self._stop_if_a_user_ended_the_task()
             raise
 
@@ -200,35 +206,33 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             yield stream
 
     async def on_kill(self) -> None:
-        """The user marked the deferred task failed/success or cleared it: stop the job (best effort).
+        """Airflow 3.3 calls this when the trigger leaves its triggerer: stop the job if a user ended the task.
 
-        Airflow 3.3 also calls ``on_kill`` when a trigger leaves a triggerer because another triggerer took it
-        over (two or more triggerers); the task is then still deferred, and its job must go on."""
+        A user's mark failed / success or clear is one reason. The other is a triggerer that missed its
+        heartbeats: another triggerer took the trigger over and may already have fired its event, so the task
+        can be deferred, scheduled, queued or running again, and its job must go on."""
+        await self._stop_if_a_user_ended_the_task()
+
+    async def _stop_if_a_user_ended_the_task(self) -> None:
+        """Stop the job only when the task's state is one a user's action leaves (see ``USER_ENDED_STATES``).
+
+        Before Airflow 3.3 a trigger gets no ``on_kill``: it is cancelled, both when a user acts and when its
+        triggerer stops or hands it over, so the same rule applies. When the state cannot be read, the job goes
+        on: a restart must never stop healthy jobs, and the listener stops the job of a task a user ended."""
         from airflow_sm_prefs.sagemaker.hooks import shared_hook
 
         if not self.stop_on_kill:
             self.log.info("stop_on_kill is off: leaving SageMaker job %s running", self.job_name)
             return
-        if await self._task_state() == "deferred":
+        state = await self._task_state()
+        if state not in USER_ENDED_STATES:
             self.log.info(
-                "SageMaker job %s keeps running: its task is still deferred (another triggerer took this trigger "
-                "over), so this is not a user's action",
+                "SageMaker job %s keeps running: its task is %s (no user ended it)",
                 self.job_name,
+                state or "of unknown state",
             )
             return
-        await shared_hook(self.hook_kwargs).stop_job_async(self.kind, self.job_name, self.log)
-
-    async def _stop_if_a_user_ended_the_task(self) -> None:
-        """Before Airflow 3.3 a trigger gets no ``on_kill``: it is cancelled, both when a user marks its task
-        failed or success or clears it and when its triggerer stops or hands it over. Only the task's state
-        tells them apart; when it cannot be read, the job goes on (a restart must never stop healthy jobs)."""
-        from airflow_sm_prefs.sagemaker.hooks import shared_hook
-
-        state = await self._task_state()
-        if not self.stop_on_kill or state in (None, "deferred"):
-            self.log.info("SageMaker job %s keeps running: its task is %s", self.job_name, state or "of unknown state")
-            return
-        self.log.info("The task left the deferred state (%s) by a user's action: stopping job %s", state, self.job_name)
+        self.log.info("A user ended the task (its state: %s): stopping SageMaker job %s", state, self.job_name)
         await shared_hook(self.hook_kwargs).stop_job_async(self.kind, self.job_name, self.log)
 
     async def _task_state(self) -> str | None:
@@ -247,7 +251,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         in_run = states.get(ti.run_id, {})
         if key not in in_run:
             return None
-        return str(in_run[key] or "none")  # a cleared task has no state: not deferred either
+        return str(in_run[key] or "none")  # a cleared task has no state
 
 
 async def _task_states(query: dict[str, Any]) -> dict[str, Any]:

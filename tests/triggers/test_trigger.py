@@ -124,16 +124,39 @@ async def test_unobservable_job_is_an_error_event(start_emulator, aws_connection
     assert payload["status"] == "error" and "ValidationException" in payload["message"]
 
 
-async def test_on_kill_stops_the_job_and_tolerates_a_finished_one(start_emulator, aws_connection):
+def _task_in_state(monkeypatch, trigger: SageMakerPreferenceJobTrigger, state: str | None, map_index: int = -1):
+    """The task's state as the Execution API answers the trigger ("unreadable": it cannot answer); returns the
+    queries asked."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    trigger.task_instance = SimpleNamespace(dag_id="nightly", task_id="train", run_id="r1", map_index=map_index)
+    key = "train" if map_index < 0 else f"train_{map_index}"
+    asked = []
+
+    def task_states(**query):
+        asked.append(query)
+        if state == "unreadable":
+            raise ConnectionError("no Execution API")
+        return {"r1": {key: state, "train_99": "failed"}}
+
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(task_states))
+    return asked
+
+
+async def test_on_kill_stops_the_job_and_tolerates_a_finished_one(start_emulator, aws_connection, monkeypatch):
     server = start_emulator("all-busy-then-free")
     boto_client(server.endpoint_url).create_training_job(**training_request("killed", GPU_PAIR))
     trigger = _trigger(aws_connection(server), "killed")
+    _task_in_state(monkeypatch, trigger, "failed")
     await trigger.on_kill()
     assert server.engine.describe("training", "killed")["TrainingJobStatus"] == "Stopping"
     control(server.endpoint_url, "advance", {"seconds": 60})
     await trigger.on_kill()  # already Stopped: logged, not raised
     assert server.engine.describe("training", "killed")["TrainingJobStatus"] == "Stopped"
     keep = _trigger(aws_connection(server), "killed", stop_on_kill=False)
+    _task_in_state(monkeypatch, keep, "failed")
     await keep.on_kill()
     assert server.engine.calls["StopTrainingJob"] == 2
 
@@ -218,27 +241,48 @@ def test_bad_arguments_are_rejected():
         SageMakerPreferenceJobTrigger(job_name="j", job_kind="training", wait_for="forever")
 
 
-@pytest.mark.parametrize(("state", "stopped"), [("deferred", False), ("failed", True), (None, True), ("success", True)])
-async def test_on_kill_stops_the_job_only_when_the_task_left_deferred(
+# Whether a trigger that leaves its triggerer stops its job, by the task's state at that moment.
+STOPS_THE_JOB = {
+    "failed": True,  # a user marked it failed, or its run failed
+    "success": True,  # marked success
+    "skipped": True,  # marked skipped, or its run marked failed before it ran
+    "removed": True,
+    "upstream_failed": True,
+    None: True,  # cleared, not yet scheduled again
+    # Another triggerer took the trigger over (this one missed its heartbeats) and may have fired its event
+    # already: the task is deferred again, or resumed, or retrying. The job is still the task's.
+    "deferred": False,
+    "scheduled": False,
+    "queued": False,
+    "running": False,
+    "up_for_retry": False,
+    "up_for_reschedule": False,
+    "awaiting_input": False,  # Airflow 3.3's human-in-the-loop wait: never this operator's, never a user's end
+    "restarting": False,  # cleared while running: the next try stops the job before it starts another
+    "unreadable": False,  # cannot tell: a restart must not stop a healthy job (the listener covers a user's end)
+}
+
+
+def test_every_task_state_is_decided():
+    from airflow.utils.state import TaskInstanceState
+
+    from airflow_sm_prefs.wait.triggers import USER_ENDED_STATES
+
+    # Every state this Airflow line has is decided (a state a later line adds fails here until it is).
+    assert {state.value for state in TaskInstanceState} <= set(STOPS_THE_JOB)
+    assert {state or "none" for state, stops in STOPS_THE_JOB.items() if stops} == USER_ENDED_STATES
+
+
+@pytest.mark.parametrize(("state", "stopped"), list(STOPS_THE_JOB.items()))
+async def test_on_kill_stops_the_job_only_when_a_user_ended_the_task(
     start_emulator, aws_connection, monkeypatch, state, stopped
 ):
-    """With two triggerers Airflow calls on_kill when another triggerer takes a trigger over: the task is still
-    deferred then, and its job must go on. A user's mark failed / success or clear leaves it not deferred."""
-    from types import SimpleNamespace
-
-    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
+    """Airflow 3.3 calls on_kill whenever a trigger leaves its triggerer: on a user's action, and when another
+    triggerer took it over, by which time the task may have resumed from the other copy's event."""
     server = start_emulator("all-busy-then-free")
     boto_client(server.endpoint_url).create_training_job(**training_request("moved", GPU_PAIR))
     trigger = _trigger(aws_connection(server), "moved")
-    trigger.task_instance = SimpleNamespace(dag_id="nightly", task_id="train", run_id="r1", map_index=2)
-    asked = []
-
-    def task_states(**query):
-        asked.append(query)
-        return {"r1": {"train_2": state, "train_3": "failed"}}
-
-    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(task_states))
+    asked = _task_in_state(monkeypatch, trigger, state, map_index=2)
     await trigger.on_kill()
     assert asked == [{"dag_id": "nightly", "task_ids": ["train"], "run_ids": ["r1"], "map_index": 2}]
     status = server.engine.describe("training", "moved")["TrainingJobStatus"]
@@ -249,6 +293,7 @@ async def test_on_kill_stops_the_job_only_when_the_task_left_deferred(
     ("calls_on_kill", "state", "stopped"),
     [
         (False, "deferred", False),  # its triggerer stopped or handed it over
+        (False, "queued", False),  # handed over, and the other copy's event resumed the task
         (False, "failed", True),  # marked failed by a user
         (False, None, True),  # cleared: the task has no state
         (False, "unreadable", False),  # cannot tell: a restart must not stop a healthy job
@@ -258,23 +303,12 @@ async def test_on_kill_stops_the_job_only_when_the_task_left_deferred(
 async def test_before_airflow_3_3_a_cancelled_trigger_stops_its_job_only_after_a_users_action(
     start_emulator, aws_connection, monkeypatch, calls_on_kill, state, stopped
 ):
-    from types import SimpleNamespace
-
-    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
     from airflow_sm_prefs.surface import airflow_lines
 
     server = start_emulator("all-busy-then-free")
     boto_client(server.endpoint_url).create_training_job(**training_request("cancelled", GPU_PAIR))
     trigger = _trigger(aws_connection(server), "cancelled")
-    trigger.task_instance = SimpleNamespace(dag_id="nightly", task_id="train", run_id="r1", map_index=-1)
-
-    def task_states(**query):
-        if state == "unreadable":
-            raise ConnectionError("no Execution API")
-        return {"r1": {"train": state}}
-
-    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(task_states))
+    _task_in_state(monkeypatch, trigger, state)
     monkeypatch.setattr(airflow_lines, "triggerer_calls_on_kill", lambda: calls_on_kill)
     running = asyncio.ensure_future(trigger.run().__anext__())
     await asyncio.sleep(1.0)
