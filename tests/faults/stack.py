@@ -143,6 +143,20 @@ class CampaignStack(LocalStack):
         with self._supervision:
             self._kill(self.components.pop(component))
 
+    def pause_component(self, component: str) -> None:
+        """SIGSTOP to the component and every process it started: a host that stops answering (a long GC
+        pause, a starved VM) without dying, so its heartbeats lapse."""
+        process = self.components[component]
+        for pid in [process.pid, *descendants(process.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+
+    def resume_component(self, component: str) -> None:
+        process = self.components[component]
+        for pid in [*descendants(process.pid), process.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def kill_emulator(self) -> None:
         assert self.emulator is not None
         self._kill(self.emulator)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sm_prefs_devkit.local_stack import wait_for
+from sm_prefs_devkit.local_stack import control, wait_for
 from tests.faults import test_campaign as campaign
 from tests.faults.audit import Expect, Row, audit, jobs_of
 from tests.faults.report import PRODUCTION, collect_rows
@@ -73,6 +73,109 @@ def test_a_trigger_taken_over_by_the_other_triggerer_leaves_its_job_running(
     if stopped:
         row.problems.append(f"jobs stopped although their tasks stayed deferred: {stopped}")
     campaign._record(rows, row)
+
+
+def test_a_stalled_triggerer_whose_triggers_fired_elsewhere_leaves_their_jobs_running(
+    stack: ProductionStack, rows: list[Row]
+) -> None:
+    """A triggerer stalls (SIGSTOP) past the health-check threshold; the other takes its triggers over and fires
+    their selection events, and the tasks wait in the queue for a worker. When the stalled triggerer wakes, Airflow
+    calls on_kill on its copies of triggers that are gone: the tasks are queued then, not ended by anyone, so
+    their jobs must go on (a stop here made a retry launch a second job)."""
+    dag_id = "fault_triggerer_stalled"
+    stack.set_capacity({LONG_RUNNING: 0})
+    stack.pause_component("triggerer-2")  # every trigger of the run starts on triggerer-1
+    run_id = stack.trigger(dag_id)
+    wait_for(lambda: campaign._all_deferred(stack, dag_id, run_id, 4), 180, "four deferred shards")
+    wait_for(lambda: campaign._queued_jobs(stack, dag_id, run_id) == 4, 60, "four queued jobs")
+    first = wait_for(lambda: _triggerers_assigned(stack, dag_id, run_id, 4), 60, "the four on triggerer-1")
+    assert len(first) == 1, f"the four triggers are not all on one triggerer: {first}"
+    for component in ("celery-worker-1", "celery-worker-2", "triggerer-1"):
+        stack.pause_component(component)
+    stack.resume_component("triggerer-2")
+
+    def moved() -> bool:  # triggerer-2 takes the four over once triggerer-1's heartbeat is 10 s old
+        now = _triggerers_assigned(stack, dag_id, run_id, 4)
+        return bool(now) and not now & first
+
+    wait_for(moved, 120, "the four on triggerer-2")
+    stack.set_capacity({LONG_RUNNING: 4})
+    # The selections fire on triggerer-2; the tasks wait for a worker (the executor queues 3, schedules 1).
+    wait_for(lambda: set(campaign._states(stack, dag_id, run_id).values()) <= RESUMED, 120, "four resumed tasks")
+    # triggerer-1's copies must not see the selection themselves before Airflow cancels them.
+    stack.set_faults(slow_operations={"DescribeTrainingJob": 60_000, "ListTrainingJobs": 60_000})
+    running = _running_jobs(stack, dag_id, run_id)
+    stack.resume_component("triggerer-1")
+    wait_for(lambda: _triggers_told_on_kill(stack, dag_id, run_id) >= 4, 120, "on_kill on triggerer-1's four copies")
+    stack.set_faults()
+    for component in ("celery-worker-1", "celery-worker-2"):
+        stack.resume_component(component)
+    waiting = {"deferred", "success"}
+    wait_for(lambda: set(campaign._states(stack, dag_id, run_id).values()) <= waiting, 180, "four shards waiting")
+    control(stack.emulator_url, "advance", {"seconds": 9000})  # the jobs' 150 s, at once
+    stack.wait_run_done(dag_id, run_id)
+    stack.set_capacity({LONG_RUNNING: 32})  # campaign.yaml's, for the scenarios after this one
+    row = audit(
+        stack,
+        "2d. a stalled triggerer wakes after the other fired its triggers' events",
+        "SIGSTOP triggerer-1 and both workers; triggerer-2 fires the selections; triggerer-1 wakes",
+        Expect(dag_id, run_id, {f"train[{i}]": "success" for i in range(4)}),
+    )
+    stopped = [
+        job["name"] for jobs in jobs_of(stack, dag_id, run_id).values() for job in jobs if job["status"] == "Stopped"
+    ]
+    if stopped:
+        row.problems.append(f"jobs stopped although no user ended their tasks: {stopped}")
+    if running != 4:
+        row.problems.append(f"{running} of 4 jobs running when triggerer-1 woke: the scenario tested nothing")
+    campaign._record(rows, row)
+
+
+LONG_RUNNING = "ml.g5.8xlarge"  # 150 s per job in campaign.yaml
+RESUMED = {"scheduled", "queued"}
+
+
+def _triggerers_assigned(stack: ProductionStack, dag_id: str, run_id: str, count: int) -> set[int]:
+    """The triggerers (job ids) the run's ``count`` deferred tasks' triggers are assigned to; empty until every one
+    of them is assigned."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(stack.services.database_url)
+    try:
+        with engine.connect() as connection:
+            assigned = (
+                connection.execute(
+                    sqlalchemy.text(
+                        "SELECT trigger.triggerer_id FROM task_instance"
+                        " JOIN trigger ON task_instance.trigger_id = trigger.id"
+                        " WHERE task_instance.dag_id = :dag_id AND task_instance.run_id = :run_id"
+                    ),
+                    {"dag_id": dag_id, "run_id": run_id},
+                )
+                .scalars()
+                .all()
+            )
+    finally:
+        engine.dispose()
+    return set(assigned) if len(assigned) == count and None not in assigned else set()
+
+
+def _running_jobs(stack: ProductionStack, dag_id: str, run_id: str) -> int:
+    return sum(
+        job["status"] == "InProgress" and job["selected"] is not None
+        for jobs in jobs_of(stack, dag_id, run_id).values()
+        for job in jobs
+    )
+
+
+def _triggers_told_on_kill(stack: ProductionStack, dag_id: str, run_id: str) -> int:
+    """How many of the run's trigger logs (shipped to S3 when a trigger ends) say Airflow invoked its on_kill."""
+    run = f"dag_id={dag_id}/run_id={run_id}"
+    return sum(
+        "invoking on_kill" in path.read_text(errors="replace")
+        for folder in stack.log_folders()
+        for path in (folder / run).rglob("*.trigger.*.log")
+    )
 
 
 def test_the_stack_is_postgres_and_celery_with_two_workers_and_two_triggerers(stack: ProductionStack) -> None:

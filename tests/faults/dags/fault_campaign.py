@@ -43,9 +43,9 @@ def processing(task_id: str, preferences: list[Any], **kwargs: Any) -> Any:
     )
 
 
-def training_shards(task_id: str, shards: int, preferences: list[Any]) -> Any:
+def training_shards(task_id: str, shards: int, preferences: list[Any], **config: Any) -> Any:
     configs = [
-        {**TRAINING_CONFIG, "OutputDataConfig": {"S3OutputPath": f"s3://bucket/output/shard-{shard}"}}
+        {**TRAINING_CONFIG, **config, "OutputDataConfig": {"S3OutputPath": f"s3://bucket/output/shard-{shard}"}}
         for shard in range(shards)
     ]
     return SageMakerPreferenceTrainingOperator.partial(
@@ -69,6 +69,10 @@ with dag("fault_triggerer_restart_logging", RETRYING):
 with dag("fault_throttling", RETRYING):
     processing("prepare", [("ml.m5.xlarge", 1)])
     training_shards("train", 4, QUEUED_PAIR)
+
+with dag("fault_triggerer_stalled", RETRYING):
+    # Jobs that run long enough (150 s) to be still running when a stalled triggerer wakes (production 2d).
+    training_shards("train", 4, [("ml.g5.8xlarge", 1)], StoppingCondition={"MaxRuntimeInSeconds": 4 * 3600})
 
 with dag("fault_emulator_restart", RETRYING):
     training_shards("train", 3, QUEUED_PAIR)
