@@ -80,37 +80,44 @@ def test_a_stalled_triggerer_whose_triggers_fired_elsewhere_leaves_their_jobs_ru
     their jobs must go on (a stop here made a retry launch a second job)."""
     dag_id = "fault_triggerer_stalled"
     stack.set_capacity({LONG_RUNNING: 0})
-    stack.pause_component("triggerer-2")  # every trigger of the run starts on triggerer-1
-    run_id = stack.trigger(dag_id)
-    wait_for(lambda: campaign._all_deferred(stack, dag_id, run_id, 4), 180, "four deferred shards")
-    wait_for(lambda: campaign._queued_jobs(stack, dag_id, run_id) == 4, 60, "four queued jobs")
-    first = wait_for(lambda: _triggerers_assigned(stack, dag_id, run_id, 4), 60, "the four on triggerer-1")
-    assert len(first) == 1, f"the four triggers are not all on one triggerer: {first}"
-    for component in ("celery-worker-1", "celery-worker-2", "triggerer-1"):
-        stack.pause_component(component)
-    stack.resume_component("triggerer-2")
+    try:
+        stack.pause_component("triggerer-2")  # every trigger of the run starts on triggerer-1
+        run_id = stack.trigger(dag_id)
+        wait_for(lambda: campaign._all_deferred(stack, dag_id, run_id, 4), 180, "four deferred shards")
+        wait_for(lambda: campaign._queued_jobs(stack, dag_id, run_id) == 4, 60, "four queued jobs")
+        first = wait_for(lambda: _triggerers_assigned(stack, dag_id, run_id, 4), 60, "the four on triggerer-1")
+        assert len(first) == 1, f"the four triggers are not all on one triggerer: {first}"
+        for component in ("celery-worker-1", "celery-worker-2", "triggerer-1"):
+            stack.pause_component(component)
+        stack.resume_component("triggerer-2")
 
-    def moved() -> bool:  # triggerer-2 takes the four over once triggerer-1's heartbeat is 10 s old
-        now = _triggerers_assigned(stack, dag_id, run_id, 4)
-        return bool(now) and not now & first
+        def moved() -> bool:  # triggerer-2 takes the four over once triggerer-1's heartbeat is 10 s old
+            now = _triggerers_assigned(stack, dag_id, run_id, 4)
+            return bool(now) and not now & first
 
-    wait_for(moved, 120, "the four on triggerer-2")
-    stack.set_capacity({LONG_RUNNING: 4})
-    # The selections fire on triggerer-2; the tasks wait for a worker (the executor queues 3, schedules 1).
-    wait_for(lambda: set(campaign._states(stack, dag_id, run_id).values()) <= RESUMED, 120, "four resumed tasks")
-    # triggerer-1's copies must not see the selection themselves before Airflow cancels them.
-    stack.set_faults(slow_operations={"DescribeTrainingJob": 60_000, "ListTrainingJobs": 60_000})
-    running = _running_jobs(stack, dag_id, run_id)
-    stack.resume_component("triggerer-1")
-    wait_for(lambda: _triggers_told_on_kill(stack, dag_id, run_id) >= 4, 120, "on_kill on triggerer-1's four copies")
-    stack.set_faults()
-    for component in ("celery-worker-1", "celery-worker-2"):
-        stack.resume_component(component)
-    waiting = {"deferred", "success"}
-    wait_for(lambda: set(campaign._states(stack, dag_id, run_id).values()) <= waiting, 180, "four shards waiting")
-    control(stack.emulator_url, "advance", {"seconds": 9000})  # the jobs' 150 s, at once
-    stack.wait_run_done(dag_id, run_id)
-    stack.set_capacity({LONG_RUNNING: 32})  # campaign.yaml's, for the scenarios after this one
+        wait_for(moved, 120, "the four on triggerer-2")
+        stack.set_capacity({LONG_RUNNING: 4})
+        # The selections fire on triggerer-2; the tasks wait for a worker (the executor queues 3, schedules 1).
+        wait_for(lambda: set(campaign._states(stack, dag_id, run_id).values()) <= RESUMED, 120, "four resumed tasks")
+        # triggerer-1's copies must not see the selection themselves before Airflow cancels them.
+        stack.set_faults(slow_operations={"DescribeTrainingJob": 60_000, "ListTrainingJobs": 60_000})
+        running = _running_jobs(stack, dag_id, run_id)
+        stack.resume_component("triggerer-1")
+        wait_for(
+            lambda: _triggers_told_on_kill(stack, dag_id, run_id) >= 4, 120, "on_kill on triggerer-1's four copies"
+        )
+        stack.set_faults()
+        for component in ("celery-worker-1", "celery-worker-2"):
+            stack.resume_component(component)
+        waiting = {"deferred", "success"}
+        wait_for(lambda: set(campaign._states(stack, dag_id, run_id).values()) <= waiting, 180, "four shards waiting")
+        control(stack.emulator_url, "advance", {"seconds": 9000})  # the jobs' 150 s, at once
+        stack.wait_run_done(dag_id, run_id)
+    finally:  # one failure stays one: the scenarios after this one get the stack as it was
+        for component in ("triggerer-1", "triggerer-2", "celery-worker-1", "celery-worker-2"):
+            stack.resume_component(component)
+        stack.set_faults()
+        stack.set_capacity({LONG_RUNNING: 32})  # campaign.yaml's
     row = _four_shards_none_stopped(
         stack,
         "2d. a stalled triggerer wakes after the other fired its triggers' events",
