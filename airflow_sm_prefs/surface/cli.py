@@ -240,7 +240,8 @@ def _age(text: str) -> Any:
     return age
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> argparse.ArgumentParser:
+    """Every command: this package's, then each extension's (default: the installed ones)."""
     parser = argparse.ArgumentParser(prog="airflow-sm-prefs")
     commands = parser.add_subparsers(dest="command", required=True)
     aws = commands.add_parser(
@@ -309,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = price_actions.add_parser("show", help="the prices in effect and where they come from")
     show.add_argument("--region")
     show.set_defaults(handler=_show_prices)
-    for extension in _extensions():
+    for extension in _extensions() if extensions is None else extensions:
         extension.load()(commands)
     return parser
 
@@ -344,8 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["aws"]:  # everything after `aws` is the AWS CLI's, options included
         return _aws(argv[1:])
-    parser = build_parser()
-    if argv[:1] and argv[0] in DEVKIT_COMMANDS and argv[0] not in _extensions().names:
+    extensions = _extensions()
+    parser = build_parser(extensions)
+    if argv[:1] and argv[0] in DEVKIT_COMMANDS and argv[0] not in extensions.names:
         return fail(
             f"`airflow-sm-prefs {argv[0]}` comes with the development kit, airflow-sm-prefs-devkit, which is not "
             "installed here (from a checkout: pip install ./devkit; see docs/development.md)"

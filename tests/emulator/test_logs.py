@@ -190,6 +190,14 @@ def test_the_jobs_groups_are_the_jobs_own(start_emulator):
     assert GROUP in refused.value.response["Error"]["Message"]
 
 
+def test_without_moto_a_group_other_than_the_jobs_does_not_exist():
+    from sm_prefs_devkit.emulator import logs
+
+    request = {"logGroupName": "airflow-task-logs", "logStreamName": "x"}
+    with pytest.raises(logs.ResourceNotFoundException, match=r"need moto: pip install 'moto\[s3\]'"):
+        logs.call("GetLogEvents", request, [], "123456789012", "us-east-1", log_groups=None)
+
+
 # What Airflow's CloudWatch remote logging does with a group of its own: create it and one stream per task try,
 # put the task's lines, read them back for the UI.
 TASK_LOGS = "airflow-task-logs"

@@ -102,10 +102,21 @@ def test_worker_killed_after_create_before_defer(stack: CampaignStack, rows: lis
         "SIGKILL to the task process while a 30 s Describe holds it",
         Expect(dag_id, run_id, {"train": "success"}),
     )
-    later = stack.task_logs(dag_id, run_id, "train")[1:]
-    if not later or "reattach" not in later[0] or any(": create (" in log or "supersede" in log for log in later):
-        row.problems.append(f"try 2 should reattach and no later try create a job ({len(later) + 1} tries)")
+    row.problems.extend(_later_tries_problems(stack, dag_id, run_id, "train"))
     _record(rows, row)
+
+
+def _later_tries_problems(stack: CampaignStack, dag_id: str, run_id: str, task_id: str) -> list[str]:
+    """A task retried after a fault: its second try reattaches to the first try's job, and no later try creates
+    or supersedes one."""
+    later = stack.task_logs(dag_id, run_id, task_id)[1:]
+    if not later:
+        return [f"{dag_id}.{task_id} ran once: the fault did not make it retry"]
+    problems = [] if "reattach" in later[0] else [f"try 2 did not reattach; its log ends: {later[0][-400:]!r}"]
+    creating = [try_number for try_number, log in enumerate(later, 2) if ": create (" in log or "supersede" in log]
+    if creating:
+        problems.append(f"tries {creating} created or superseded a job")
+    return problems
 
 
 def test_triggerer_killed_while_jobs_queue(stack: CampaignStack, rows: list[Row]) -> None:

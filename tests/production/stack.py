@@ -22,9 +22,10 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
-from sm_prefs_devkit.local_stack import LocalStack
+from sm_prefs_devkit.local_stack import LocalStack, wait_for
 from tests.faults.stack import CampaignStack
 from tests.production.services import Services
 
@@ -32,6 +33,7 @@ HEARTBEAT_TIMEOUT = 45
 SHARED_BUCKET = "sm-prefs-shared"  # [sm_prefs] storage
 SHARED_PREFIX = "team-a"
 LOGS_BUCKET = "airflow-logs"  # [logging] remote_base_log_folder
+LOG_SHIPPING_TIMEOUT = 60
 
 
 def _new_fernet_key() -> str:
@@ -116,6 +118,23 @@ class ProductionTopology:
         """The task logs where the API server reads them: on S3, where each host ships its own (and empties its
         local file once shipped), a try's file and its triggers' each one object."""
         return [self._download(LOGS_BUCKET, "logs") / "logs"]
+
+    def task_logs(self, dag_id: str, run_id: str, task_id: str) -> list[str]:
+        """As on one host, once a finished task's last try is on S3. Its worker ships the log only after the
+        try's state is set (the supervisor uploads last), so a reader that saw the run end could otherwise take
+        a log not shipped yet, or only its part from before a deferral, for the whole."""
+        (ti,) = [t for t in self.task_instances(dag_id, run_id) if t["task_id"] == task_id]  # type: ignore[attr-defined]
+        if ti["end_date"]:
+            # S3 dates an object to the second: the end, to the second, is as late as the last upload can be dated.
+            ended = int(datetime.fromisoformat(ti["end_date"]).timestamp())
+
+            def shipped() -> bool:
+                files = self._try_files(dag_id, run_id, task_id, ti["try_number"], -1, ".log")  # type: ignore[attr-defined]
+                return any(path.stat().st_mtime >= ended for path in files)
+
+            what = f"try {ti['try_number']} of {dag_id}.{task_id} to be shipped to S3"
+            wait_for(shipped, LOG_SHIPPING_TIMEOUT, what, every=2)
+        return super().task_logs(dag_id, run_id, task_id)  # type: ignore[misc,no-any-return]
 
     def prepare(self) -> None:
         shutil.rmtree(self.workdir / "hosts", ignore_errors=True)  # type: ignore[attr-defined]

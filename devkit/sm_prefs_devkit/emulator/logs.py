@@ -58,8 +58,9 @@ def call(
     region: str,
     log_groups: LogGroupStore | None = None,
 ) -> dict[str, Any]:
-    """One CloudWatch Logs call (already checked against the model) over the jobs of the request's Region, or
-    on a group of the client's own (``log_groups``: None when moto is not installed)."""
+    """One CloudWatch Logs call (already checked against the model) over the jobs of the request's Region; the
+    client's own groups (``log_groups``: None when moto is not installed) are listed with the jobs' ones, and
+    answered by ``answer`` before it gets here."""
     if operation not in KNOWN:
         raise UnknownOperationException(
             f"{TARGET_PREFIX}.{shorten(operation)} is not supported by the airflow-sm-prefs emulator; of CloudWatch "
@@ -70,13 +71,10 @@ def call(
         return _describe_groups(request, started, account_id, region, log_groups)
     group = request["logGroupName"]
     kind = GROUP_KINDS.get(group)
-    if kind is None:
-        if log_groups is None:
-            raise ResourceNotFoundException(
-                "The specified log group does not exist (groups other than the jobs' need moto: "
-                "pip install 'moto[s3]')."
-            )
-        return log_groups.call(operation, request, region)
+    if kind is None:  # no store of the client's groups: ``answer`` sends every other group to the store
+        raise ResourceNotFoundException(
+            "The specified log group does not exist (groups other than the jobs' need moto: pip install 'moto[s3]')."
+        )
     if operation in WRITES:
         raise AccessDeniedException(f"log group {group} is written by the emulated jobs only")
     in_group = [job for job in started if job.kind == kind]
