@@ -144,8 +144,9 @@ class LocalStack:
 
         replace_whole(self.shared_copy(name), data.decode(), prefix=f".{name}.")
 
-    def log_folders(self) -> list[Path]:
-        """Where the components write task logs (with one AIRFLOW_HOME, one folder)."""
+    def log_folders(self, under: Path | None = None) -> list[Path]:
+        """Where the components write task logs (with one AIRFLOW_HOME, one folder). ``under``, a path relative to
+        them, is all the caller reads: a stack that copies the logs from elsewhere may copy only that."""
         return [self.airflow_home / "logs"]
 
     @property
@@ -400,7 +401,9 @@ class LocalStack:
         if map_index >= 0:
             relative = relative / f"map_index={map_index}"
         found = [
-            path for folder in self.log_folders() for path in (folder / relative).glob(f"attempt={try_number}{pattern}")
+            path
+            for folder in self.log_folders(relative)
+            for path in (folder / relative).glob(f"attempt={try_number}{pattern}")
         ]
         return sorted(found, key=lambda path: path.stat().st_mtime)
 

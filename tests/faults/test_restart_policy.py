@@ -36,10 +36,11 @@ def test_a_component_that_exits_on_its_own_is_restarted_and_its_exception_report
     stack.start_restart_policy()
     try:
         wait_for(lambda: stack.crashes, 30, "the crash to be seen", every=0.1)
-        assert stack.crashes == [Crash("scheduler", 3, "sqlalchemy.orm.exc.StaleDataError: boom")]
-        assert stack.restarted == ["scheduler"]  # type: ignore[attr-defined]
-        assert stack.components["scheduler"] is not crashing and stack.components["scheduler"].poll() is None
-        assert crashing not in stack.processes  # the stack's health wait must not see the dead one
+        with stack._supervision:  # the policy's round that saw it has ended: the restart is done
+            assert stack.crashes == [Crash("scheduler", 3, "sqlalchemy.orm.exc.StaleDataError: boom")]
+            assert stack.restarted == ["scheduler"]  # type: ignore[attr-defined]
+            assert stack.components["scheduler"] is not crashing and stack.components["scheduler"].poll() is None
+            assert crashing not in stack.processes  # the stack's health wait must not see the dead one
         assert stack.crash_notes() == [
             "Airflow's scheduler exited on its own (code 3: sqlalchemy.orm.exc.StaleDataError: boom) and was "
             "restarted, as the platform's restart policy would."

@@ -114,10 +114,11 @@ class ProductionTopology:
         folder = self.workdir / "hosts"  # type: ignore[attr-defined]
         return sorted(path for path in folder.iterdir() if path.is_dir()) if folder.exists() else []
 
-    def log_folders(self) -> list[Path]:
+    def log_folders(self, under: Path | None = None) -> list[Path]:
         """The task logs where the API server reads them: on S3, where each host ships its own (and empties its
-        local file once shipped), a try's file and its triggers' each one object."""
-        return [self._download(LOGS_BUCKET, "logs") / "logs"]
+        local file once shipped), a try's file and its triggers' each one object. Only those ``under`` are copied."""
+        prefix = "logs" if under is None else f"logs/{under.as_posix()}"
+        return [self._download(LOGS_BUCKET, prefix) / "logs"]
 
     def task_logs(self, dag_id: str, run_id: str, task_id: str) -> list[str]:
         """As on one host, once a finished task's last try is on S3. Its worker ships the log only after the
@@ -151,15 +152,14 @@ class ProductionTopology:
 
     def shared_copy(self, name: str) -> Path:
         """A fresh copy of ``name`` (a file, or a folder's objects) from the shared location."""
-        return self._download(SHARED_BUCKET, f"{SHARED_PREFIX}/{name}") / name
+        return self._download(SHARED_BUCKET, f"{SHARED_PREFIX}/{name}") / SHARED_PREFIX / name
 
     def _download(self, bucket: str, prefix: str) -> Path:
-        """A fresh local copy of the objects under ``prefix/``, or of the object ``prefix``, kept under the
-        prefix's parent; each file dated by its object's LastModified."""
+        """A fresh local folder with a copy of the objects under ``prefix/``, or of the object ``prefix``, each at
+        its key and dated by its object's LastModified."""
         import os
 
         s3 = self.aws_client("s3")  # type: ignore[attr-defined]
-        parent = prefix.rpartition("/")[0]
         copy = self.workdir / "downloaded" / str(time.monotonic_ns())  # type: ignore[attr-defined]
         copy.mkdir(parents=True)
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
@@ -167,7 +167,7 @@ class ProductionTopology:
                 key = listed["Key"]
                 if key != prefix and not key.startswith(prefix + "/"):
                     continue  # a neighbour whose name starts with this one's
-                target = copy / key[len(parent) :].lstrip("/")
+                target = copy / key
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
                 modified = listed["LastModified"].timestamp()
