@@ -37,7 +37,9 @@ RUNTIME_WHEEL_ALLOWS = [
 
 def _build(tmp_path_factory: pytest.TempPathFactory, project: Path, name: str) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(project)])
+    # An sdist first, then the wheel from it, as a release is built: the wheel sees only what the sdist holds,
+    # never a stale build/ folder of the checkout, and an sdist missing a file fails here.
+    _run([sys.executable, "-m", "build", "--outdir", str(out), str(project)])
     (built,) = out.glob(f"{name}-*.whl")
     return built
 
