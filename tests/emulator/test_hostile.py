@@ -200,7 +200,7 @@ def test_a_reset_may_name_a_bundled_scenario_or_the_file_the_emulator_started_wi
 
 
 def test_a_create_that_cannot_be_persisted_leaves_no_job_behind(start_emulator, tmp_path, monkeypatch):
-    from sm_prefs_devkit.emulator import service as service_module
+    from sm_prefs_devkit.emulator import state_files
 
     server = start_emulator("ample", state_file=tmp_path / "state.json")
     client = boto_client(server.endpoint_url)
@@ -209,7 +209,7 @@ def test_a_create_that_cannot_be_persisted_leaves_no_job_behind(start_emulator, 
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as patched:
-        patched.setattr(service_module.tempfile, "mkstemp", disk_full)
+        patched.setattr(state_files.tempfile, "mkstemp", disk_full)
         with pytest.raises(ClientError) as error:
             client.create_training_job(**training_request("unrecorded", GPU_PAIR))
     assert error.value.response["Error"]["Code"] == "InternalFailure"

@@ -146,6 +146,64 @@ def test_objects_survive_a_restart_with_the_state_file(start_emulator, tmp_path)
     assert kept["Body"].read() == b"1"
 
 
+def _files(folder) -> dict[str, tuple[int, int]]:
+    return {path.name: (path.stat().st_ino, path.stat().st_mtime_ns) for path in folder.iterdir()}
+
+
+def test_a_change_to_one_object_writes_its_body_and_the_index_only(start_emulator, tmp_path):
+    """An S3 task log is rewritten at each upload in a bucket that grows all day: the other bodies stay as
+    written, the replaced body goes, and the index names every object's body."""
+    state = tmp_path / "state.json"
+    server = start_emulator("ample", state_file=state)
+    s3 = boto_client(server.endpoint_url, service="s3")
+    for n in range(3):
+        s3.put_object(Bucket="bucket", Key=f"logs/{n}", Body=f"line {n}\n".encode())
+    bodies = tmp_path / "state.json.s3.d"
+    before = _files(bodies)
+    assert len(before) == 3
+    s3.put_object(Bucket="bucket", Key="logs/2", Body=b"line 2\nline 3\n")  # what an appending log handler does
+    after = _files(bodies)
+    etag = s3.head_object(Bucket="bucket", Key="logs/2")["ETag"].strip('"')
+    assert set(after) == set(before) - {s3_etag(b"line 2\n")} | {etag}
+    assert {name: after[name] for name in set(before) & set(after)} == {
+        name: before[name] for name in set(before) & set(after)
+    }, "an unchanged body was written again"
+    index = json.loads((tmp_path / "state.json.s3").read_text())
+    assert index["format"] == 2 and index["buckets"]["bucket"]["logs/2"] == etag
+    assert all(name in after for objects in index["buckets"].values() for name in objects.values())
+
+
+def s3_etag(body: bytes) -> str:
+    import hashlib
+
+    return hashlib.md5(body).hexdigest()  # what S3 makes the ETag of a single-part upload
+
+
+def test_objects_kept_in_the_earlier_layout_are_read(start_emulator, tmp_path):
+    import base64
+
+    state = tmp_path / "state.json"
+    first = start_emulator("ample", state_file=state)
+    first.stop()
+    earlier = {"bucket": {"kept/one": base64.b64encode(b"from before").decode()}}
+    (tmp_path / "state.json.s3").write_text(json.dumps(earlier))
+    second = start_emulator("ample", state_file=state)
+    kept = boto_client(second.endpoint_url, service="s3").get_object(Bucket="bucket", Key="kept/one")
+    assert kept["Body"].read() == b"from before"
+
+
+@pytest.mark.parametrize("body", ["../state.json", "/etc/passwd", "d41d8cd98f00b204e9800998ecf8427e"])
+def test_an_index_naming_a_body_outside_its_folder_or_missing_stops_the_start(tmp_path, body):
+    from sm_prefs_devkit.emulator.scenario import load
+    from sm_prefs_devkit.emulator.service import Emulator, StateFileError
+
+    state = tmp_path / "state.json"
+    Emulator(load("ample"), state_file=state).close()
+    (tmp_path / "state.json.s3").write_text(json.dumps({"format": 2, "buckets": {"bucket": {"key": body}}}))
+    with pytest.raises(StateFileError, match="move it away"):
+        Emulator(load("ample"), state_file=state)
+
+
 def test_a_reset_empties_s3_and_seeds_the_scenario_again(start_emulator):
     server = start_emulator("ample")
     s3 = boto_client(server.endpoint_url, service="s3")

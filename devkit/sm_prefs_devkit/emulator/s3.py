@@ -12,8 +12,7 @@ are served one at a time (moto's backends are not written for concurrent writers
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -143,19 +142,26 @@ class ObjectStore(MotoStore):
 
     # -- persistence ----------------------------------------------------------------------------------------
 
-    def dump(self) -> dict[str, dict[str, str]]:
-        """Every bucket and object (base64), for the emulator's state file."""
+    def dump(self, saved: Set[str]) -> tuple[dict[str, dict[str, str]], dict[str, bytes]]:
+        """Every bucket's objects by ETag (bucket -> key -> ETag), and the bodies of those whose ETag is not
+        among ``saved``: what the emulator's files need to hold the store as it is now."""
+        index: dict[str, dict[str, str]] = {}
+        bodies: dict[str, bytes] = {}
         with self.lock:
-            return {
-                name: {key: base64.b64encode(bytes(bucket.keys[key].value)).decode() for key in bucket.keys}
-                for name, bucket in self._backend().buckets.items()
-            }
+            for name, bucket in self._backend().buckets.items():
+                objects = index[name] = {}
+                for key in bucket.keys:
+                    stored = bucket.keys[key]
+                    etag = objects[key] = stored.etag.strip('"')
+                    if etag not in saved and etag not in bodies:
+                        bodies[etag] = bytes(stored.value)
+        return index, bodies
 
-    def restore(self, saved: Mapping[str, Mapping[str, str]]) -> None:
+    def restore(self, saved: Mapping[str, Mapping[str, bytes]]) -> None:
         for bucket, objects in saved.items():
             self.create_bucket(bucket)
             for key, data in objects.items():
-                self.put(S3Location(bucket, key), base64.b64decode(data))
+                self.put(S3Location(bucket, key), data)
 
     def seed(self, buckets: Mapping[str, Iterable[str]]) -> None:
         """Create the scenario's buckets, each with empty objects at the keys it lists."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
-import tempfile
+import threading
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from sm_prefs_devkit.emulator.kinds import OPERATIONS
 from sm_prefs_devkit.emulator.log_groups import LogGroupStore, LogsUnavailable
 from sm_prefs_devkit.emulator.s3 import ObjectStore, S3Unavailable
 from sm_prefs_devkit.emulator.scenario import Scenario
+from sm_prefs_devkit.emulator.state_files import ObjectFiles, inline_objects, write_json
 
 log = logging.getLogger(__name__)
 
@@ -52,19 +53,6 @@ class Backends:
 LIST_TAGS = "ListTags"  # of a job, by its ARN: what rebuilding the capacity ledger from SageMaker reads
 
 
-def _write_whole(target: Path, document: Any) -> None:
-    """Write-then-rename, so a crash never leaves a half-written file behind."""
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            # allow_nan=False: a state the next start could not read is never written.
-            json.dump(document, stream, allow_nan=False)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 class StateFileError(ValueError):
     """A state file the emulator cannot resume from."""
 
@@ -80,6 +68,9 @@ class Emulator:
         self.s3 = _object_store(scenario)
         self.log_groups = _log_group_store(scenario)
         self._saved_objects = self._saved_groups = -1
+        # One save at a time, from reading the stores to the last file: a later state is never overwritten by an
+        # earlier one, and no body file is deleted while an index that names it may still be written.
+        self._saving = threading.Lock()
         self.engine = self._load(scenario)
         self._saved_version = -1
 
@@ -91,10 +82,10 @@ class Emulator:
             state = json.loads(where.read_text(encoding="utf-8"))
             if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
                 raise ValueError(f"not format {STATE_FORMAT}")
-            saved_objects = state.pop("s3", None)  # state files before 0.4 kept the objects inside
-            if saved_objects is None and self.objects_file is not None and self.objects_file.exists():
-                saved_objects = json.loads(self.objects_file.read_text(encoding="utf-8"))
-            saved_objects = saved_objects or {}
+            inline = state.pop("s3", None)  # earlier state files kept the objects inside
+            saved_objects = inline_objects(inline or {})
+            if inline is None and self.objects_file is not None and self.objects_file.exists():
+                saved_objects = self.objects_file.read()
             engine = Engine.from_state(scenario, state, storage=self.s3)
             if self.s3 is not None:
                 self.s3.restore(saved_objects)
@@ -123,13 +114,13 @@ class Emulator:
             self.engine = self._fresh_engine(scenario)
             self.faults = scenario.faults
             self.random = random.Random(scenario.seed)
-            self.save(force=True)
+        self.save(force=True)  # a save takes the engine's lock after its own: never with the engine's held
 
-    @property
-    def objects_file(self) -> Path | None:
-        """Where the S3 objects are kept, beside the state file: written only when they change, so a job's
-        create does not rewrite hundreds of megabytes of objects."""
-        return self.state_file.with_name(self.state_file.name + ".s3") if self.state_file is not None else None
+    @cached_property
+    def objects_file(self) -> ObjectFiles | None:
+        """Where the S3 objects are kept, beside the state file: written only when they change (a job's create
+        does not rewrite hundreds of megabytes of objects), and then only the objects that changed."""
+        return ObjectFiles(self.state_file.with_name(self.state_file.name + ".s3")) if self.state_file else None
 
     @property
     def groups_file(self) -> Path | None:
@@ -140,13 +131,17 @@ class Emulator:
     def save(self, force: bool = False) -> None:
         if self.state_file is None:
             return
-        objects: dict[str, Any] | None = None
+        with self._saving:
+            self._save(self.state_file, force)
+
+    def _save(self, state_file: Path, force: bool) -> None:
+        objects: tuple[dict[str, dict[str, str]], dict[str, bytes]] | None = None
         groups: dict[str, Any] | None = None
         with self.engine.lock:
             # Only what changed is written: a client's log write rewrites neither the jobs nor the objects.
             state = self.engine.to_state() if force or self.engine.version != self._saved_version else None
-            if self.s3 is not None and self.s3.version != self._saved_objects:
-                objects = self.s3.dump()
+            if self.s3 is not None and self.objects_file is not None and self.s3.version != self._saved_objects:
+                objects = self.s3.dump(self.objects_file.on_disk())
                 self._saved_objects = self.s3.version
             if self.log_groups is not None and self.log_groups.version != self._saved_groups:
                 groups = self.log_groups.dump()
@@ -155,12 +150,12 @@ class Emulator:
         try:
             if objects is not None:
                 assert self.objects_file is not None
-                _write_whole(self.objects_file, objects)
+                self.objects_file.write(*objects)
             if groups is not None:
                 assert self.groups_file is not None
-                _write_whole(self.groups_file, groups)
+                write_json(self.groups_file, groups)
             if state is not None:
-                _write_whole(self.state_file, state)
+                write_json(state_file, state)
         except BaseException:
             self._saved_version = self._saved_objects = self._saved_groups = -1
             raise
