@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,10 +28,11 @@ EXCEPTION_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Exit)\b.*$", re.MULTILIN
 
 @dataclass(frozen=True)
 class Crash:
-    """A component that exited on its own, and the last exception its log names."""
+    """A component that exited on its own, or hung (``exit_code`` None: the liveness check killed it), and the
+    last exception its log names."""
 
     component: str
-    exit_code: int
+    exit_code: int | None
     reason: str
 
 
@@ -55,6 +57,16 @@ class CampaignStack(LocalStack):
     # cleared while the scheduler handles its deferral's executor event: StaleDataError on Airflow 3.1), and
     # what the campaign checks is that the jobs survive such a restart, not that Airflow never needs one.
     crashes: list[Crash] = field(default_factory=list)
+    # A scheduler that stops heartbeating without exiting is restarted too, as a platform's liveness probe does
+    # (the official Helm chart's `airflow jobs check --job-type SchedulerJob`): Airflow 3.1.6's scheduler, after
+    # that StaleDataError, can hang in "Shutting down LocalExecutor" for good. Seconds the API's health
+    # endpoint must call a scheduler that was healthy unhealthy (its heartbeat older than
+    # scheduler_health_check_threshold, 30 s) before it is killed and started again.
+    liveness_grace: float = 30.0
+    liveness_period: float = 5.0  # seconds between two looks at the scheduler's health
+    _next_liveness_check: float = field(default=0.0, repr=False)
+    _unhealthy_since: float | None = field(default=None, repr=False)
+    _seen_healthy: bool = field(default=False, repr=False)
     _supervision: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _stopping: threading.Event = field(default_factory=threading.Event, repr=False)
     _supervisor: threading.Thread | None = field(default=None, repr=False)
@@ -117,12 +129,56 @@ class CampaignStack(LocalStack):
                     self.crashes.append(Crash(component, process.returncode, reason))
                     self.processes.remove(process)
                     self.start_component(component)
+            if self._scheduler_hung():
+                with self._supervision:
+                    if "scheduler" in self.components:  # unless a scenario killed it meanwhile
+                        hung = self.components["scheduler"]
+                        self._kill(hung)
+                        self.crashes.append(Crash("scheduler", None, last_exception(self.workdir / "scheduler.log")))
+                        self.processes.remove(hung)
+                        self.start_component("scheduler")
+
+    def scheduler_health(self) -> str | None:
+        """What the API's health endpoint says of the scheduler; None when the API server does not answer."""
+        try:
+            health = self.get("/api/v2/monitor/health", auth=False)
+        except (OSError, StackError):
+            return None
+        return str(health.get("scheduler", {}).get("status"))
+
+    def _scheduler_hung(self) -> bool:
+        """The liveness check: a scheduler seen healthy since it started, and unhealthy for ``liveness_grace``
+        seconds since. One the campaign killed, or one not yet healthy, is left alone."""
+        if "scheduler" not in self.components:
+            self._seen_healthy, self._unhealthy_since = False, None
+            return False
+        now = time.monotonic()
+        if now < self._next_liveness_check:
+            return False
+        self._next_liveness_check = now + self.liveness_period
+        status = self.scheduler_health()
+        if status is None:  # the API server is down: that is another fault, not the scheduler's
+            return False
+        if status == "healthy":
+            self._seen_healthy, self._unhealthy_since = True, None
+            return False
+        if not self._seen_healthy:
+            return False
+        self._unhealthy_since = self._unhealthy_since or now
+        if now - self._unhealthy_since < self.liveness_grace:
+            return False
+        self._seen_healthy, self._unhealthy_since = False, None  # the new one must become healthy first
+        return True
 
     def crash_notes(self) -> list[str]:
         """The report's words for the components the restart policy restarted."""
         return [
             f"Airflow's {crash.component} exited on its own (code {crash.exit_code}: {crash.reason}) and was "
             "restarted, as the platform's restart policy would."
+            if crash.exit_code is not None
+            else f"Airflow's {crash.component} stopped heartbeating without exiting (its last exception: "
+            f"{crash.reason}) and was killed and restarted after {self.liveness_grace:.0f} s unhealthy, as a "
+            "platform's liveness probe would."
             for crash in self.crashes
         ]
 

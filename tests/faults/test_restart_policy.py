@@ -74,3 +74,52 @@ def test_stopping_the_stack_stops_the_policy_first(stack: CampaignStack) -> None
     stack.stop()  # SIGTERM to every process: none of them may come back
     assert stack._supervisor is None and stack.restarted == []  # type: ignore[attr-defined]
     assert stack.processes == [] and stack.components == {}
+
+
+def _scripted_health(stack: CampaignStack, monkeypatch: pytest.MonkeyPatch, answers: list[str | None]) -> None:
+    """The scheduler's health as the API would report it, one answer per look, the last one repeated."""
+    stack.liveness_period = 0.0
+    monkeypatch.setattr(stack, "scheduler_health", lambda: answers.pop(0) if len(answers) > 1 else answers[0])
+
+
+def test_a_scheduler_that_stops_heartbeating_without_exiting_is_killed_and_restarted(stack, monkeypatch):
+    """Airflow 3.1.6's scheduler can hang after a StaleDataError instead of exiting: the liveness check kills
+    it after the grace and starts another, and the report says so."""
+    (stack.workdir / "scheduler.log").write_text("sqlalchemy.orm.exc.StaleDataError: UPDATE expected 4 rows\n")
+    hung = stack.components["scheduler"] = stack._spawn(SLEEPER, "scheduler.log")
+    stack.liveness_grace = 2.0
+    _scripted_health(stack, monkeypatch, ["healthy", "unhealthy"])
+    stack.start_restart_policy()
+    try:
+        wait_for(lambda: stack.crashes, 30, "the hung scheduler to be restarted", every=0.1)
+        with stack._supervision:
+            reason = "sqlalchemy.orm.exc.StaleDataError: UPDATE expected 4 rows"
+            assert stack.crashes == [Crash("scheduler", None, reason)]
+            assert hung.poll() is not None and hung not in stack.processes, "the hung one was killed"
+            assert stack.restarted == ["scheduler"]  # type: ignore[attr-defined]
+        assert stack.crash_notes() == [
+            "Airflow's scheduler stopped heartbeating without exiting (its last exception: "
+            "sqlalchemy.orm.exc.StaleDataError: UPDATE expected 4 rows) and was killed and restarted after 2 s "
+            "unhealthy, as a platform's liveness probe would."
+        ]
+    finally:
+        stack.stop()
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [["unhealthy"], ["healthy", None], ["healthy", "unhealthy", "healthy"]],
+    ids=["never healthy yet (starting)", "the API server does not answer", "healthy again within the grace"],
+)
+def test_a_scheduler_is_left_alone_unless_it_was_healthy_and_stayed_unhealthy_past_the_grace(
+    stack, monkeypatch, answers
+):
+    stack.components["scheduler"] = stack._spawn(SLEEPER, "scheduler.log")
+    stack.liveness_grace = 1.5
+    _scripted_health(stack, monkeypatch, answers)
+    stack.start_restart_policy()
+    try:
+        stopped = stack._stopping.wait(4.0)  # past the grace, more than three rounds of the policy
+        assert not stopped and stack.crashes == [] and stack.restarted == []  # type: ignore[attr-defined]
+    finally:
+        stack.stop()
