@@ -108,7 +108,7 @@ with DAG(
         """Shard the evaluation over every accelerator SageMaker gave us, sized to their memory."""
         import math
 
-        from airflow_sm_prefs.preflight.instance_catalogue import current
+        from airflow_sm_prefs.reference.instance_catalogue import current
 
         hardware = current()[chosen["selected_instance_type"]]  # accelerators and their memory, from AWS's facts
         accelerators = hardware.accelerators * chosen["selected_instance_count"]

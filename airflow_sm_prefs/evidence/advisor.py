@@ -166,7 +166,7 @@ def _better(candidate: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
 def render(advice: dict[str, Any], output_format: str) -> str:
     if output_format == "json":
         return json.dumps(advice, indent=2)
-    from airflow_sm_prefs.task.progress import format_seconds
+    from airflow_sm_prefs.platform.formatting import format_seconds
 
     def shown(seconds: float | None) -> str:
         return "unknown" if seconds is None else format_seconds(seconds)

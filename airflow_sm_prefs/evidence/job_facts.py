@@ -14,7 +14,7 @@ from typing import Any
 
 import pendulum
 
-from airflow_sm_prefs.preflight.prices import CostBasis, PriceTable
+from airflow_sm_prefs.reference.prices import CostBasis, PriceTable
 from airflow_sm_prefs.sagemaker.job_view import JobView, iso, jsonable
 
 
@@ -43,7 +43,7 @@ class JobFacts:
         certified_run_seconds: float | None = None,
     ) -> JobFacts:
         """``prices`` default to the table in effect now (shipped, with the team's over it)."""
-        from airflow_sm_prefs.preflight import prices as price_tables
+        from airflow_sm_prefs.reference import prices as price_tables
 
         now = now or pendulum.now("UTC")
         run = view.run_seconds(now)

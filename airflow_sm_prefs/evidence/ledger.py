@@ -176,12 +176,17 @@ def _safe(name: str) -> str:
 def write(entry: LedgerEntry, root: Any = None) -> bool:
     """Add or replace the job's entry; a warning (never an exception) when the ledger cannot be written.
 
-    ``root``: an ``ObjectStoragePath`` or a local ``pathlib.Path`` (default: ``location()``)."""
-    try:
-        root = root if root is not None else location()
-        folder = root / _safe(entry["dag_id"])
+    ``root``: an ``ObjectStoragePath`` or a local ``pathlib.Path`` (default: ``location()``). Bounded by
+    ``[sm_prefs] storage_timeout``: a store that does not answer costs the entry, never the task's time."""
+    from airflow_sm_prefs.storage import bounded
+
+    def put() -> None:
+        folder = (root if root is not None else location()) / _safe(entry["dag_id"])
         folder.mkdir(parents=True, exist_ok=True)
         _replace(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
+
+    try:
+        bounded.within(f"the capacity ledger's entry for {entry.get('job_name')}", put)
         return True
     except Exception as error:
         log.warning("Could not record SageMaker job %s in the capacity ledger: %s", entry.get("job_name"), error)

@@ -9,7 +9,19 @@ from airflow_sm_prefs.sagemaker.job_view import JobView, iso
 
 if TYPE_CHECKING:
     from airflow_sm_prefs.evidence.job_facts import JobFacts
-    from airflow_sm_prefs.preflight.guardrails import DroppedPreference
+
+
+# The XCom keys a task leaves beside its return value, besides ``selection``.
+DROPPED_XCOM_KEY = "dropped_preferences"
+UNCERTIFIED_XCOM_KEY = "uncertified_preferences"
+
+
+class DroppedPreference(TypedDict):
+    """XCom ``dropped_preferences``: an entry the guardrails removed, and why."""
+
+    rank: int
+    entry: dict[str, Any]
+    reason: str
 
 
 class Selection(TypedDict):

@@ -73,7 +73,7 @@ def _configuration_label(entry: LedgerEntry) -> str:
 
 
 def _median_text(seconds: float | None) -> str:
-    from airflow_sm_prefs.task.progress import format_seconds
+    from airflow_sm_prefs.platform.formatting import format_seconds
 
     return "unknown" if seconds is None else format_seconds(seconds)
 
@@ -364,7 +364,7 @@ def _certified_text(configuration: dict[str, Any]) -> str:
 
 
 def _cost_text(configuration: dict[str, Any]) -> str:
-    from airflow_sm_prefs.preflight.prices import format_usd
+    from airflow_sm_prefs.reference.prices import format_usd
 
     if configuration["plan_backed"]:
         return "plan-backed"

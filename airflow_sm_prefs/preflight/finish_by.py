@@ -21,7 +21,7 @@ from typing import Any
 
 import pendulum
 
-from airflow_sm_prefs.preflight import guardrails
+from airflow_sm_prefs.preflight import entries
 from airflow_sm_prefs.request import preferences as rules
 from airflow_sm_prefs.request.jobs import JobKind
 
@@ -79,11 +79,11 @@ def plan(
     """What the deadline leaves of the list; ``PreferenceValidationError`` if no entry can finish in time.
     Ranks in ``excluded`` (already dropped by the guardrails) are neither judged nor counted."""
     left = (finish_by - now).total_seconds()
-    runtime = guardrails.max_runtime_seconds(request)
+    runtime = entries.max_runtime_seconds(request)
     expected: dict[int, float] = {}
     explained: dict[int, str] = {}
     dropped: dict[int, str] = {}
-    for entry in guardrails.entries(kind, request):
+    for entry in entries.entries(kind, request):
         if entry.rank in excluded:
             continue
         past = history(entry.instance_type, entry.count)
@@ -120,7 +120,7 @@ def applied(
     stopping = request.setdefault("StoppingCondition", {})
     given = stopping.get("MaxPendingTimeInSeconds")
     bound = min(deadline.pending_seconds, given) if isinstance(given, int) else deadline.pending_seconds
-    kept_types = [entry.instance_type for entry in guardrails.entries(kind, request)]
+    kept_types = [entry.instance_type for entry in entries.entries(kind, request)]
     if (
         kind.service_enforces_pending_limit
         and any(rules.is_accelerated(t) for t in kept_types)
@@ -153,6 +153,6 @@ def ledger_history(dag_id: str, task_id: str, kind: JobKind) -> RunTimeHistory:
 
 
 def _duration(seconds: float) -> str:
-    from airflow_sm_prefs.task.progress import format_seconds
+    from airflow_sm_prefs.platform.formatting import format_seconds
 
     return format_seconds(seconds)

@@ -18,40 +18,16 @@ import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
+from typing import Any, Literal, Protocol
 
+from airflow_sm_prefs.evidence.record import DroppedPreference
+from airflow_sm_prefs.preflight import cost_caps, requirements
+from airflow_sm_prefs.preflight.entries import entries
+from airflow_sm_prefs.preflight.requirements import InstanceRequirements
 from airflow_sm_prefs.request import preferences as rules
 from airflow_sm_prefs.request.jobs import JobKind
 
-if TYPE_CHECKING:
-    from airflow_sm_prefs.preflight.requirements import InstanceRequirements
-
 OnViolation = Literal["fail", "drop"]
-DEFAULT_MAX_RUNTIME_SECONDS = 86400  # SageMaker's default MaxRuntimeInSeconds for both kinds
-
-
-class DroppedPreference(TypedDict):
-    """XCom ``dropped_preferences``: an entry the guardrails removed, and why."""
-
-    rank: int
-    entry: dict[str, Any]
-    reason: str
-
-
-@dataclass(frozen=True)
-class Entry:
-    rank: int
-    api: dict[str, Any]  # as in the request
-    instance_type: str
-    count: int
-
-    @property
-    def plan_backed(self) -> bool:
-        return bool(self.api.get("TrainingPlanArns"))
-
-    @property
-    def label(self) -> str:
-        return f"preference #{self.rank + 1} ({self.count} x {self.instance_type})"
 
 
 @dataclass(frozen=True)
@@ -68,8 +44,6 @@ class Guardrails:
     def judged(
         cls, max_hourly_cost_usd: Any, max_cost_usd: Any, on_violation: Any, quota_preflight: Any, requires: Any
     ) -> Guardrails:
-        from airflow_sm_prefs.preflight import requirements
-
         needs = requirements.judged(requires)
         problems: list[str] = []
         hourly = _limit(max_hourly_cost_usd, "max_hourly_cost_usd", problems)
@@ -83,8 +57,8 @@ class Guardrails:
         return cls(hourly, worst, on_violation, quota_preflight, needs)
 
     @property
-    def prices_needed(self) -> bool:
-        return self.max_hourly_cost_usd is not None or self.max_cost_usd is not None
+    def cost_caps(self) -> cost_caps.CostCaps:
+        return cost_caps.CostCaps(self.max_hourly_cost_usd, self.max_cost_usd)
 
 
 def _limit(value: Any, name: str, problems: list[str]) -> float | None:
@@ -100,29 +74,6 @@ def _limit(value: Any, name: str, problems: list[str]) -> float | None:
         problems.append(f"{name} must be a positive number of US dollars, got {value!r:.60}")
         return None
     return float(value)
-
-
-def entries(kind: JobKind, request: Mapping[str, Any]) -> list[Entry]:
-    """The request's preferences whose type and count are known: a list still templated (a DAG file being
-    parsed) has none, and an entry still templated is left out, for the run to judge."""
-    resources = kind.resources(request)
-    uniform = resources.get("InstanceCount")
-    listed = resources.get("InstancePreferences")
-    if not isinstance(listed, list):
-        return []
-    known = []
-    for rank, api in enumerate(listed):
-        if not isinstance(api, dict):
-            continue
-        instance_type, count = api.get("InstanceType"), api.get("InstanceCount", uniform)
-        if isinstance(instance_type, str) and not rules.is_templated(instance_type) and type(count) is int:
-            known.append(Entry(rank, dict(api), instance_type, count))
-    return known
-
-
-def max_runtime_seconds(request: Mapping[str, Any]) -> int:
-    stopping = request.get("StoppingCondition") or {}
-    return int(stopping.get("MaxRuntimeInSeconds") or DEFAULT_MAX_RUNTIME_SECONDS)
 
 
 # -- applying them -----------------------------------------------------------------------------------------------
@@ -164,13 +115,15 @@ def checks_for(
 ) -> list[Check]:
     """The guardrails a task's arguments turn on, in the order their reasons are given: each check lives in a
     module of its own, and this is the one line that turns it on."""
-    from airflow_sm_prefs.preflight import cost_caps, prices, quotas, requirements
+    # Read only when a check runs: the price table is on object storage, the quotas need AWS's clients.
+    from airflow_sm_prefs.preflight import quotas
+    from airflow_sm_prefs.reference import prices
 
     checks: list[Check] = []
     if guardrails.requires is not None:
         checks.append(requirements.MeetsRequirements(guardrails.requires))
-    if guardrails.prices_needed:
-        checks.append(cost_caps.WithinCostCaps(guardrails, prices.current(), region))
+    if guardrails.cost_caps.any:
+        checks.append(cost_caps.WithinCostCaps(guardrails.cost_caps, prices.current(), region))
     if guardrails.quota_preflight:
         checks.append(quotas.WithinQuotas(quota_client, cache_key, log))
     return checks

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.preflight.guardrails import entries
+from airflow_sm_prefs.preflight.entries import entries
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker.hooks import error_code
 

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from airflow_sm_prefs.preflight.instance_catalogue import ACCELERATORS, Hardware
+from airflow_sm_prefs.preflight.entries import entries
+from airflow_sm_prefs.reference.instance_catalogue import ACCELERATORS, Hardware
 from airflow_sm_prefs.request import preferences as rules
 
 if TYPE_CHECKING:
@@ -155,8 +156,7 @@ def violations(
 
 def requirement_violations(kind: JobKind, request: Mapping[str, Any], requires: InstanceRequirements) -> dict[int, str]:
     """Entries whose type lacks what ``requires`` asks, by the instance catalogue."""
-    from airflow_sm_prefs.preflight import instance_catalogue
-    from airflow_sm_prefs.preflight.guardrails import entries
+    from airflow_sm_prefs.reference import instance_catalogue
 
     listed = [(entry.rank, entry.instance_type, entry.count, entry.label) for entry in entries(kind, request)]
     try:

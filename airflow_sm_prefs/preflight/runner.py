@@ -12,22 +12,27 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pendulum
 
-from airflow_sm_prefs.preflight import certification, guardrails, requirements
+from airflow_sm_prefs.evidence.record import DROPPED_XCOM_KEY, UNCERTIFIED_XCOM_KEY, DroppedPreference
+from airflow_sm_prefs.platform.formatting import format_seconds
+from airflow_sm_prefs.preflight import certification, entries, guardrails, requirements
 from airflow_sm_prefs.preflight import finish_by as finish_by_module
-from airflow_sm_prefs.preflight.guardrails import DroppedPreference
 from airflow_sm_prefs.request import job_request
 from airflow_sm_prefs.request import preferences as rules
 from airflow_sm_prefs.request.jobs import JobKind
-from airflow_sm_prefs.task.progress import format_seconds
-from airflow_sm_prefs.task.submission import Prepared
-from airflow_sm_prefs.task.task_outcome import DROPPED_XCOM_KEY, UNCERTIFIED_XCOM_KEY
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+
+class Prepared(NamedTuple):
+    """What preflight makes of the rendered request, just before a job is created from it."""
+
+    request: dict[str, Any]
+    pending_until: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,7 @@ class Preflight:
         return Prepared(guarded, pending_until)
 
     def _uncertified(self, request: Mapping[str, Any]) -> list[str]:
-        listed = [(e.instance_type, e.count, e.label) for e in guardrails.entries(self.kind, request)]
+        listed = [(e.instance_type, e.count, e.label) for e in entries.entries(self.kind, request)]
         try:
             return self.certification.uncertified(listed)
         except certification.RegistryError as error:

@@ -84,7 +84,7 @@ class JobKind:
     def essentials(self, description: Mapping[str, Any]) -> dict[str, Any]:
         """The part of a Describe response the operator needs to resume; safe to store (what the job says is
         passed through the secrets masker: it is kept in the task instance while the task waits)."""
-        from airflow_sm_prefs.sagemaker.redaction import redacted
+        from airflow_sm_prefs.platform.redaction import redacted
 
         kept = {key: redacted(description[key]) for key in self.event_fields if key in description}
         resources = self.resources(description)

@@ -14,11 +14,11 @@ from typing import Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
+from airflow_sm_prefs.platform import supervisor_calls
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.request.preferences import PreferenceValidationError
 from airflow_sm_prefs.sagemaker.botocore_model import extend_provider_loader
 from airflow_sm_prefs.sagemaker.job_view import jsonable
-from airflow_sm_prefs.wait import supervisor_calls
 
 extend_provider_loader()
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pendulum
 
+from airflow_sm_prefs.platform.redaction import redacted
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker import job_status
-from airflow_sm_prefs.sagemaker.redaction import redacted
 
 
 def to_time(value: Any) -> pendulum.DateTime | None:

@@ -175,7 +175,7 @@ def _jobs(count: int) -> str:
 
 
 def _seconds(value: float | None) -> str:
-    from airflow_sm_prefs.task.progress import format_seconds
+    from airflow_sm_prefs.platform.formatting import format_seconds
 
     return "unknown" if value is None else format_seconds(value)
 
@@ -397,7 +397,7 @@ def _survival_chart(wait: dict[str, Any] | None, break_even: float | None, width
 
 
 def _usd(value: float | None) -> str:
-    from airflow_sm_prefs.preflight.prices import format_usd
+    from airflow_sm_prefs.reference.prices import format_usd
 
     return format_usd(value)
 

@@ -163,7 +163,7 @@ def _backfill(args: argparse.Namespace) -> int:
 def _refresh_prices(args: argparse.Namespace) -> int:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-    from airflow_sm_prefs.preflight import price_list, prices
+    from airflow_sm_prefs.reference import price_list, prices
 
     try:
         output = (
@@ -197,7 +197,7 @@ def _refresh_prices(args: argparse.Namespace) -> int:
 
 
 def _show_prices(args: argparse.Namespace) -> int:
-    from airflow_sm_prefs.preflight import prices
+    from airflow_sm_prefs.reference import prices
 
     users = prices.user_table_path()
     if users.exists() or users.is_symlink():
@@ -326,7 +326,7 @@ DEVKIT_COMMANDS = frozenset({"emulator", "demo"})
 
 
 def price_list_regions() -> tuple[str, ...]:
-    from airflow_sm_prefs.preflight.price_list import API_REGIONS
+    from airflow_sm_prefs.reference.price_list import API_REGIONS
 
     return API_REGIONS
 

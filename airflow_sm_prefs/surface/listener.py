@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
-from airflow_sm_prefs.surface import airflow_lines
+from airflow_sm_prefs.platform import airflow_lines
 from airflow_sm_prefs.task.attempts import FINISHED, STATE_KEY, JobClaim
 
 log = logging.getLogger(__name__)

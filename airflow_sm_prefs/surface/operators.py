@@ -25,13 +25,16 @@ from airflow_sm_prefs.surface import links
 from airflow_sm_prefs.surface.links import SageMakerConsoleLink, SageMakerLogsLink
 from airflow_sm_prefs.task import attempts
 from airflow_sm_prefs.task.outcomes import NoCapacityError
-from airflow_sm_prefs.task.task_life import Defer, Step, TaskLife, Waiting
 from airflow_sm_prefs.wait.wait_event import WaitEnded
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
+    from airflow_sm_prefs.task.task_life import Step, TaskLife
+
+# The task's life with its job (task_life and what it uses: the claim, the wait, the ledger) is imported when a
+# task runs, never when a DAG file is parsed.
 
 __all__ = ["NoCapacityError", "SageMakerPreferenceProcessingOperator", "SageMakerPreferenceTrainingOperator"]
 
@@ -221,7 +224,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     def _do_render_template_fields(self, parent: Any, *args: Any, **kwargs: Any) -> None:
         # Where both a task's and a mapped task's templates are rendered (a MappedOperator renders its
         # unmapped task through this, not through render_template_fields): which Variables they read.
-        from airflow_sm_prefs.sagemaker.redaction import variables_read
+        from airflow_sm_prefs.platform.redaction import variables_read
 
         if parent is not self:  # a nested templated object of this task's, inside the call below
             super()._do_render_template_fields(parent, *args, **kwargs)
@@ -232,6 +235,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self._variables_read = sorted(read)
 
     def _start_life(self, context: Context, preflight: Preflight) -> TaskLife:
+        from airflow_sm_prefs.task.task_life import TaskLife, Waiting
+
         def persist_links(job_name: str) -> None:
             links.persist(context, self, self.job_kind, self._region, self.hook.conn_partition, job_name)
 
@@ -249,6 +254,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         return self._life
 
     def _carry_out(self, step: Step) -> Any:
+        from airflow_sm_prefs.task.task_life import Defer
+
         if isinstance(step, Defer):
             self.defer(trigger=step.trigger, method_name="execute_complete", timeout=step.timeout)
         self._lineage_description = step.view.source

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from typing import Any
-
-from airflow_sm_prefs import __version__
 
 
 def _option(description: str, example: str) -> dict[str, Any]:
@@ -17,7 +16,7 @@ def get_provider_info() -> dict[str, Any]:
         "name": "SageMaker instance preferences",
         "description": "Amazon SageMaker training and processing jobs with instance preference lists: "
         "validated before submission, never launched twice, and a record of the configuration SageMaker chose.",
-        "versions": [__version__],
+        "versions": [version("airflow-sm-prefs")],
         "integrations": [
             {
                 "integration-name": "Amazon SageMaker instance preferences",
@@ -55,6 +54,11 @@ def get_provider_info() -> dict[str, Any]:
                         "The connection of storage's object store (and of price_table's and "
                         "certification_registry's when they are URLs).",
                         "aws_default",
+                    ),
+                    "storage_timeout": _option(
+                        "Seconds one operation on the shared store may take in all (default 30): past it a task "
+                        "goes on without the team's price table or the job's ledger entry, saying so once.",
+                        "30",
                     ),
                     "ledger_path": _option(
                         "The capacity ledger's root, a path ObjectStoragePath understands (default: "

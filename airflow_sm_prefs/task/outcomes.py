@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_sm_prefs.evidence.record import JobRecord
+from airflow_sm_prefs.platform.formatting import format_seconds
 from airflow_sm_prefs.sagemaker import job_status
 from airflow_sm_prefs.sagemaker.job_view import JobView
-from airflow_sm_prefs.task.progress import format_seconds
 
 FINISH_SUMMARY_FIELDS = (
     "selected_instance_type",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException
 
+from airflow_sm_prefs.preflight.runner import Prepared
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker import tagging
 from airflow_sm_prefs.sagemaker.job_view import JobView
@@ -35,13 +36,6 @@ class Submitted(NamedTuple):
     reattached: bool
     # The request as sent (after ``prepare``), or as rendered when no job was created.
     request: dict[str, Any]
-
-
-class Prepared(NamedTuple):
-    """What ``prepare`` makes of the rendered request, just before a job is created from it."""
-
-    request: dict[str, Any]
-    pending_until: str | None = None
 
 
 @dataclass(frozen=True)

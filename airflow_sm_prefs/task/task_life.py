@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowException
 
+from airflow_sm_prefs.preflight.runner import Prepared
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker import job_status
 from airflow_sm_prefs.sagemaker.job_view import JobView, to_time
 from airflow_sm_prefs.task import attempts
 from airflow_sm_prefs.task.deadlines import wait_deadlines
 from airflow_sm_prefs.task.outcomes import NoCapacityError, no_capacity_message, wait_timeout_message
-from airflow_sm_prefs.task.submission import Prepared, Submission
+from airflow_sm_prefs.task.submission import Submission
 from airflow_sm_prefs.task.task_outcome import TaskOutcome, latest_view
 from airflow_sm_prefs.wait.polling import Outcome, WaitFor
 from airflow_sm_prefs.wait.wait_event import WaitEnded

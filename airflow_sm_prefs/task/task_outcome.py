@@ -14,10 +14,11 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from airflow_sm_prefs.evidence import ledger, record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.evidence.record import DROPPED_XCOM_KEY, UNCERTIFIED_XCOM_KEY
 from airflow_sm_prefs.request.jobs import JobKind
-from airflow_sm_prefs.sagemaker import job_status
+from airflow_sm_prefs.sagemaker import job_status, status_lines
 from airflow_sm_prefs.sagemaker.job_view import JobView
-from airflow_sm_prefs.task import attempts, progress
+from airflow_sm_prefs.task import attempts
 from airflow_sm_prefs.task.outcomes import FINISH_SUMMARY_FIELDS, outcome_error, with_log_tail
 
 if TYPE_CHECKING:
@@ -25,10 +26,6 @@ if TYPE_CHECKING:
 
     from airflow_sm_prefs.preflight.certification import Certification
     from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
-
-
-DROPPED_XCOM_KEY = "dropped_preferences"
-UNCERTIFIED_XCOM_KEY = "uncertified_preferences"
 
 
 @dataclass(frozen=True)
@@ -47,7 +44,7 @@ class TaskOutcome:
         chosen = record.selection(view, self.region)
         if chosen is None:
             return
-        self.log.info(progress.selection_line(view))
+        self.log.info(status_lines.selection_line(view))
         self.context["ti"].xcom_push(key="selection", value=chosen)
         emit_selection(chosen)
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pendulum
 
+from airflow_sm_prefs.sagemaker import status_lines
 from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook, is_transient
 from airflow_sm_prefs.sagemaker.job_view import JobView
-from airflow_sm_prefs.task import progress
 from airflow_sm_prefs.wait.polling import Outcome, WaitFor, backoff_seconds, next_limit, observe, view_interval
 
 
@@ -54,7 +54,7 @@ def wait(
         failures = 0
         fresh_view = JobView.parse(view.kind, fresh)
         if fresh_view.signature != view.signature:
-            log.info(progress.status_line(fresh_view))
+            log.info(status_lines.status_line(fresh_view))
         view = fresh_view
         if observed is not None:
             observed(view)

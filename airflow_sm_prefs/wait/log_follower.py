@@ -49,7 +49,7 @@ class LogLine:
     timestamp: int  # ms
 
     def render(self) -> str:
-        from airflow_sm_prefs.sagemaker.redaction import redacted
+        from airflow_sm_prefs.platform.redaction import redacted
 
         return redacted(f"[{self.stream}] {self.message}")
 

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
-from airflow_sm_prefs.wait import supervisor_calls
+from airflow_sm_prefs.platform import supervisor_calls
 from airflow_sm_prefs.wait.cloudwatch_task_log import TryStream
 from airflow_sm_prefs.wait.log_follower import LogBatch, LogCursor, LogFollower
 

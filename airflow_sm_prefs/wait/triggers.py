@@ -10,11 +10,10 @@ from typing import Any
 import pendulum
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_sm_prefs.platform import airflow_lines, supervisor_calls
 from airflow_sm_prefs.request.jobs import KINDS, JobKind
+from airflow_sm_prefs.sagemaker import status_lines
 from airflow_sm_prefs.sagemaker.job_view import JobView
-from airflow_sm_prefs.surface import airflow_lines
-from airflow_sm_prefs.task import progress
-from airflow_sm_prefs.wait import supervisor_calls
 from airflow_sm_prefs.wait.polling import Outcome, WaitFor, next_limit, observe
 from airflow_sm_prefs.wait.wait_event import WaitEnded
 
@@ -128,7 +127,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             raise
 
     async def _watch(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_sm_prefs.sagemaker.redaction import mask_variables
+        from airflow_sm_prefs.platform.redaction import mask_variables
         from airflow_sm_prefs.wait.watcher import JobWatcher, KnownState
 
         await mask_variables([(str(key), bool(as_json)) for key, as_json in self.mask_variables])
@@ -167,11 +166,11 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                     if lines is not None:
                         lines.running(view.started is not None)
                     if view.signature != last_signature:
-                        self.log.info(progress.status_line(view))
+                        self.log.info(status_lines.status_line(view))
                         last_signature = view.signature
                     outcome = observe(view, self.wait_for)
                     if outcome is Outcome.SELECTED:
-                        self.log.info(progress.selection_line(view))
+                        self.log.info(status_lines.selection_line(view))
                     if outcome is not None:
                         if lines is not None and waiting_for_lines is not None and view.terminal:
                             # A batch already taken from the queue is shown first; a pending get is cancelled,

@@ -131,7 +131,7 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
 def other_team_line(stack: LocalStack, night: int) -> str:
     """What the other team's job on ml.p5.48xlarge saw that night, from the ledger."""
     from airflow_sm_prefs.evidence import ledger
-    from airflow_sm_prefs.task.progress import format_seconds
+    from airflow_sm_prefs.platform.formatting import format_seconds
 
     theirs = sorted(
         (e for e in ledger.read(stack.ledger_root, dag_id=OTHER_TEAM_DAG).entries if e["created_at"]),
@@ -152,7 +152,7 @@ def night_record(stack: LocalStack, run_id: str, task_id: str) -> dict[str, Any]
 
 
 def results_table(records: dict[str, dict[str, Any] | None]) -> str:
-    from airflow_sm_prefs.task.progress import format_seconds
+    from airflow_sm_prefs.platform.formatting import format_seconds
 
     header = f"{'task':<14} {'configuration':<24} {'preference':<16} {'pending':>9} {'run':>9}  status"
     lines = [header, "-" * len(header)]
@@ -173,7 +173,7 @@ def results_table(records: dict[str, dict[str, Any] | None]) -> str:
 def refresh_prices(stack: LocalStack) -> int:
     """What `airflow-sm-prefs prices refresh` does, from the emulated Price List API into the stack's default
     price table (the scenario's made-up prices: the demo's costs are not AWS's)."""
-    from airflow_sm_prefs.preflight import price_list
+    from airflow_sm_prefs.reference import price_list
 
     client = stack.aws_client("pricing")
     retrieved = price_list.retrieve(client, ["us-east-1"])

@@ -8,7 +8,7 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
-from airflow_sm_prefs.preflight import price_list, prices
+from airflow_sm_prefs.reference import price_list, prices
 from airflow_sm_prefs.surface import cli
 from sm_prefs_devkit.emulator.scenario import parse_faults
 from tests.helpers import boto_client

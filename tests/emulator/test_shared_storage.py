@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from airflow_sm_prefs.evidence import ledger
-from airflow_sm_prefs.preflight import certification, prices
+from airflow_sm_prefs.preflight import certification
+from airflow_sm_prefs.reference import prices
 from tests.helpers import boto_client
 from tests.unit.test_certification import certified
 from tests.unit.test_report import entry

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from airflow.utils.state import TaskInstanceState
 
-from airflow_sm_prefs.surface import airflow_lines, listener
+from airflow_sm_prefs.platform import airflow_lines
+from airflow_sm_prefs.surface import listener
 from airflow_sm_prefs.task.attempts import DEFERRED, FINISHED, JobClaim
 from tests.helpers import GPU_PAIR, FakeTI, boto_client, training_request
 

@@ -18,7 +18,7 @@ import pytest
 from airflow.jobs.triggerer_job_runner import TriggerCommsDecoder
 from airflow.sdk.execution_time import comms, task_runner
 
-from airflow_sm_prefs.wait import supervisor_calls
+from airflow_sm_prefs.platform import supervisor_calls
 
 SCOPE = {"dag_id": "nightly", "task_id": "train", "run_id": "manual__1", "map_index": -1}
 # Airflow 3.3 matches answers to requests by id (it starts a reader first); 3.1 and 3.2 read in turn.

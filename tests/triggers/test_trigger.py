@@ -303,7 +303,7 @@ async def test_on_kill_stops_the_job_only_when_a_user_ended_the_task(
 async def test_before_airflow_3_3_a_cancelled_trigger_stops_its_job_only_after_a_users_action(
     start_emulator, aws_connection, monkeypatch, calls_on_kill, state, stopped
 ):
-    from airflow_sm_prefs.surface import airflow_lines
+    from airflow_sm_prefs.platform import airflow_lines
 
     server = start_emulator("all-busy-then-free")
     boto_client(server.endpoint_url).create_training_job(**training_request("cancelled", GPU_PAIR))
@@ -325,7 +325,7 @@ def test_what_this_airflow_line_offers_a_trigger_is_known():
 
     from packaging.version import Version
 
-    from airflow_sm_prefs.surface import airflow_lines
+    from airflow_sm_prefs.platform import airflow_lines
 
     release = Version(version("apache-airflow")).release
     assert airflow_lines.triggerer_calls_on_kill() is (release >= (3, 3))

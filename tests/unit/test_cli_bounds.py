@@ -60,7 +60,7 @@ def test_a_ledger_path_nothing_can_read_is_one_line(capsys, monkeypatch, ledger_
 
 @pytest.mark.parametrize("kind", ["full", "zero", "fifo", "folder", "not a table"])
 def test_prices_refresh_never_reads_or_replaces_what_is_not_a_price_table(tmp_path, capsys, kind):
-    from airflow_sm_prefs.preflight import price_list
+    from airflow_sm_prefs.reference import price_list
 
     if kind == "full":
         output = Path("/dev/full")

@@ -11,8 +11,9 @@ import yaml
 
 from airflow_sm_prefs.evidence import record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
-from airflow_sm_prefs.preflight import certification, instance_catalogue, prices
+from airflow_sm_prefs.preflight import certification
 from airflow_sm_prefs.preflight.certification import RegistryError
+from airflow_sm_prefs.reference import instance_catalogue, prices
 from airflow_sm_prefs.request.jobs import TRAINING
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from tests.helpers import plant_file

@@ -8,7 +8,7 @@ import pendulum
 
 from airflow_sm_prefs.evidence import ledger, record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
-from airflow_sm_prefs.preflight.prices import HourlyPrice, PriceSource, PriceTable
+from airflow_sm_prefs.reference.prices import HourlyPrice, PriceSource, PriceTable
 from airflow_sm_prefs.request.jobs import TRAINING
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from tests.unit.test_record import T0, training_description

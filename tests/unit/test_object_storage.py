@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from airflow_sm_prefs.evidence import ledger
-from airflow_sm_prefs.preflight import prices
+from airflow_sm_prefs.reference import prices
 from airflow_sm_prefs.storage import object_storage
 from airflow_sm_prefs.storage.object_storage import StorageUnavailable
 

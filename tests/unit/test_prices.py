@@ -11,7 +11,7 @@ import pytest
 
 from airflow_sm_prefs.evidence import ledger, record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
-from airflow_sm_prefs.preflight import prices
+from airflow_sm_prefs.reference import prices
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from tests.unit.test_record import training_description

@@ -9,7 +9,8 @@ import botocore.session
 import pytest
 
 from airflow_sm_prefs import InstanceRequirements
-from airflow_sm_prefs.preflight import instance_catalogue, requirements
+from airflow_sm_prefs.preflight import requirements
+from airflow_sm_prefs.reference import instance_catalogue
 from airflow_sm_prefs.request.preferences import ACCELERATED_PREFIXES, PreferenceValidationError
 from airflow_sm_prefs.storage.paths import SHIPPED_DATA
 from airflow_sm_prefs.surface.operators import (
@@ -94,7 +95,7 @@ def test_a_static_list_that_cannot_meet_requires_fails_at_parse_time_naming_the_
 
 
 def test_with_drop_or_a_templated_list_the_run_decides():
-    from airflow_sm_prefs.preflight import guardrails
+    from airflow_sm_prefs.preflight import entries
 
     dropping = SageMakerPreferenceTrainingOperator(
         task_id="t",
@@ -117,7 +118,7 @@ def test_with_drop_or_a_templated_list_the_run_decides():
         requires={"efa": True},
     )
     assert templated._request is not None
-    assert guardrails.entries(templated.job_kind, templated._request) == [], "nothing to judge before rendering"
+    assert entries.entries(templated.job_kind, templated._request) == [], "nothing to judge before rendering"
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from airflow_sm_prefs.platform.formatting import format_seconds
 from airflow_sm_prefs.sagemaker.job_view import JobView
 
 
@@ -24,14 +25,3 @@ def selection_line(view: JobView) -> str | None:
         f"SageMaker selected {which}{fallback}: {view.selected_count} x {view.selected_type}, after waiting "
         f"{format_seconds(view.pending_seconds())} for capacity"
     )
-
-
-def format_seconds(seconds: float) -> str:
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m{secs:02d}s"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"

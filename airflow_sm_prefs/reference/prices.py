@@ -143,18 +143,22 @@ def user_table_path() -> Any:
 def current() -> PriceTable:
     """The shipped table with the user's over it (re-read when the user's file changes).
 
-    A user's table that cannot be read is reported and left out: a cost estimate is never a reason to fail
-    a job's task (a cost cap, which depends on it, refuses in ``guardrails``)."""
+    A user's table that cannot be read, for whatever reason and within ``[sm_prefs] storage_timeout``, is reported
+    and left out: a cost estimate is never a reason to fail a job's task, nor to keep it waiting on a store that
+    does not answer (a cost cap, which depends on it, refuses in ``guardrails``)."""
+    from airflow_sm_prefs.storage import bounded
+
     table = shipped()
     try:
-        users = user_files.parsed(user_table_path(), read_file)
-    except object_storage.StorageUnavailable as error:
+        where = user_table_path()
+        users = bounded.within(f"the price table {where}", lambda: user_files.parsed(where, read_file))
+    except FileNotFoundError:
+        return table  # no table of the team's: the shipped one alone
+    except (object_storage.StorageUnavailable, PriceTableError) as error:
         log.warning("Price table left out: %s", error)
         return table
-    except OSError:
-        return table
-    except PriceTableError as error:
-        log.warning("Price table left out: %s", error)
+    except Exception as error:  # the store refused or failed (botocore's errors are not OSErrors)
+        log.warning("Price table left out: it could not be read (%s: %s)", type(error).__name__, error)
         return table
     return table.layered(users)
 

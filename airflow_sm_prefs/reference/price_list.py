@@ -98,7 +98,7 @@ def write(retrieved: Retrieved, output: Any, endpoint: str) -> None:
     says where and when its prices were read. Written whole or not at all."""
     import pendulum
 
-    from airflow_sm_prefs.preflight import prices
+    from airflow_sm_prefs.reference import prices
     from airflow_sm_prefs.storage import object_storage, untrusted_files
 
     table: dict[str, Any] = {}

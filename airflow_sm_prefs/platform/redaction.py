@@ -19,7 +19,7 @@ from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from airflow_sm_prefs.wait import supervisor_calls
+from airflow_sm_prefs.platform import supervisor_calls
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,65 @@
+"""A total deadline for one operation on the shared store.
+
+botocore's connect and read timeouts bound each request, but one operation of fsspec's is several requests,
+each retried (by botocore, then by s3fs), and a local folder on a network mount has no timeout at all. A task
+that waits on the evidence side (its cost estimate, its ledger entry) must not wait on a store that accepts
+and never answers. So the operation runs in a thread of its own and its caller waits a bounded time: past the
+deadline it gets ``StoreTimedOut`` while the thread, bounded by the client's own timeouts, ends by itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from airflow_sm_prefs.storage.object_storage import SECTION, StorageUnavailable, setting
+
+_Result = TypeVar("_Result")
+
+DEFAULT_SECONDS = 30.0  # tens of seconds in all: a store that answers at all answers well within it
+
+
+class StoreTimedOut(StorageUnavailable):
+    """The store did not answer one operation within its deadline."""
+
+
+def deadline_seconds() -> float:
+    """``[sm_prefs] storage_timeout``: seconds one operation on the shared store may take in all."""
+    configured = setting("storage_timeout")
+    if configured is None:
+        return DEFAULT_SECONDS
+    try:
+        seconds = float(configured)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise StorageUnavailable(f"[{SECTION}] storage_timeout = {configured!r}: a positive number of seconds")
+    return seconds
+
+
+def within(what: str, operation: Callable[[], _Result], seconds: float | None = None) -> _Result:
+    """``operation()``'s result, or what it raised; ``StoreTimedOut`` naming ``what`` once ``seconds`` (default:
+    ``[sm_prefs] storage_timeout``) have passed without an answer."""
+    limit = deadline_seconds() if seconds is None else seconds
+    outcome: list[_Result] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(operation())
+        except BaseException as error:  # handed to the caller, whatever it is
+            failure.append(error)
+
+    # A daemon thread: one the store never answers must not keep the process from exiting.
+    worker = threading.Thread(target=run, name=f"sm-prefs-store: {what}"[:60], daemon=True)
+    worker.start()
+    worker.join(limit)
+    if worker.is_alive():
+        raise StoreTimedOut(
+            f"{what}: no answer from the store within {limit:g} s; check the network path to it (endpoint, proxy, "
+            f"firewall) or raise [{SECTION}] storage_timeout"
+        )
+    if failure:
+        raise failure[0]
+    return outcome[0]
