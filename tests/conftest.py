@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -77,6 +78,17 @@ def aws_connection(monkeypatch: pytest.MonkeyPatch) -> Callable[[EmulatorServer]
         return conn_id
 
     return connect
+
+
+@pytest.fixture
+def task_log(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """What the operators of a test write to their task log."""
+    from airflow_sm_prefs.surface.operators import SageMakerPreferenceBaseOperator
+    from tests.helpers import TaskLog
+
+    log = TaskLog()
+    monkeypatch.setattr(SageMakerPreferenceBaseOperator, "log", property(lambda self: log), raising=False)
+    return log
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,7 @@ wins over its compacted line.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import pendulum
 
+from airflow_sm_prefs.request.preferences import MAX_PREFERENCES
 from airflow_sm_prefs.sagemaker import job_status
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.storage import object_storage, untrusted_files
@@ -182,7 +184,7 @@ def write(entry: LedgerEntry, root: Any = None) -> bool:
 
     def put() -> None:
         folder = (root if root is not None else location()) / _safe(entry["dag_id"])
-        folder.mkdir(parents=True, exist_ok=True)
+        object_storage.make_folder(folder)
         _replace(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
 
     try:
@@ -287,13 +289,25 @@ def _problem(raw: Any, keys: Collection[str] | None = None) -> str | None:
         return "preferences is not a list of {InstanceType, InstanceCount} objects"
     for key in _INTEGERS:
         value = raw.get(key)
-        if value is not None and (keys is None or key in keys) and (type(value) is not int):
-            return f"{key} is not an integer"
+        if value is not None and (keys is None or key in keys):
+            if type(value) is not int:
+                return f"{key} is not an integer"
+            low, high = _INTEGER_BOUNDS.get(key, (None, None))
+            if (low is not None and value < low) or (high is not None and value > high):
+                return f"{key} {value} is outside {low}..{'' if high is None else high}"
     for key in _TIMES:
         value = raw.get(key)
         if value is not None and (keys is None or key in keys) and not _is_time(value):
             return f"{key} is not an ISO 8601 time"
     return None
+
+
+# A rank is a place in a list of at most five; a count is of instances; a map index is -1 when not mapped.
+_INTEGER_BOUNDS: dict[str, tuple[int | None, int | None]] = {
+    "selected_rank": (0, MAX_PREFERENCES - 1),
+    "selected_instance_count": (1, None),
+    "map_index": (-1, None),
+}
 
 
 def _is_amount(value: Any) -> bool:
@@ -323,7 +337,7 @@ def read(
     ``memo``: what an earlier reading kept of each folder, re-read only where a file changed."""
     root = root if root is not None else location()
     keep = fields or tuple(LedgerEntry.__annotations__)
-    by_job: dict[str, LedgerEntry] = {}
+    by_job: dict[JobKey, LedgerEntry] = {}
     bad: list[str] = []
     signature: list[Any] = []
     shared: dict[Any, Any] = {}  # one copy of each list, Region and DAG id: 100,000 jobs share a handful
@@ -336,9 +350,14 @@ def read(
     return Reading(entries, len(bad), bad[:5], tuple(signature) if memo is not None else None)
 
 
+# What makes a job one job in the ledger: its DAG's folder, its Region and its name. SageMaker's names are unique
+# per account and Region only, and the folder keeps one DAG's objects from replacing another's.
+JobKey = tuple[str, str | None, str]
+
+
 @dataclass(frozen=True)
 class _FolderReading:
-    by_job: dict[str, LedgerEntry]
+    by_job: dict[JobKey, LedgerEntry]
     bad: list[str]
     signature: Any  # what the folder's files were when read (local folders), None where unknown
 
@@ -348,11 +367,11 @@ def _read_folder(folder: Any, keep: tuple[str, ...], shared: dict[Any, Any], sig
     ``shared``: one copy of each list, Region and DAG id across folders and readings. ``signature``: what a
     memo saw of the folder's files just before reading them (None without a memo)."""
     judged = None if set(keep) == set(LedgerEntry.__annotations__) else frozenset(keep)
-    by_job: dict[str, LedgerEntry] = {}
+    by_job: dict[JobKey, LedgerEntry] = {}
     bad: list[str] = []
 
-    def take(raw: Any, where: str) -> None:
-        problem = _problem(raw, judged)
+    def take(raw: Any, where: str, file_name: str | None = None) -> None:
+        problem = _problem(raw, judged) or _misplaced(raw, folder.name, file_name)
         if problem is not None:
             bad.append(f"{where}: {problem}")
             return
@@ -364,14 +383,18 @@ def _read_folder(folder: Any, keep: tuple[str, ...], shared: dict[Any, Any], sig
         for key in ("region", "dag_id", "task_id", "job_kind", "outcome", "selected_instance_type", "cost_basis"):
             if isinstance(kept.get(key), str):
                 kept[key] = shared.setdefault(kept[key], kept[key])
-        by_job[raw["job_name"]] = kept  # type: ignore[assignment]
+        region = raw.get("region")
+        by_job[(folder.name, region if isinstance(region, str) else None, raw["job_name"])] = kept  # type: ignore[assignment]
 
     try:
-        months, jobs = list(_compacted_paths(folder)), list(_job_paths(folder))
+        jobs = list(_job_paths(folder))
     except OSError as error:  # a folder that cannot be listed costs its own entries, not the report
-        return _FolderReading(
-            {}, [f"{folder.name}/: cannot be listed ({error.strerror or type(error).__name__})"], None
-        )
+        return _FolderReading({}, [f"{folder.name}/: cannot be listed ({_why(error)})"], None)
+    try:
+        months = list(_compacted_paths(folder))
+    except OSError as error:  # a stray object where the months should be costs the months, not the DAG's jobs
+        months = []
+        bad.append(f"{folder.name}/{COMPACTED}/: cannot be listed ({_why(error)})")
     for path in months:
         try:
             lines = untrusted_files.read_bytes(path, MAX_MONTH_BYTES).splitlines()
@@ -392,8 +415,22 @@ def _read_folder(folder: Any, keep: tuple[str, ...], shared: dict[Any, Any], sig
         except untrusted_files.UntrustedFileError as error:
             bad.append(str(error).replace(str(path), path.name))
             continue
-        take(raw, path.name)
+        take(raw, path.name, path.name)
     return _FolderReading(by_job, bad, signature)
+
+
+def _why(error: OSError) -> str:
+    return error.strerror or str(error) or type(error).__name__
+
+
+def _misplaced(raw: Any, folder_name: str, file_name: str | None) -> str | None:
+    """Why an entry does not belong where it lies: its DAG's folder is not this one, or (a job's own file) its
+    name is not the job's. Such an entry would add a run to another DAG or replace another job's entry."""
+    if _safe(raw["dag_id"]) != folder_name:
+        return f"its dag_id {raw['dag_id']!r:.80} is not this folder's DAG ({folder_name:.80})"
+    if file_name is not None and file_name != f"{_safe(raw['job_name'])}.json":
+        return f"its job_name {raw['job_name']!r:.80} is not the file's ({file_name:.80})"
+    return None
 
 
 def _folder_signature(folder: Any) -> Any:
@@ -458,7 +495,7 @@ def _dag_folders(
             candidates = [p for p in root.iterdir() if p.is_dir()]
     except OSError as error:
         if bad is None:
-            raise LedgerError(str(error)) from None
+            raise LedgerError(str(error)) from error
         bad.append(str(error))
         return
     yield from (folder for folder in candidates if folder.exists())
@@ -477,6 +514,8 @@ def _job_paths(folder: Any) -> Iterator[Any]:
 def _compacted_paths(folder: Any) -> Iterator[Any]:
     compacted = folder / COMPACTED
     if compacted.exists():
+        if not compacted.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder")
         yield from sorted(
             (p for p in compacted.iterdir() if p.name.endswith(".jsonl") and not p.name.startswith(".")),
             key=lambda p: p.name,
@@ -549,8 +588,8 @@ def _replace(target: Any, data: str | bytes) -> None:
     """Write a file whole: locally through a temporary file, so a reader never sees half of it; an object
     store's put is whole or nothing."""
     data = data.encode() if isinstance(data, str) else data
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if getattr(target, "protocol", "file") in ("file", "local", ""):
+    object_storage.make_folder(target.parent)
+    if object_storage.on_local_disk(target):
         temporary = target.parent / f".{target.name}.{os.getpid()}.tmp"
         temporary.write_bytes(data)
         os.replace(getattr(temporary, "path", temporary), getattr(target, "path", target))

@@ -32,7 +32,7 @@ import math
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -48,6 +48,11 @@ MODES: tuple[Mode, ...] = ("strict", "warn", "off")
 
 class RegistryError(ValueError):
     """A registry that cannot be read as written: names the file, the line and the field."""
+
+
+class RegistryUnreachable(OSError):
+    """The store holding the registry failed or did not answer: not an empty registry, and not the user's
+    mistake either (a retry may find the store well)."""
 
 
 @dataclass(frozen=True)
@@ -265,13 +270,33 @@ def read(path: Any) -> Registry:
     from airflow_sm_prefs.storage import untrusted_files
 
     location = _place(path) if isinstance(path, str | Path) else path  # else already an ObjectStoragePath
-    if not location.exists() and not location.is_symlink():
-        return {}
+
+    def text_of() -> str | None:
+        if not location.exists() and not location.is_symlink():
+            return None
+        try:
+            return untrusted_files.decode(untrusted_files.read_bytes(location, MAX_REGISTRY_BYTES), location)
+        except untrusted_files.UntrustedFileError as error:
+            raise RegistryError(str(error)) from None
+
+    text = text_of() if object_storage.on_local_disk(location) else _from_the_store(location, text_of)
+    return parse(text, str(location)) if text is not None else {}
+
+
+def _from_the_store(location: Any, text_of: Callable[[], str | None]) -> str | None:
+    """``text_of()`` within ``[sm_prefs] storage_timeout``; a failing store is ``RegistryUnreachable``."""
+    from airflow_sm_prefs.storage import bounded, store_errors
+
     try:
-        text = untrusted_files.decode(untrusted_files.read_bytes(location, MAX_REGISTRY_BYTES), location)
-    except untrusted_files.UntrustedFileError as error:
-        raise RegistryError(str(error)) from None
-    return parse(text, str(location))
+        return bounded.within(f"the certification registry {location}", text_of)
+    except RegistryError:
+        raise
+    except Exception as error:
+        problem = store_errors.explained(error)
+        if problem is None:
+            raise
+        where = f"the store holding the certification registry {object_storage.shown(location)}"
+        raise RegistryUnreachable(problem.line(where)) from error
 
 
 def registry_path(explicit: str | None) -> str:

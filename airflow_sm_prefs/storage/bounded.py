@@ -13,29 +13,13 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from airflow_sm_prefs.storage.object_storage import SECTION, StorageUnavailable, setting
+from airflow_sm_prefs.storage.object_storage import SECTION, StorageUnavailable, deadline_seconds
 
 _Result = TypeVar("_Result")
-
-DEFAULT_SECONDS = 30.0  # tens of seconds in all: a store that answers at all answers well within it
 
 
 class StoreTimedOut(StorageUnavailable):
     """The store did not answer one operation within its deadline."""
-
-
-def deadline_seconds() -> float:
-    """``[sm_prefs] storage_timeout``: seconds one operation on the shared store may take in all."""
-    configured = setting("storage_timeout")
-    if configured is None:
-        return DEFAULT_SECONDS
-    try:
-        seconds = float(configured)
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds < float("inf"):
-        raise StorageUnavailable(f"[{SECTION}] storage_timeout = {configured!r}: a positive number of seconds")
-    return seconds
 
 
 def within(what: str, operation: Callable[[], _Result], seconds: float | None = None) -> _Result:

@@ -14,6 +14,7 @@ with one line naming the setting and what to install, rather than at the first r
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -30,14 +31,79 @@ class StorageUnavailable(OSError):
     """A configured location cannot be used: its filesystem is not installed, or the URL is not one."""
 
 
+class StorageSettingError(StorageUnavailable):
+    """A setting names no usable place (no bucket, a relative path, a connection that does not exist): refused
+    where it is read, never guessed at."""
+
+
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):(?P<slashes>/*)(?P<rest>.*)$", re.S)
+# S3's rules for a bucket's name (general purpose buckets): 3 to 63 characters, lowercase letters, digits, dots
+# and hyphens, beginning and ending with a letter or digit, no two dots in a row.
+_BUCKET = re.compile(r"^(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_BUCKET_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs")
+
+
+def checked_url(url: str, named: str) -> str:
+    """``url`` if it names a place this package may use, else ``StorageSettingError`` naming ``named`` (the
+    setting or argument it came from) and what is wrong with it."""
+    said = f"{named} = {url!r:.120}"
+    if not url.strip() or url != url.strip() or any(ord(c) < 32 for c in url):
+        raise StorageSettingError(f"{said}: empty, or with spaces or control characters around or in it")
+    found = _SCHEME.match(url)
+    if found is None:  # a local path
+        if not os.path.isabs(os.path.expanduser(url)):
+            raise StorageSettingError(
+                f"{said}: a relative path would land under whatever folder each process starts in; give an "
+                "absolute path, or a URL such as s3://bucket/prefix"
+            )
+        return url
+    scheme, slashes, rest = found["scheme"].lower(), found["slashes"], found["rest"]
+    if len(slashes) < 2:
+        raise StorageSettingError(f"{said}: not a URL ({scheme}:// takes two slashes)")
+    if scheme in ("file", "local"):
+        if not (slashes[2:] + rest).startswith("/"):
+            raise StorageSettingError(
+                f"{said}: {scheme}:// takes an absolute path ({scheme}:///srv/sm-prefs); this one is relative"
+            )
+        return url
+    if scheme in _BUCKET_SCHEMES:
+        bucket = (slashes[2:] + rest).lstrip("/").split("/", 1)[0] if len(slashes) == 2 else ""
+        if not bucket:
+            raise StorageSettingError(f"{said}: names no bucket ({scheme}://bucket/prefix)")
+        if not _BUCKET.match(bucket):
+            raise StorageSettingError(
+                f"{said}: {bucket!r:.70} is not a bucket's name (3 to 63 lowercase letters, digits, dots and hyphens)"
+            )
+    return url
+
+
+def _connection_exists(conn_id: str) -> bool:
+    from airflow.sdk import BaseHook
+
+    try:
+        BaseHook.get_connection(conn_id)
+    except Exception as error:  # the exception's class differs between Airflow lines; its name does not
+        if type(error).__name__ == "AirflowNotFoundException":
+            return False
+        raise
+    return True
+
+
 def open_root(url: str, conn_id: str | None, setting: str) -> Any:
     """``url`` as an ``ObjectStoragePath`` with its filesystem made (no call to the store yet).
     ``setting``: the option the URL came from, for the message."""
     from airflow.sdk import ObjectStoragePath
 
+    checked_url(url, setting)
+    if conn_id and not _connection_exists(conn_id):
+        # The amazon provider would go on with the default credentials chain and AWS's own endpoints: refused.
+        raise StorageSettingError(
+            f"{setting} = {url}: its connection {conn_id!r} does not exist; create it, or unset "
+            f"[{SECTION}] storage_conn_id to use the default credentials on purpose"
+        )
     try:
         root = ObjectStoragePath(url, conn_id=conn_id) if conn_id else ObjectStoragePath(url)
-        root.fs  # noqa: B018 - the scheme's filesystem is made here, so a missing one is found here
+        _bound_requests(root, url, conn_id)  # the scheme's filesystem is made here, so a missing one is found here
     except ImportError as error:
         scheme = url.split("://", 1)[0] if "://" in url else "file"
         extra = EXTRA_FOR_SCHEME.get(scheme)
@@ -49,6 +115,57 @@ def open_root(url: str, conn_id: str | None, setting: str) -> Any:
     except ValueError as error:  # a scheme fsspec does not know
         raise StorageUnavailable(f"{setting} = {url}: {error}") from None
     return root
+
+
+def _bound_requests(root: Any, url: str, conn_id: str | None) -> None:
+    """Give ``root``'s connection a filesystem whose requests are bounded (``_client_options``).
+
+    Airflow keeps one filesystem per scheme and connection in the process and makes it without storage options
+    (``ObjectStoragePath.fs`` attaches by scheme and connection alone), so the bounded one takes its place in
+    that cache: this process's other uses of the same connection get the same timeouts, which only bound how
+    long a silent store is waited on."""
+    options = _client_options(url)
+    filesystem = root.fs
+    if not options or getattr(filesystem, "config_kwargs", {}).get("read_timeout") == options["read_timeout"]:
+        return
+    from airflow.sdk.io import attach, get_fs
+
+    bounded = get_fs(root.protocol, conn_id, storage_options=options)
+    bounded.retries = 1  # s3fs's own retries on top of botocore's would multiply the attempts
+    attach(root.protocol, conn_id).fs = bounded
+
+
+DEFAULT_DEADLINE_SECONDS = 30.0  # tens of seconds in all: a store that answers at all answers well within it
+CONNECT_TIMEOUT_SECONDS = 5.0
+REQUEST_ATTEMPTS = 2
+
+
+def deadline_seconds() -> float:
+    """``[sm_prefs] storage_timeout``: seconds one operation on the shared store may take in all."""
+    configured = setting("storage_timeout")
+    if configured is None:
+        return DEFAULT_DEADLINE_SECONDS
+    try:
+        seconds = float(configured)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise StorageSettingError(f"[{SECTION}] storage_timeout = {configured!r:.40}: a positive number of seconds")
+    return seconds
+
+
+def _client_options(url: str) -> dict[str, Any]:
+    """Each request to an object store bounded so that its attempts fit the deadline (botocore's connect and
+    read timeouts, two attempts), and s3fs's own retries off (``open_root``): a store that never answers costs
+    one deadline per request, not minutes."""
+    if url.split("://", 1)[0].lower() not in ("s3", "s3a", "s3n"):
+        return {}
+    per_attempt = deadline_seconds() / REQUEST_ATTEMPTS
+    return {
+        "connect_timeout": min(CONNECT_TIMEOUT_SECONDS, per_attempt),
+        "read_timeout": per_attempt,
+        "retries": {"total_max_attempts": REQUEST_ATTEMPTS, "mode": "standard"},
+    }
 
 
 def setting(option: str) -> str | None:
@@ -69,10 +186,10 @@ def shared_url(option: str, name: str, given: str | None = None) -> tuple[str, s
         return given, None
     own = setting(option)
     if own:
-        return own, f"[{SECTION}] {option}"
+        return checked_url(own, f"[{SECTION}] {option}"), f"[{SECTION}] {option}"
     storage = setting("storage")
     if storage:
-        return f"{storage.rstrip('/')}/{name}", f"[{SECTION}] storage"
+        return f"{checked_url(storage, f'[{SECTION}] storage').rstrip('/')}/{name}", f"[{SECTION}] storage"
     return default_file(name), None
 
 
@@ -86,9 +203,45 @@ def shared_file(option: str, name: str, conn_option: str = "storage_conn_id") ->
 
 def place(url: str, conn_id: str | None, named: str) -> Any:
     """A local path as a ``pathlib.Path``, any other URL as an ``ObjectStoragePath`` (see ``open_root``)."""
+    checked_url(url, named)
     if is_local(url):
         return Path(os.path.expanduser(url.removeprefix("file://").removeprefix("local://")))
     return open_root(url, conn_id, named)
+
+
+def shown(path: Any) -> str:
+    """``path`` as its setting would name it: an ``ObjectStoragePath`` prints its connection id inside the URL
+    (``s3://conn@bucket/key``), which no setting says."""
+    if on_local_disk(path):
+        return str(path)
+    return f"{path.protocol}://{path.path}"
+
+
+def on_local_disk(path: Any) -> bool:
+    return isinstance(path, Path) or getattr(path, "protocol", "file") in ("file", "local", "")
+
+
+def make_folder(path: Any) -> None:
+    """A folder for files to come: made on a local disk; on object storage nothing, since a prefix needs no
+    folder and fsspec's ``mkdir`` there creates a missing bucket (this package never creates a bucket)."""
+    if on_local_disk(path):
+        path.mkdir(parents=True, exist_ok=True)
+
+
+def bucket_missing(path: Any) -> str | None:
+    """The bucket ``path`` lies in when the store says it does not exist; None when it does, or on a local disk."""
+    if on_local_disk(path):
+        return None
+    bucket = str(path.path).split("/", 1)[0]
+    ask = getattr(path.fs, "call_s3", None)
+    if ask is None:  # another store: fsspec's own answer
+        path.fs.invalidate_cache(bucket)
+        return None if path.fs.exists(bucket) else bucket
+    try:  # not fsspec's exists(), which says False for a store it cannot reach as for a missing bucket
+        ask("head_bucket", Bucket=bucket)
+    except FileNotFoundError:
+        return bucket
+    return None
 
 
 def version_of(path: Any) -> tuple[Any, ...]:

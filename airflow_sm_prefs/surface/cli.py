@@ -21,8 +21,18 @@ from airflow_sm_prefs.storage.object_storage import StorageUnavailable
 
 def fail(message: str) -> int:
     """Say why a command cannot run, as argparse does, and give its exit code."""
-    print(f"airflow-sm-prefs: error: {message}", file=sys.stderr)
+    _tell("error", message)
     return 2
+
+
+def warn(message: str) -> None:
+    _tell("warning", message)
+
+
+def _tell(level: str, message: str) -> None:
+    from airflow_sm_prefs.platform.printable import printable_lines
+
+    print(printable_lines(f"airflow-sm-prefs: {level}: {message}"), file=sys.stderr)
 
 
 def _aws(arguments: list[str]) -> int:
@@ -86,24 +96,53 @@ class CommandError(Exception):
     """A command cannot go on: said in one line, exit status 2."""
 
 
+def _store_named() -> str:
+    """The shared store as its settings name it, for a line about its failure."""
+    for option in ("storage", "ledger_path", "price_table", "certification_registry"):
+        value = object_storage.setting(option)
+        if value:
+            return f"the shared store ([{object_storage.SECTION}] {option} = {value})"
+    return "the local store under $AIRFLOW_HOME/sm_prefs"
+
+
+def _if_the_store_failed(error: BaseException) -> None:
+    """Raise ``error`` again when it is the store's failure, for ``main`` to say in its one line."""
+    from airflow_sm_prefs.storage import store_errors
+
+    if store_errors.explained(error) is not None:
+        raise error
+
+
+def _ledger_root() -> Any:
+    """The ledger's root, refused when its bucket does not exist: else an empty report, as if no job had ended."""
+    from airflow_sm_prefs.evidence import ledger
+
+    root = ledger.location()
+    bucket = object_storage.bucket_missing(root)
+    if bucket is not None:
+        raise object_storage.StorageSettingError(
+            f"[sm_prefs] ledger_path = {object_storage.shown(root)}: the bucket {bucket!r} does not exist; create it "
+            "(this package never creates one) or correct the setting"
+        )
+    return root
+
+
 def _read_ledger() -> Any:
     """Every DAG's entries: a report of one task still takes its evidence from all of them."""
     from airflow_sm_prefs.evidence import ledger
 
     try:
-        root = ledger.location()
+        root = _ledger_root()
         if root.exists() and not root.is_dir():
             raise CommandError(f"[sm_prefs] ledger_path: {root} is a file, not a folder")
         reading = ledger.read(root, fields=ledger.REPORT_FIELDS)
-    except StorageUnavailable as error:  # the URL's filesystem is not installed, or the URL is not one
-        raise CommandError(str(error)) from None
     except (ValueError, OSError) as error:  # an unknown scheme, an unreachable store
+        _if_the_store_failed(error)
         raise CommandError(f"[sm_prefs] ledger_path cannot be read: {error}") from None
     if reading.bad:
-        print(
-            f"airflow-sm-prefs: warning: {reading.bad} ledger entr{'y' if reading.bad == 1 else 'ies'} could not be "
-            f"read and were skipped (e.g. {'; '.join(reading.bad_examples)})",
-            file=sys.stderr,
+        warn(
+            f"{reading.bad} ledger entr{'y' if reading.bad == 1 else 'ies'} could not be read and were skipped "
+            f"(e.g. {'; '.join(reading.bad_examples)})"
         )
     return reading
 
@@ -172,6 +211,7 @@ def _refresh_prices(args: argparse.Namespace) -> int:
             else prices.user_table_path()
         )
     except StorageUnavailable as error:
+        _if_the_store_failed(error)
         return fail(str(error))
     try:
         client = AwsBaseHook(
@@ -186,9 +226,10 @@ def _refresh_prices(args: argparse.Namespace) -> int:
     try:
         price_list.write(retrieved, output, client.meta.endpoint_url)
     except (prices.PriceTableError, OSError) as error:
+        _if_the_store_failed(error)
         return fail(str(error))
     for conflict in retrieved.conflicts:
-        print(f"airflow-sm-prefs: warning: two prices for {conflict}; the higher was kept", file=sys.stderr)
+        warn(f"two prices for {conflict}; the higher was kept")
     say(
         f"{retrieved.count()} price(s) for {', '.join(regions)} written to {output} ({retrieved.skipped} product(s) "
         "without a single on-demand hourly USD price skipped)"
@@ -220,11 +261,12 @@ def _compact(args: argparse.Namespace) -> int:
     from airflow_sm_prefs.evidence import ledger
 
     try:
-        result = ledger.compact(older_than=args.older_than)
-    except (ledger.LedgerError, StorageUnavailable) as error:
-        return fail(str(error))
+        result = ledger.compact(_ledger_root(), older_than=args.older_than)
     except (ValueError, OSError) as error:
-        return fail(f"[sm_prefs] ledger_path cannot be used: {error}")
+        _if_the_store_failed(error)
+        return fail(
+            str(error) if isinstance(error, ledger.LedgerError) else f"[sm_prefs] ledger_path cannot be used: {error}"
+        )
     say(
         f"{result.folded} entr{'y' if result.folded == 1 else 'ies'} folded into {result.files} month file(s); "
         f"{result.kept} left as they are (recorded in the last {args.older_than}, or unreadable)"
@@ -332,8 +374,11 @@ def price_list_regions() -> tuple[str, ...]:
 
 
 def say(*values: object, sep: str = " ", end: str = "\n", flush: bool = False) -> None:
-    """A command's result (a table, JSON, CSV): to the stdout the command started with."""
-    print(*values, sep=sep, end=end, file=_results, flush=flush)
+    """A command's result (a table, JSON, CSV): to the stdout the command started with, with what came from
+    outside (a ledger object's ids, a user's price table) unable to drive the terminal."""
+    from airflow_sm_prefs.platform.printable import printable_lines
+
+    print(printable_lines(sep.join(str(value) for value in values)), end=end, file=_results, flush=flush)
 
 
 _results: TextIO = sys.stdout
@@ -364,6 +409,14 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.handler(args))
     except CommandError as error:
         return fail(str(error))
+    except Exception as error:
+        from airflow_sm_prefs.storage import store_errors
+
+        problem = store_errors.explained(error)
+        if problem is None:
+            raise  # not the store's: a bug, shown whole
+        fail(problem.line(_store_named()))
+        return 2 if problem.setting else 1
 
 
 if __name__ == "__main__":

@@ -52,12 +52,15 @@ def get_provider_info() -> dict[str, Any]:
                     ),
                     "storage_conn_id": _option(
                         "The connection of storage's object store (and of price_table's and "
-                        "certification_registry's when they are URLs).",
+                        "certification_registry's when they are URLs). One that does not exist is refused; unset, "
+                        "the default credentials chain is used.",
                         "aws_default",
                     ),
                     "storage_timeout": _option(
-                        "Seconds one operation on the shared store may take in all (default 30): past it a task "
-                        "goes on without the team's price table or the job's ledger entry, saying so once.",
+                        "Seconds one operation on the shared store may take in all (default 30; each S3 request "
+                        "gets half as its read timeout, two attempts): past it a command fails in one line, and a "
+                        "task goes on without the team's price table or the job's ledger entry, saying so once "
+                        "(docs/shared-store.md).",
                         "30",
                     ),
                     "ledger_path": _option(

@@ -50,9 +50,14 @@ class TaskOutcome:
 
     def facts_of(self, view: JobView) -> JobFacts:
         """Everything the record, the ledger and the metrics say of the job, computed once."""
+        from airflow_sm_prefs.preflight.certification import RegistryUnreachable
+
         certified = None
         if self.certification is not None and self.certification.workload:
-            certified = self.certification.certified_run_seconds(view.selected_type, view.selected_count)
+            try:
+                certified = self.certification.certified_run_seconds(view.selected_type, view.selected_count)
+            except RegistryUnreachable as error:  # the job's outcome stands; only the comparison is lost
+                self.log.warning("Certified run time left out: %s", error)
         return JobFacts.of(view, self.region, certified_run_seconds=certified)
 
     def record_of(self, facts: JobFacts) -> record.JobRecord:

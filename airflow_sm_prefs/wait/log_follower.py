@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_sm_prefs.platform.printable import printable
 from airflow_sm_prefs.sagemaker.hooks import ErrorClass, classify, error_code, settings_key
 from airflow_sm_prefs.wait.loop_shared import ClientFactory, LoopShared
 from airflow_sm_prefs.wait.polling import backoff_seconds
@@ -38,8 +38,6 @@ NOT_YET = ("ResourceNotFoundException",)  # no group or stream yet: the job has 
 MAX_LINE_CHARS = 8192  # CloudWatch takes 1 MB events; a task log line that long helps nobody
 MAX_STREAM_CHARS = 512
 MAX_DRAIN_PAGES = 100  # a job's last lines, read at its end: a bound on pages, not on lines that matter
-# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST) and two-character escapes.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|\x9b[0-?]*[ -/]*[@-~]")
 
 
 @dataclass(frozen=True)
@@ -61,16 +59,6 @@ class LogLine:
             printable(str(event.get("message", "")).rstrip("\n"), MAX_LINE_CHARS),
             event["timestamp"],
         )
-
-
-def printable(text: str, limit: int) -> str:
-    """``text`` without terminal escapes or control characters (they could rewrite what a reader's terminal or
-    the log view shows), and cut to ``limit`` characters, saying how many more there were."""
-    text = _ESCAPES.sub("", text)
-    text = "".join(c if c.isprintable() or c == "\t" else "\ufffd" for c in text)
-    if len(text) > limit:
-        return f"{text[:limit]}... ({len(text) - limit} more characters)"
-    return text
 
 
 def events_in_order(page: dict[str, Any]) -> list[dict[str, Any]]:

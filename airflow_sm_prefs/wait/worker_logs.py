@@ -51,7 +51,9 @@ def last_lines(client: Any, kind: JobKind, job_name: str, log: Any, count: int =
         if error_code(error) not in NOT_YET:
             log.warning("Could not read the log of SageMaker job %s for the failure message: %s", job_name, error)
         return []
-    events.sort()
+    # By time alone: the sort is stable, so lines of one millisecond keep the job's own order (stream by stream,
+    # each as written), not the order of their text.
+    events.sort(key=lambda event: event[0])
     return [
         LogLine.of({"logStreamName": stream, "message": message, "timestamp": timestamp}).render()
         for timestamp, stream, message in events[-count:]

@@ -55,3 +55,16 @@ def test_compaction_folds_the_bucket_into_month_objects_and_loses_nothing(s3_led
         "sm-prefs/ledger/nightly/recent.json",
     ]
     assert sorted(e["job_name"] for e in ledger.read().entries) == before
+
+
+def test_stray_and_misplaced_objects_cost_themselves_on_the_bucket(s3_ledger):
+    for name, rank, pending in (("a", 0, 7200), ("b", 1, 300)):
+        assert ledger.write(entry(name, rank, pending=pending))
+    prefix = "sm-prefs/ledger"
+    s3_ledger.put_object(Bucket="team-bucket", Key=f"{prefix}/nightly/compacted", Body=b"stray")
+    other = json.dumps(entry("c", 1)).encode()  # says dag_id "nightly"
+    s3_ledger.put_object(Bucket="team-bucket", Key=f"{prefix}/other/c.json", Body=other)
+    reading = ledger.read()
+    assert sorted(e["job_name"] for e in reading.entries) == ["a", "b"]
+    assert reading.bad == 2, reading.bad_examples
+    assert "c.json: its dag_id 'nightly' is not this folder's DAG (other)" in reading.bad_examples

@@ -4,6 +4,7 @@ certification runs lose nothing (conditional writes), a malformed object is refu
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -11,6 +12,7 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_sm_prefs.preflight import certification
 from airflow_sm_prefs.storage import object_storage
+from tests.faulty_store import FaultyStore
 from tests.helpers import boto_client
 from tests.operators.test_operator import _creates, context, training_operator
 from tests.unit.test_certification import certified
@@ -105,3 +107,44 @@ def test_strict_with_a_remote_registry_parses_offline_and_refuses_before_any_cre
     with pytest.raises(AirflowFailException, match=r"preference #2 \(2 x ml\.p4d\.24xlarge\): not certified"):
         operator.execute(context())
     assert _creates(server) == 0
+
+
+@pytest.fixture
+def failing_store(shared, monkeypatch):
+    """The registry's store behind a proxy that never answers; SageMaker itself stays well."""
+    server, conn_id = shared
+    certification.record(certification.registry_path(None), "eval", [certified("ml.p5.48xlarge")])
+    proxy = FaultyStore(server.endpoint_url.rstrip("/"))
+    proxy.fault = "blackhole"
+    extra = {"endpoint_url": proxy.endpoint_url, "region_name": "us-east-1"}
+    connection = {"conn_type": "aws", "login": "testing", "password": "testing", "extra": extra}
+    monkeypatch.setenv("AIRFLOW_CONN_STALLED_STORE", json.dumps(connection))
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_CONN_ID", "stalled_store")
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_TIMEOUT", "2")
+    yield server, conn_id
+    proxy.stop()
+
+
+def test_strict_with_a_registry_the_store_cannot_give_fails_the_try_and_creates_nothing(failing_store):
+    server, conn_id = failing_store
+    operator = training_operator(conn_id, workload="eval", certified="strict", deferrable=False)
+    with pytest.raises(certification.RegistryUnreachable) as raised:
+        operator.execute(context())
+    said = str(raised.value)
+    assert said.startswith("the store holding the certification registry s3://team-bucket/sm-prefs/certified.yaml "
+                           "did not answer in time; "), said  # fmt: skip
+    assert said.endswith("certified='strict' checks the list first, so no SageMaker job was created"), said
+    assert not isinstance(raised.value, AirflowFailException), "a store's failure leaves the task its retries"
+    assert _creates(server) == 0
+
+
+def test_warn_with_a_registry_the_store_cannot_give_warns_and_runs_the_job(failing_store, task_log):
+    server, conn_id = failing_store
+    operator = training_operator(conn_id, workload="eval", certified="warn", deferrable=False)
+    operator.execute(context())
+    warnings = task_log.messages
+    assert any(
+        w.startswith("Certification not checked: the store holding the certification registry") for w in warnings
+    )
+    assert any(w.startswith("Certified run time left out: ") for w in warnings), "the finish reads it again"
+    assert _creates(server) == 1

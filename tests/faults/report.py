@@ -115,6 +115,10 @@ def render(results: dict[Topology, CampaignResult]) -> str:
         "",
         *[f"- **{t.title}**: {t.generated_by}." for t in results],
         "",
+        "What each reader and writer of the shared store (`[sm_prefs] storage`) does when that store refuses, "
+        "stalls, resets, denies, fails or cuts its answers short is on its own page, held by its own tests: "
+        "[the shared store when it fails](shared-store.md).",
+        "",
         "| scenario | faults injected | " + " | ".join(t.title for t in results) + " |",
         "|---|---|" + "---|" * len(results),
     ]

@@ -13,7 +13,7 @@ from airflow_sm_prefs.preflight import quotas
 from airflow_sm_prefs.request.preferences import PreferenceValidationError
 from airflow_sm_prefs.surface.operators import NoCapacityError
 from sm_prefs_devkit.emulator.scenario import parse_faults
-from tests.helpers import FakeTI, TaskLog
+from tests.helpers import FakeTI
 from tests.operators.test_operator import FakeStore, _creates, context, processing_operator, training_operator
 
 pytestmark = pytest.mark.emulator
@@ -31,16 +31,6 @@ def _fresh_quota_cache():
     quotas.forget()
     yield
     quotas.forget()
-
-
-@pytest.fixture
-def task_log(monkeypatch):
-    """What the operators of a test write to their task log."""
-    from airflow_sm_prefs.surface.operators import SageMakerPreferenceBaseOperator
-
-    log = TaskLog()
-    monkeypatch.setattr(SageMakerPreferenceBaseOperator, "log", property(lambda self: log), raising=False)
-    return log
 
 
 @pytest.fixture

@@ -124,3 +124,36 @@ def test_a_megabyte_line_is_cut_and_says_how_much_was_left_out():
     line = LogLine.of({"logStreamName": "s", "message": "x" * (1 << 20), "timestamp": 1})
     assert len(line.message) < MAX_LINE_CHARS + 50
     assert line.message.endswith(f"... ({(1 << 20) - MAX_LINE_CHARS} more characters)")
+
+
+class _Tail:
+    """``DescribeLogStreams`` and ``GetLogEvents`` (from the end) over two streams' events, as written."""
+
+    def __init__(self, streams: dict[str, list[tuple[int, str]]]) -> None:
+        self.streams = streams
+
+    def describe_log_streams(self, **_: Any) -> dict:
+        return {"logStreams": [{"logStreamName": name} for name in self.streams]}
+
+    def get_log_events(self, logStreamName: str, limit: int, **_: Any) -> dict:
+        written = self.streams[logStreamName][-limit:]
+        return {"events": [{"timestamp": at, "message": message} for at, message in written]}
+
+
+def test_a_failed_jobs_last_lines_keep_the_jobs_order_within_one_millisecond():
+    from airflow_sm_prefs.wait.worker_logs import last_lines
+
+    client = _Tail(
+        {
+            "job/algo-1-1": [(1, "epoch 9 done"), (2, "saving model"), (2, "Traceback (most recent call last):"),
+                             (2, "RuntimeError: CUDA out of memory")],
+            "job/algo-2-1": [(2, "algo-2 waiting")],
+        }
+    )  # fmt: skip
+    lines = last_lines(client, TRAINING, "job", TaskLog(), count=4)
+    assert lines == [
+        "[job/algo-1-1] saving model",
+        "[job/algo-1-1] Traceback (most recent call last):",
+        "[job/algo-1-1] RuntimeError: CUDA out of memory",
+        "[job/algo-2-1] algo-2 waiting",
+    ]

@@ -112,6 +112,10 @@ HOSTILE_VALUES = {
     "a failure reason as a list": ('"failure_reason": null', '"failure_reason": ["out of memory"]'),
     "a recording time that is not one": ('"recorded_at": "2026-11-29T02:00:00+00:00"', '"recorded_at": "yesterday"'),
     "a source as a number": ('"source": "task"', '"source": 3'),
+    "a rank before the first": ('"selected_rank": 1', '"selected_rank": -1'),
+    "a rank past the fifth": ('"selected_rank": 1', '"selected_rank": 5'),
+    "no instances": ('"selected_instance_count": 2', '"selected_instance_count": 0'),
+    "a map index below -1": ('"map_index": -1', '"map_index": -2'),
 }
 
 
@@ -204,3 +208,63 @@ def test_compaction_and_backfill_pass_over_a_planted_file(root, kind):
     result = _finishes(lambda: ledger.compact(root, older_than=dt.timedelta(0)))
     assert result.folded == 3 and result.kept == 1
     assert sorted(e["job_name"] for e in ledger.read(root).entries) == ["a", "b", "c"]
+
+
+# -- evidence one team cannot bend for another ------------------------------------------------------------------
+
+
+def _runs(root: Path, dag_id: str = "nightly") -> int:
+    (row,) = [r for r in report.summarize(ledger.read(root).entries) if r["dag_id"] == dag_id]
+    return int(row["runs"])
+
+
+def test_an_entry_naming_another_dag_is_refused_where_it_lies_naming_both(root):
+    other = root / "other"
+    other.mkdir()
+    (other / "d.json").write_text(json.dumps(entry("d", 1)))  # says dag_id "nightly", lies in "other"
+    reading = ledger.read(root)
+    assert _runs(root) == 3, "another DAG's folder adds no run to nightly"
+    assert reading.bad == 1
+    assert reading.bad_examples == ["d.json: its dag_id 'nightly' is not this folder's DAG (other)"]
+
+
+def test_an_entry_whose_job_is_not_its_files_cannot_replace_that_job(root):
+    forged = entry("a", 0, pending=999_999)
+    (root / "nightly" / "forged.json").write_text(json.dumps(forged))
+    reading = ledger.read(root)
+    assert reading.bad_examples == ["forged.json: its job_name 'a' is not the file's (forged.json)"]
+    (kept,) = [e for e in reading.entries if e["job_name"] == "a"]
+    assert kept["pending_seconds"] == 600.0
+
+
+def test_jobs_of_two_dags_and_regions_with_one_name_are_two_jobs(tmp_path):
+    root = tmp_path / "ledger"
+    ledger.write(entry("shared-name", 1), root)  # type: ignore[arg-type]
+    ledger.write({**entry("shared-name", 0), "dag_id": "weekly", "region": "eu-west-1"}, root)  # type: ignore[arg-type]
+    reading = ledger.read(root)
+    assert sorted((e["dag_id"], e["region"]) for e in reading.entries) == [
+        ("nightly", "us-east-1"),
+        ("weekly", "eu-west-1"),
+    ]
+
+
+def test_a_stray_object_where_the_months_should_be_costs_the_months_not_the_dag(root):
+    (root / "nightly" / ledger.COMPACTED).write_text("stray")
+    reading = ledger.read(root)
+    assert _runs(root) == 3
+    assert reading.bad == 1 and reading.bad_examples[0].startswith("nightly/compacted/: cannot be listed")
+
+
+def test_the_bounds_of_ranks_counts_and_map_indexes_take_every_real_value():
+    for field, value in (("selected_rank", 0), ("selected_rank", 4), ("selected_instance_count", 1), ("map_index", -1)):
+        assert ledger._problem(json.loads(json.dumps({**entry("edge", 1), field: value}))) is None, (field, value)
+
+
+def test_ids_from_a_ledger_object_cannot_drive_the_terminal(root, capsys):
+    forged = {**entry("forged", 1), "task_id": "fine_tune\x1b[2J\x1b]0;owned\x07\r"}
+    (root / "nightly" / "forged.json").write_text(json.dumps(forged))
+    for output_format in ("table", "csv", "json"):
+        assert cli.main(["report", "--format", output_format]) == 0
+        shown = capsys.readouterr()
+        assert not any(c in shown.out + shown.err for c in "\x1b\x07\r"), output_format
+        assert "fine_tune" in shown.out, output_format

@@ -22,6 +22,8 @@ def settings(monkeypatch, tmp_path):
     def configure(**options: str) -> None:
         for option, value in options.items():
             monkeypatch.setenv(f"AIRFLOW__SM_PREFS__{option.upper()}", value)
+            if option.endswith("_conn_id"):  # a connection named must exist (tested below)
+                monkeypatch.setenv(f"AIRFLOW_CONN_{value.upper()}", '{"conn_type": "aws"}')
 
     return configure
 
@@ -85,3 +87,89 @@ def test_a_local_file_is_replaced_whole_and_its_version_changes(tmp_path):
     assert path.read_text() == "two!" and object_storage.version_of(path) != first
     assert [p.name for p in path.parent.iterdir()] == ["prices.json"], "no temporary file left behind"
     assert isinstance(path, Path)
+
+
+@pytest.mark.parametrize(
+    ("storage", "why"),
+    [
+        ("s3://", "names no bucket"),
+        ("s3:///prefix", "names no bucket"),
+        ("s3:/team/x", r"not a URL \(s3:// takes two slashes\)"),
+        ("s3:team", r"not a URL \(s3:// takes two slashes\)"),
+        ("s3://Team_Bucket/x", "'Team_Bucket' is not a bucket's name"),
+        ("s3://" + "b" * 70 + "/x", "is not a bucket's name"),
+        ("s3://a..b/x", "is not a bucket's name"),
+        ("file://team/sm-prefs", "file:// takes an absolute path"),
+        ("team/sm-prefs", "a relative path would land under whatever folder"),
+        ("./sm-prefs", "a relative path would land under whatever folder"),
+    ],
+)
+def test_a_storage_setting_that_names_no_usable_place_is_refused_naming_the_setting(settings, storage, why, tmp_path):
+    import os
+
+    settings(storage=storage)
+    before = set(os.listdir(os.getcwd()))
+    for where in (ledger.location, prices.user_table_path):
+        with pytest.raises(object_storage.StorageSettingError, match=r"^\[sm_prefs\] storage = .*: .*" + why):
+            where()
+    assert set(os.listdir(os.getcwd())) == before, "nothing made under the working directory"
+
+
+def test_a_files_own_setting_and_a_given_url_are_checked_the_same_way(settings):
+    settings(ledger_path="s3://")
+    with pytest.raises(object_storage.StorageSettingError, match=r"^\[sm_prefs\] ledger_path = 's3://': names no"):
+        ledger.location()
+    with pytest.raises(object_storage.StorageSettingError, match=r"^--output = 's3://': names no bucket"):
+        object_storage.place("s3://", None, "--output")
+    with pytest.raises(object_storage.StorageSettingError, match="spaces or control characters"):
+        object_storage.place(" /srv/sm-prefs", None, "--output")
+    with pytest.raises(object_storage.StorageSettingError, match="spaces or control characters"):
+        object_storage.place("s3://team/\x1b[31mx", None, "--output")
+
+
+def test_usable_places_pass(settings, tmp_path):
+    for url in ("s3://team-bucket/sm-prefs", "s3://my.bucket-1", f"file://{tmp_path}", str(tmp_path), "~/sm-prefs"):
+        assert object_storage.checked_url(url, "[sm_prefs] storage") == url
+
+
+def test_a_connection_that_does_not_exist_is_refused_not_replaced_by_other_credentials(settings, monkeypatch):
+    settings(storage="s3://team-bucket/sm-prefs")
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_CONN_ID", "no_such_connection")
+    monkeypatch.delenv("AIRFLOW_CONN_NO_SUCH_CONNECTION", raising=False)
+    with pytest.raises(object_storage.StorageSettingError, match="its connection 'no_such_connection' does not exist"):
+        ledger.location()
+
+
+def test_a_place_is_shown_as_its_setting_names_it_without_the_connection(settings, tmp_path):
+    settings(storage="s3://team-bucket/sm-prefs", storage_conn_id="team_store")
+    root = ledger.location()
+    assert "team_store" in str(root), "what ObjectStoragePath prints, and why shown() exists"
+    assert object_storage.shown(root) == "s3://team-bucket/sm-prefs/ledger"
+    assert object_storage.shown(tmp_path / "ledger") == str(tmp_path / "ledger")
+
+
+@pytest.mark.parametrize(
+    ("timeout", "connect", "read"),
+    [(None, 5.0, 15.0), ("10", 5.0, 5.0), ("4", 2.0, 2.0)],
+    ids=["default-30", "10", "4"],
+)
+def test_each_s3_request_fits_the_deadline_and_the_connection_keeps_it(settings, monkeypatch, timeout, connect, read):
+    """Two attempts of half the deadline each, a connect of at most 5 s, no retries of s3fs's own on top; and
+    the filesystem ObjectStoragePath attaches for the connection is that one (it ignores storage options)."""
+    from airflow.sdk import ObjectStoragePath
+
+    settings(storage="s3://team-bucket/sm-prefs", storage_conn_id=f"bounded_{timeout}")
+    if timeout is not None:
+        monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_TIMEOUT", timeout)
+    root = ledger.location()
+    options = root.fs.config_kwargs
+    assert (options["connect_timeout"], options["read_timeout"]) == (connect, read)
+    assert options["retries"] == {"total_max_attempts": 2, "mode": "standard"}
+    assert root.fs.retries == 1
+    elsewhere = ObjectStoragePath("s3://team-bucket/other", conn_id=f"bounded_{timeout}")
+    assert elsewhere.fs is root.fs, "every path of the connection in this process gets the same bounds"
+
+
+def test_a_store_without_botocore_gets_no_s3_options(settings):
+    assert object_storage._client_options("gs://team-bucket/sm-prefs") == {}
+    assert object_storage._client_options("s3a://team-bucket/sm-prefs")["read_timeout"] == 15.0

@@ -18,7 +18,7 @@ import pytest
 
 from airflow_sm_prefs.evidence import ledger
 from airflow_sm_prefs.reference import prices
-from airflow_sm_prefs.storage import bounded
+from airflow_sm_prefs.storage import bounded, object_storage
 
 DEADLINE = 2.0
 
@@ -125,12 +125,12 @@ def test_within_gives_up_at_its_deadline_naming_what_and_the_setting():
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan"])
 def test_a_deadline_that_is_not_a_positive_number_of_seconds_is_refused_naming_the_setting(value, monkeypatch):
     monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_TIMEOUT", value)
-    with pytest.raises(bounded.StorageUnavailable, match=r"\[sm_prefs\] storage_timeout"):
-        bounded.deadline_seconds()
+    with pytest.raises(object_storage.StorageSettingError, match=r"\[sm_prefs\] storage_timeout"):
+        object_storage.deadline_seconds()
 
 
 def test_the_default_deadline_is_tens_of_seconds(monkeypatch):
     monkeypatch.delenv("AIRFLOW__SM_PREFS__STORAGE_TIMEOUT", raising=False)
-    assert bounded.deadline_seconds() == 30.0
+    assert object_storage.deadline_seconds() == 30.0
     monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_TIMEOUT", "7.5")
-    assert bounded.deadline_seconds() == 7.5
+    assert object_storage.deadline_seconds() == 7.5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -21,6 +22,13 @@ class _Server(ThreadingHTTPServer):
         self.emulator = emulator
         self.request_timeout = request_timeout
         super().__init__(address, RequestHandler)
+
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
+        """A client that hangs up between requests is no error of the emulator's (a proxy, a pool's closed
+        connection): only its own failures get the traceback."""
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 class EmulatorServer:

@@ -1,0 +1,145 @@
+"""Every reader and writer of the shared store, against a store that misbehaves (tests/faulty_store.py in front of
+the emulator's S3): a one-line error naming the store and what to check, or a degraded answer, within the
+deadline; never a traceback, never a task failed by the evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+
+from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.reference import prices
+from airflow_sm_prefs.storage import store_errors
+from airflow_sm_prefs.surface import cli
+from tests.faulty_store import FaultyStore
+from tests.helpers import boto_client
+from tests.unit.test_report import entry
+
+pytestmark = pytest.mark.emulator
+
+DEADLINE = 4.0  # [sm_prefs] storage_timeout in these tests: two attempts of 2 s per request
+FAULTS = ["refused", "blackhole", "reset", 403, 500, 503, "truncate"]
+# What the line says of each fault. A cut answer whose length is not in doubt may also time out; a reset that
+# lands while aiohttp is still connecting is reported by it as a failed connect, so either phrasing is true.
+SAID = {
+    "refused": ("could not be reached",),
+    "blackhole": ("did not answer in time",),
+    "reset": ("closed the connection without answering", "could not be reached"),
+    403: ("refused access",),
+    500: ("answered with a server error (500)",),
+    503: ("answered with a server error (503)",),
+    "truncate": ("cut its answer short", "did not answer in time"),
+}
+STORE = "the shared store ([sm_prefs] storage = s3://team-bucket/sm-prefs)"
+
+
+@pytest.fixture
+def store(start_emulator, monkeypatch, tmp_path):
+    """The emulator's S3 behind the faulty proxy, as ``[sm_prefs] storage`` with three jobs and a price table."""
+    server = start_emulator("nightly-weather", buckets={"team-bucket": ()})
+    proxy = FaultyStore(server.endpoint_url.rstrip("/"))
+    extra = {"endpoint_url": proxy.endpoint_url, "region_name": "us-east-1"}
+    connection = {"conn_type": "aws", "login": "testing", "password": "testing", "extra": extra}
+    monkeypatch.setenv("AIRFLOW_CONN_TEAM_STORE", json.dumps(connection))
+    for option in ("LEDGER_PATH", "LEDGER_CONN_ID", "PRICE_TABLE"):
+        monkeypatch.delenv(f"AIRFLOW__SM_PREFS__{option}", raising=False)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE", "s3://team-bucket/sm-prefs")
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_CONN_ID", "team_store")
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_TIMEOUT", str(DEADLINE))
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
+    for name, rank, pending in (("a", 0, 7200), ("b", 1, 300), ("c", 1, 200)):
+        assert ledger.write(entry(name, rank, pending=pending))
+    table = {"format": 1, "currency": "USD", "unit": "instance-hour", "source": "team", "retrieved": "2026-12-01",
+             "prices": {"us-east-1": {"training": {"ml.p5.48xlarge": "98.32"}}}}  # fmt: skip
+    s3 = boto_client(server.endpoint_url, service="s3")
+    s3.put_object(Bucket="team-bucket", Key="sm-prefs/prices.json", Body=json.dumps(table).encode())
+    yield proxy, server
+    proxy.stop()
+
+
+def _apply(fault, proxy: FaultyStore, monkeypatch) -> None:
+    if fault == "refused":  # nothing listens where the connection points
+        proxy.stop()
+    else:
+        proxy.fault = fault
+
+
+def _one_line(capsys, argv: list[str]) -> tuple[int, str, float]:
+    capsys.readouterr()
+    started = time.monotonic()
+    code = cli.main(argv)
+    elapsed = time.monotonic() - started
+    err = capsys.readouterr().err.strip()
+    return code, err, elapsed
+
+
+def test_the_store_answers_when_nothing_is_wrong(store, capsys):
+    code, err, _ = _one_line(capsys, ["report", "--format", "json"])
+    assert code == 0, err
+    assert prices.current().hourly("us-east-1", "training", "ml.p5.48xlarge").usd == 98.32
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report"],
+        ["weather"],
+        ["advise", "--dag-id", "nightly", "--task-id", "fine_tune"],
+        ["prices", "show"],
+        ["ledger", "compact", "--older-than", "1m"],
+    ],
+    ids=["report", "weather", "advise", "prices-show", "ledger-compact"],
+)
+def test_a_command_says_in_one_line_what_failed_and_what_to_check(store, fault, argv, capsys, monkeypatch):
+    proxy, _ = store
+    _apply(fault, proxy, monkeypatch)
+    code, err, elapsed = _one_line(capsys, argv)
+    lines = [line for line in err.splitlines() if not line.startswith("airflow-sm-prefs: warning:")]
+    assert code == 1, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"airflow-sm-prefs: error: {STORE} "), lines[0]
+    assert any(lines[0].startswith(f"airflow-sm-prefs: error: {STORE} {said}; ") for said in SAID[fault]), lines[0]
+    # A hang guard, far above the deadline: a store that never answers must not hold a command for good.
+    assert elapsed < 20 * DEADLINE, f"{argv} took {elapsed:.0f} s"
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_the_tasks_evidence_side_costs_the_evidence_never_the_task(store, fault, caplog, monkeypatch):
+    proxy, _ = store
+    _apply(fault, proxy, monkeypatch)
+    with caplog.at_level(logging.WARNING):
+        table = prices.current()  # the cost estimate's table
+        written = ledger.write(entry("d", 0, pending=60))  # the job's entry
+    assert table.sources == prices.shipped().sources, "the shipped table, without the team's"
+    assert written is False
+    warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert any(w.startswith("Price table left out:") for w in warnings), warnings
+    assert any("Could not record SageMaker job" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("argv", [["report"], ["ledger", "compact"]], ids=["report", "ledger-compact"])
+def test_a_missing_bucket_is_said_and_never_created(store, argv, capsys, monkeypatch):
+    _, server = store
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE", "s3://no-such-bucket/sm-prefs")
+    code, err, _ = _one_line(capsys, argv)
+    assert code in (1, 2) and "Traceback" not in err, err
+    assert "no-such-bucket" in err and ("does not exist" in err or "no such bucket" in err), err
+    assert ledger.write(entry("e", 0, pending=60)) is False
+    buckets = {b["Name"] for b in boto_client(server.endpoint_url, service="s3").list_buckets()["Buckets"]}
+    assert "no-such-bucket" not in buckets, "this package never creates a bucket"
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_registry_the_store_cannot_read_is_not_an_empty_one(store, fault, monkeypatch):
+    from airflow_sm_prefs.preflight import certification
+
+    proxy, _ = store
+    _apply(fault, proxy, monkeypatch)
+    with pytest.raises(Exception) as raised:
+        certification.read(certification.registry_path(None))
+    assert store_errors.explained(raised.value) is not None, repr(raised.value)
