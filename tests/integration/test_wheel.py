@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_layers import Layers
+
 pytestmark = pytest.mark.airflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +29,8 @@ def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[st
 # Everything the runtime wheel may hold: the package's modules (in its subpackages), its data, its metadata.
 RUNTIME_WHEEL_ALLOWS = [
     r"airflow_sm_prefs/__init__\.py",
-    r"airflow_sm_prefs/(surface|request|preflight|task|wait|evidence|sagemaker|storage)/[a-z_]+\.py",
+    # The subpackages are the layers' contract's (pyproject.toml), named once: a new layer needs no edit here.
+    rf"airflow_sm_prefs/({'|'.join(sorted(Layers.from_pyproject().subpackages()))})/[a-z_]+\.py",
     r"airflow_sm_prefs/py\.typed",
     r"airflow_sm_prefs/data/(instances|prices)\.json",
     r"airflow_sm_prefs/data/botocore/sagemaker/\d{4}-\d{2}-\d{2}/service-2\.sdk-extras\.json",
