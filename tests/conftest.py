@@ -26,6 +26,15 @@ def _ledger_in_a_scratch_folder(tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 @pytest.fixture(autouse=True)
+def _ledger_spool_per_test(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries a failing store refused are kept on the host (``$AIRFLOW_HOME``, the user's own home in tests):
+    each test keeps its own, so one test's kept entries never reach another's ledger."""
+    from airflow_sm_prefs.evidence import ledger
+
+    monkeypatch.setattr(ledger, "spool_folder", lambda: tmp_path / "ledger-spool")
+
+
+@pytest.fixture(autouse=True)
 def _no_hook_shared_across_tests() -> Iterator[None]:
     """Tests point one connection id at a new emulator each: a hook or an object store shared from an earlier
     test would call the old one (a triggerer shares hooks for minutes; a test must not)."""

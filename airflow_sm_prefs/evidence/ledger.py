@@ -34,7 +34,7 @@ import pendulum
 from airflow_sm_prefs.request.preferences import MAX_PREFERENCES
 from airflow_sm_prefs.sagemaker import job_status
 from airflow_sm_prefs.sagemaker.job_view import JobView
-from airflow_sm_prefs.storage import object_storage, untrusted_files
+from airflow_sm_prefs.storage import object_storage, paths, untrusted_files
 
 if TYPE_CHECKING:
     from airflow_sm_prefs.evidence.job_facts import JobFacts
@@ -179,20 +179,87 @@ def write(entry: LedgerEntry, root: Any = None) -> bool:
     """Add or replace the job's entry; a warning (never an exception) when the ledger cannot be written.
 
     ``root``: an ``ObjectStoragePath`` or a local ``pathlib.Path`` (default: ``location()``). Bounded by
-    ``[sm_prefs] storage_timeout``: a store that does not answer costs the entry, never the task's time."""
+    ``[sm_prefs] storage_timeout``: a store that does not answer costs the task no more than that. An entry a
+    shared store refused is kept on this host (``spool_folder()``) and sent with the next entry this host
+    writes; True when the entry reached the ledger."""
     from airflow_sm_prefs.storage import bounded
 
+    target: list[Any] = []
+
     def put() -> None:
-        folder = (root if root is not None else location()) / _safe(entry["dag_id"])
-        object_storage.make_folder(folder)
-        _replace(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
+        target.append(root if root is not None else location())
+        _put(entry, target[0])
 
     try:
         bounded.within(f"the capacity ledger's entry for {entry.get('job_name')}", put)
-        return True
     except Exception as error:
-        log.warning("Could not record SageMaker job %s in the capacity ledger: %s", entry.get("job_name"), error)
+        kept = _spooled(entry) if not target or not object_storage.on_local_disk(target[0]) else False
+        log.warning(
+            "Could not record SageMaker job %s in the capacity ledger: %s%s",
+            entry.get("job_name"),
+            error,
+            f"; kept on this host in {spool_folder()} until an entry from this host reaches the ledger" if kept else "",
+        )
         return False
+    _drain(target[0])
+    return True
+
+
+def _put(entry: LedgerEntry | dict[str, Any], root: Any) -> None:
+    folder = root / _safe(entry["dag_id"])
+    object_storage.make_folder(folder)
+    _replace(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
+
+
+# -- entries a shared store refused, kept on the host that wrote them -------------------------------------------
+# Read by this host alone (it sends them), so a local folder breaks no rule of the shared store; one file per
+# job, so an entry kept twice is kept once.
+MAX_SPOOLED = 1_000  # a store down for days on a busy host: entries past this are left to `ledger backfill`
+
+
+def spool_folder() -> Path:
+    return Path(paths.default_file("ledger-spool"))
+
+
+def _spooled(entry: LedgerEntry) -> bool:
+    try:
+        folder = spool_folder() / _safe(entry["dag_id"])
+        if sum(1 for _ in spool_folder().glob("*/*.json")) >= MAX_SPOOLED:
+            return False
+        folder.mkdir(parents=True, exist_ok=True)
+        _replace(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
+        return True
+    except OSError as error:
+        log.warning("Could not keep SageMaker job %s's ledger entry on this host: %s", entry.get("job_name"), error)
+        return False
+
+
+def _drain(root: Any) -> None:
+    """Send what this host kept while the store failed, within one more deadline; what is left stays kept."""
+    from airflow_sm_prefs.storage import bounded
+
+    kept = sorted(spool_folder().glob("*/*.json")) if spool_folder().is_dir() else []
+    if not kept:
+        return
+    sent: list[Path] = []
+
+    def send() -> None:
+        for path in kept:
+            try:
+                raw = untrusted_files.load_json(untrusted_files.read_bytes(path, MAX_ENTRY_BYTES), path.name)
+            except untrusted_files.UntrustedFileError:
+                raw = None
+            if raw is not None and _problem(raw) is None:
+                _put(raw, root)
+            path.unlink(missing_ok=True)  # sent, or not an entry: never sent again
+            sent.append(path)
+
+    try:
+        bounded.within(f"{len(kept)} ledger entries kept on this host", send)
+    except Exception as error:
+        log.warning("Could not send %d kept ledger entries yet: %s", len(kept) - len(sent), error)
+    else:
+        log.info("Sent %d ledger entries this host kept while the store failed", len(sent))
 
 
 @dataclass

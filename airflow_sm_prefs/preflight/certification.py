@@ -35,13 +35,14 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 
 from airflow_sm_prefs.storage import object_storage
 
 FORMAT = 1
+_Result = TypeVar("_Result")
 Mode = Literal["strict", "warn", "off"]
 MODES: tuple[Mode, ...] = ("strict", "warn", "off")
 
@@ -279,24 +280,24 @@ def read(path: Any) -> Registry:
         except untrusted_files.UntrustedFileError as error:
             raise RegistryError(str(error)) from None
 
-    text = text_of() if object_storage.on_local_disk(location) else _from_the_store(location, text_of)
+    text = text_of() if object_storage.on_local_disk(location) else _on_the_store(location, "reading", text_of)
     return parse(text, str(location)) if text is not None else {}
 
 
-def _from_the_store(location: Any, text_of: Callable[[], str | None]) -> str | None:
-    """``text_of()`` within ``[sm_prefs] storage_timeout``; a failing store is ``RegistryUnreachable``."""
+def _on_the_store(location: Any, doing: str, operation: Callable[[], _Result]) -> _Result:
+    """``operation()`` within ``[sm_prefs] storage_timeout``; a failing store is ``RegistryUnreachable``."""
     from airflow_sm_prefs.storage import bounded, store_errors
 
+    shown = object_storage.shown(location)
     try:
-        return bounded.within(f"the certification registry {location}", text_of)
-    except RegistryError:
-        raise
+        return bounded.within(f"{doing} the certification registry {shown}", operation)
+    except (RegistryError, RegistryUnreachable):
+        raise  # already said (a write reads the registry first)
     except Exception as error:
         problem = store_errors.explained(error)
         if problem is None:
             raise
-        where = f"the store holding the certification registry {object_storage.shown(location)}"
-        raise RegistryUnreachable(problem.line(where)) from error
+        raise RegistryUnreachable(problem.line(f"the store holding the certification registry {shown}")) from error
 
 
 def registry_path(explicit: str | None) -> str:
@@ -342,7 +343,8 @@ def record(path: str | Path, workload: str, passed: Sequence[CertifiedConfigurat
     and the link is kept); on object storage by a write that succeeds only if the object is unchanged since it
     was read, read again and merged again otherwise."""
     if is_remote(path):
-        return _record_on_object_storage(_place(path), workload, passed)
+        location = _place(path)
+        return _on_the_store(location, "writing", lambda: _record_on_object_storage(location, workload, passed))
     location = Path(os.path.realpath(path))
     with _locked(location):
         registry, text = _merged(read(location), workload, passed, str(location))

@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse
 
 from airflow_sm_prefs.evidence import ledger, report
 from airflow_sm_prefs.storage.object_storage import StorageUnavailable
-from airflow_sm_prefs.surface.capacity_views import Answer, Views
+from airflow_sm_prefs.surface.capacity_views import Answer, Views, store_problem
 
 COMPUTING_RELOAD_SECONDS = 3
 RANK_COLOURS = ("#2563eb", "#f59e0b", "#dc2626", "#7c3aed", "#059669")
@@ -51,7 +51,18 @@ _VIEWS = Views()
 def _reading_for(user: Any) -> tuple[ledger.Reading, frozenset[str]]:
     """The ledger entries of the DAGs this user may read (with the count of those that could not be read)."""
     dags = readable_dags(user)
-    return _VIEWS.reading(dags), frozenset(dags)
+    return _unless_the_store_fails(lambda: _VIEWS.reading(dags)), frozenset(dags)
+
+
+def _unless_the_store_fails(read: Callable[[], ledger.Reading]) -> ledger.Reading:
+    """``read()``; a store that fails to answer is a 503 saying so in one line, not a server error."""
+    try:
+        return read()
+    except Exception as error:
+        problem = store_problem(error)
+        if problem is None:
+            raise
+        raise HTTPException(status_code=503, detail=problem) from None
 
 
 def _since(days: int | None) -> pendulum.DateTime | None:
@@ -128,7 +139,8 @@ def create_app() -> FastAPI:
         from airflow_sm_prefs.evidence.advisor import advise
         from airflow_sm_prefs.evidence.counterfactual import Timeline
 
-        history = [e for e in ledger.read(dag_id=dag_id).entries if e["task_id"] == task_id]
+        own = _unless_the_store_fails(lambda: ledger.read(dag_id=dag_id))
+        history = [e for e in own.entries if e["task_id"] == task_id]
         this = next((e for e in history if e["run_id"] == run_id and e["map_index"] == map_index), None)
         evidence, dags = _reading_for(user)  # the advice may draw on every DAG this user may read
         advice = (
@@ -157,17 +169,28 @@ def _page(title: str, body: str, reload_after: int | None = None) -> str:
 def _answered(title: str, answer: Answer[str]) -> str:
     """The page as computed now, or the last one with when it was computed, or a page that reloads until the
     first one is ready."""
+    if answer.store_problem is not None:
+        since = _utc(answer.store_failing_since or 0.0)
+        failing = f"<p class='pending'>Since {since}, {html.escape(answer.store_problem)}."
+        if answer.value is None:
+            return _page(title, f"{failing} No page could be computed yet; this page reloads itself.</p>",
+                         reload_after=COMPUTING_RELOAD_SECONDS)  # fmt: skip
+        shown = f" Shown: the page as computed at {_utc(answer.computed_at or 0.0)}.</p>"
+        return _page(title, failing + shown + answer.value)
     if answer.value is None:
         note = "<p class='pending'>The report is being computed over the capacity ledger; this page reloads itself.</p>"
         return _page(title, note, reload_after=COMPUTING_RELOAD_SECONDS)
     if answer.computed_at is None:
         return _page(title, answer.value)
-    at = dt.datetime.fromtimestamp(answer.computed_at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     note = (
-        f"<p class='pending'>As computed at {at}: jobs have ended since, and the page is being brought up to date. "
-        "Reload in a few seconds for the newer one.</p>"
+        f"<p class='pending'>As computed at {_utc(answer.computed_at)}: jobs have ended since, and the page is being "
+        "brought up to date. Reload in a few seconds for the newer one.</p>"
     )
     return _page(title, note + answer.value)
+
+
+def _utc(epoch_seconds: float) -> str:
+    return dt.datetime.fromtimestamp(epoch_seconds, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _jobs(count: int) -> str:

@@ -33,10 +33,14 @@ PAGE_BUDGET_SECONDS = 1.5
 
 @dataclass(frozen=True)
 class Answer(Generic[T]):
-    """A view, or None while the first one is computed; ``computed_at`` (epoch seconds) when it is not fresh."""
+    """A view, or None while the first one is computed; ``computed_at`` (epoch seconds) when it is not fresh.
+    ``store_problem``: what the shared store did the last time this view was computed, failing since
+    ``store_failing_since`` (epoch seconds); None while it answers."""
 
     value: T | None
     computed_at: float | None = None
+    store_problem: str | None = None
+    store_failing_since: float | None = None
 
     @property
     def fresh(self) -> bool:
@@ -51,6 +55,7 @@ class Views:
         self._views: OrderedDict[Any, Any] = OrderedDict()
         self._latest: dict[Hashable, tuple[float, Any]] = {}
         self._running: dict[Hashable, Future[Any]] = {}
+        self._failing: dict[Hashable, tuple[float, str]] = {}  # since when, and what the store did
         self._lock = threading.Lock()
         # One page computed at a time: the work is CPU-bound, and a second thread would only slow the first.
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sm-prefs-capacity")
@@ -86,14 +91,32 @@ class Views:
         try:
             return Answer(running.result(timeout=PAGE_BUDGET_SECONDS if budget is None else budget))
         except FutureTimeout:
-            with self._lock:
-                last = self._latest.get(key)
-            return Answer(last[1], last[0]) if last is not None else Answer(None)
+            pass
+        except Exception as error:
+            if store_problem(error) is None:
+                raise  # a setting (the page says which) or a bug
+        with self._lock:
+            last, failing = self._latest.get(key), self._failing.get(key)
+        since, problem = failing if failing is not None else (None, None)
+        if last is None:
+            return Answer(None, None, problem, since)
+        return Answer(last[1], last[0], problem, since)
 
     def _refresh(self, key: Hashable, work: Callable[[], T]) -> T:
         try:
             value = work()
+        except Exception as error:
+            problem = store_problem(error)
+            if problem is not None:
+                with self._lock:
+                    since = self._failing.pop(key, (time.time(), ""))[0]
+                    self._failing[key] = (since, problem)
+                    while len(self._failing) > self.MAX_VIEWS:
+                        self._failing.pop(next(iter(self._failing)))
+            raise
+        else:
             with self._lock:
+                self._failing.pop(key, None)
                 self._latest.pop(key, None)  # the most recently refreshed key goes last, evicted last
                 self._latest[key] = (time.time(), value)
                 while len(self._latest) > self.MAX_VIEWS:
@@ -102,3 +125,14 @@ class Views:
         finally:
             with self._lock:
                 self._running.pop(key, None)
+
+
+def store_problem(error: BaseException) -> str | None:
+    """What the shared store did, when ``error`` is its failure to answer (not a setting, which the page's own
+    error handler names); None otherwise."""
+    from airflow_sm_prefs.storage import store_errors
+
+    problem = store_errors.explained(error)
+    if problem is None or problem.setting:
+        return None
+    return problem.line("the shared store holding the capacity ledger")

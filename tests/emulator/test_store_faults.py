@@ -13,7 +13,6 @@ import pytest
 
 from airflow_sm_prefs.evidence import ledger
 from airflow_sm_prefs.reference import prices
-from airflow_sm_prefs.storage import store_errors
 from airflow_sm_prefs.surface import cli
 from tests.faulty_store import FaultyStore
 from tests.helpers import boto_client
@@ -45,6 +44,8 @@ def store(start_emulator, monkeypatch, tmp_path):
     extra = {"endpoint_url": proxy.endpoint_url, "region_name": "us-east-1"}
     connection = {"conn_type": "aws", "login": "testing", "password": "testing", "extra": extra}
     monkeypatch.setenv("AIRFLOW_CONN_TEAM_STORE", json.dumps(connection))
+    direct = {**connection, "extra": {**extra, "endpoint_url": server.endpoint_url}}  # the Price List API, well
+    monkeypatch.setenv("AIRFLOW_CONN_PRICING", json.dumps(direct))
     for option in ("LEDGER_PATH", "LEDGER_CONN_ID", "PRICE_TABLE"):
         monkeypatch.delenv(f"AIRFLOW__SM_PREFS__{option}", raising=False)
     monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE", "s3://team-bucket/sm-prefs")
@@ -92,14 +93,16 @@ def test_the_store_answers_when_nothing_is_wrong(store, capsys):
         ["advise", "--dag-id", "nightly", "--task-id", "fine_tune"],
         ["prices", "show"],
         ["ledger", "compact", "--older-than", "1m"],
+        ["prices", "refresh", "--aws-conn-id", "pricing"],
     ],
-    ids=["report", "weather", "advise", "prices-show", "ledger-compact"],
+    ids=["report", "weather", "advise", "prices-show", "ledger-compact", "prices-refresh"],
 )
 def test_a_command_says_in_one_line_what_failed_and_what_to_check(store, fault, argv, capsys, monkeypatch):
     proxy, _ = store
     _apply(fault, proxy, monkeypatch)
     code, err, elapsed = _one_line(capsys, argv)
-    lines = [line for line in err.splitlines() if not line.startswith("airflow-sm-prefs: warning:")]
+    # Ours, not the amazon provider's log lines (a hook says where it found its credentials, at INFO).
+    lines = [line for line in err.splitlines() if line.startswith("airflow-sm-prefs: error:")]
     assert code == 1, err
     assert len(lines) == 1 and "Traceback" not in err, err
     assert lines[0].startswith(f"airflow-sm-prefs: error: {STORE} "), lines[0]
@@ -140,6 +143,63 @@ def test_a_registry_the_store_cannot_read_is_not_an_empty_one(store, fault, monk
 
     proxy, _ = store
     _apply(fault, proxy, monkeypatch)
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(certification.RegistryUnreachable) as raised:
         certification.read(certification.registry_path(None))
-    assert store_errors.explained(raised.value) is not None, repr(raised.value)
+    where = "the store holding the certification registry s3://team-bucket/sm-prefs/certified.yaml"
+    assert any(str(raised.value).startswith(f"{where} {said}; ") for said in SAID[fault]), str(raised.value)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_registry_write_the_store_refuses_says_why_within_the_deadline(store, fault, monkeypatch):
+    from airflow_sm_prefs.preflight import certification
+    from tests.unit.test_certification import certified
+
+    proxy, _ = store
+    _apply(fault, proxy, monkeypatch)
+    started = time.monotonic()
+    with pytest.raises(certification.RegistryUnreachable) as raised:
+        certification.record(certification.registry_path(None), "eval", [certified("ml.p5.48xlarge")])
+    where = "the store holding the certification registry s3://team-bucket/sm-prefs/certified.yaml"
+    assert any(str(raised.value).startswith(f"{where} {said}; ") for said in SAID[fault]), str(raised.value)
+    assert time.monotonic() - started < 20 * DEADLINE
+
+
+@pytest.mark.parametrize("fault", [f for f in FAULTS if f != "refused"])
+def test_an_entry_the_store_refused_is_kept_on_the_host_and_sent_with_the_next(store, fault, caplog):
+    proxy, _ = store
+    proxy.fault = fault
+    with caplog.at_level(logging.WARNING):
+        assert ledger.write(entry("d", 0, pending=60)) is False
+    kept = ledger.spool_folder() / "nightly" / "d.json"
+    assert kept.is_file()
+    assert any("kept on this host in" in record.getMessage() for record in caplog.records)
+    proxy.fault = None  # the store is back
+    assert ledger.write(entry("e", 1, pending=90)) is True
+    names = sorted(e["job_name"] for e in ledger.read().entries)
+    assert names == ["a", "b", "c", "d", "e"], "the kept entry reached the ledger with the next one"
+    assert not kept.exists(), "sent once, then no longer kept"
+
+
+@pytest.mark.parametrize("fault", ["blackhole", 503])
+def test_the_capacity_page_keeps_its_last_page_and_says_since_when_the_store_fails(store, fault, monkeypatch):
+    from airflow_sm_prefs.surface import capacity_page, capacity_views
+    from tests.unit.test_hostile_ledger import _page
+
+    monkeypatch.setattr(capacity_page, "_VIEWS", capacity_views.Views())  # this test's pages only
+    client = _page(monkeypatch)
+    first = client.get("/capacity")
+    assert first.status_code == 200 and "fine_tune" in first.text and "Since " not in first.text
+    proxy, _ = store
+    proxy.fault = fault
+    started = time.monotonic()
+    failing = client.get("/capacity")
+    assert time.monotonic() - started < 20 * DEADLINE
+    assert failing.status_code == 200
+    assert (
+        "the shared store holding the capacity ledger " in failing.text
+        and "Shown: the page as computed at" in failing.text
+    )
+    assert "fine_tune" in failing.text, "the last page, still shown"
+    report = client.get("/capacity/report")
+    assert report.status_code == 503
+    assert report.json()["detail"].startswith("the shared store holding the capacity ledger ")

@@ -76,3 +76,41 @@ def test_the_pages_kept_are_the_most_recently_refreshed(monkeypatch):
     for key in ("a", "b", "a", "c"):  # "a" refreshed after "b": "b" is the one to go
         views.latest(key, held(key, done, []), PATIENT)
     assert list(views._latest) == ["a", "c"]
+
+
+def _unreachable() -> str:
+    from botocore.exceptions import EndpointConnectionError
+
+    raise EndpointConnectionError(endpoint_url="http://store.invalid/team-bucket")
+
+
+def test_a_store_that_fails_is_said_with_since_when_over_the_last_page():
+    views, done = Views(), threading.Event()
+    done.set()
+    assert views.latest("page", held("report v1", done, []), PATIENT) == Answer("report v1")
+    before = time.time()
+    first = views.latest("page", _unreachable, PATIENT)
+    assert first.value == "report v1" and first.computed_at is not None and first.computed_at <= before
+    assert first.store_problem is not None
+    assert first.store_problem.startswith("the shared store holding the capacity ledger could not be reached; ")
+    assert first.store_failing_since is not None and first.store_failing_since >= before
+    again = views.latest("page", _unreachable, PATIENT)
+    assert again.store_failing_since == first.store_failing_since, "since the first failure, not the latest"
+    assert views.latest("page", held("report v2", done, []), PATIENT) == Answer("report v2"), "back: said no more"
+
+
+def test_a_store_that_fails_before_any_page_says_so_and_reloads():
+    answer = Views().latest("page", _unreachable, PATIENT)
+    assert answer.value is None and answer.store_problem is not None
+    page = _answered("SageMaker capacity", answer)
+    assert "could not be reached" in page and "No page could be computed yet" in page
+    assert "http-equiv='refresh'" in page
+
+
+def test_the_last_page_under_a_failing_store_says_both_times():
+    answer = Answer(
+        "<table>rows</table>", 1_796_176_800.0, "the shared store ... did not answer in time", 1_796_180_400.0
+    )
+    page = _answered("SageMaker capacity", answer)
+    assert "Since 2026-12-02 03:00:00 UTC, the shared store ... did not answer in time." in page
+    assert "Shown: the page as computed at 2026-12-02 02:00:00 UTC." in page and "<table>rows</table>" in page

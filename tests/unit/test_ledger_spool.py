@@ -1,0 +1,68 @@
+"""Entries a shared store refused, kept on the host that wrote them and sent with the next entry that reaches the
+ledger: nothing lost while the store is down, nothing sent twice, nothing kept without bound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence.ledger import spool_folder as default_spool_folder
+from airflow_sm_prefs.storage.object_storage import StorageUnavailable
+from tests.unit.test_report import entry
+
+
+@pytest.fixture
+def store_down(monkeypatch):
+    """A shared ledger that cannot be opened (as a store whose filesystem is missing or unreachable)."""
+
+    def unreachable():
+        raise StorageUnavailable("[sm_prefs] storage = s3://team-bucket/sm-prefs: no answer")
+
+    monkeypatch.setattr(ledger, "location", unreachable)
+
+
+def _kept() -> list[str]:
+    return sorted(p.name for p in ledger.spool_folder().glob("*/*.json"))
+
+
+def test_kept_entries_are_one_per_job_however_often_the_job_is_written(store_down):
+    for _ in range(3):
+        assert ledger.write(entry("d", 0)) is False  # type: ignore[arg-type]
+    assert ledger.write(entry("e", 1)) is False  # type: ignore[arg-type]
+    assert _kept() == ["d.json", "e.json"]
+
+
+def test_the_spool_stops_at_its_bound_and_says_nothing_was_kept(store_down, monkeypatch, caplog):
+    monkeypatch.setattr(ledger, "MAX_SPOOLED", 2)
+    for name in ("a", "b", "c"):
+        ledger.write(entry(name, 0))  # type: ignore[arg-type]
+    assert _kept() == ["a.json", "b.json"]
+    assert "kept on this host" not in caplog.records[-1].getMessage()
+
+
+def test_the_next_entry_that_reaches_the_ledger_sends_the_kept_ones_once(store_down, tmp_path):
+    ledger.write(entry("d", 0))  # type: ignore[arg-type]
+    (ledger.spool_folder() / "nightly" / "junk.json").write_text("{not json")
+    root = tmp_path / "ledger"  # the store is back, where the next write goes
+    assert ledger.write(entry("e", 1), root)  # type: ignore[arg-type]
+    assert sorted(e["job_name"] for e in ledger.read(root).entries) == ["d", "e"]
+    assert _kept() == [], "sent, and what was not an entry dropped, never sent"
+
+
+def test_a_local_ledger_that_fails_keeps_nothing_twice_on_the_same_disk(tmp_path):
+    root = tmp_path / "ledger"
+    root.write_text("a file where the folder should be")
+    assert ledger.write(entry("d", 0), root) is False  # type: ignore[arg-type]
+    assert _kept() == []
+
+
+def test_the_spool_lives_under_airflow_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
+    assert default_spool_folder() == Path(tmp_path / "home" / "sm_prefs" / "ledger-spool")
+
+
+def test_the_docs_state_the_spools_bound():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "shared-store.md").read_text()
+    assert f"at most {ledger.MAX_SPOOLED:,} entries" in page
