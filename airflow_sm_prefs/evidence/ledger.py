@@ -10,10 +10,10 @@ database, so task clears and ``airflow db clean`` leave it alone.
 
 Writing never decides a task's outcome: a ledger that cannot be written logs a warning and the task goes on.
 
-``compact`` (``airflow-sm-prefs ledger compact``) folds the entries older than a day into one JSON-lines file
-per DAG and month (``<ledger>/<dag_id>/compacted/<YYYY-MM>.jsonl``), so a report over years of nightly runs
-reads hundreds of files, not a hundred thousand. A job's own file, if one is written again later (a backfill),
-wins over its compacted line.
+Compaction (``ledger_compaction``) folds the entries older than a day into one JSON-lines file per DAG and month
+(``<ledger>/<dag_id>/compacted/<YYYY-MM>.jsonl``), so a report over years of nightly runs reads hundreds of
+files, not a hundred thousand. A job's own file, if one is written again later (a backfill), wins over its
+compacted line.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,7 +209,7 @@ def write(entry: LedgerEntry, root: Any = None) -> bool:
 def _put(entry: LedgerEntry | dict[str, Any], root: Any) -> None:
     folder = root / _safe(entry["dag_id"])
     object_storage.make_folder(folder)
-    _replace(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
+    replace_file(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
 
 
 # -- entries a shared store refused, kept on the host that wrote them -------------------------------------------
@@ -227,7 +228,7 @@ def _spooled(entry: LedgerEntry) -> bool:
         if sum(1 for _ in spool_folder().glob("*/*.json")) >= MAX_SPOOLED:
             return False
         folder.mkdir(parents=True, exist_ok=True)
-        _replace(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
+        replace_file(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
         return True
     except OSError as error:
         log.warning("Could not keep SageMaker job %s's ledger entry on this host: %s", entry.get("job_name"), error)
@@ -249,7 +250,7 @@ def _drain(root: Any) -> None:
                 raw = untrusted_files.load_json(untrusted_files.read_bytes(path, MAX_ENTRY_BYTES), path.name)
             except untrusted_files.UntrustedFileError:
                 raw = None
-            if raw is not None and _problem(raw) is None:
+            if raw is not None and why_unusable(raw) is None:
                 _put(raw, root)
             path.unlink(missing_ok=True)  # sent, or not an entry: never sent again
             sent.append(path)
@@ -269,6 +270,12 @@ class Reading:
     bad_examples: list[str]
     # With a memo: what the folders read were like (equal signatures, equal readings); else None.
     signature: Any = None
+    # On object storage: jobs' own objects the store last wrote more than FOLDABLE_AFTER ago (what compaction
+    # would fold); None on a local folder, which is read fast enough as it is.
+    old_job_objects: int | None = None
+
+
+FOLDABLE_AFTER = dt.timedelta(days=1)
 
 
 # Every field of an entry and what it holds, stated once: the reader's checks below are made from it, and
@@ -321,7 +328,7 @@ MAX_ENTRY_BYTES = 1 << 20  # one job's entry: a few KB; the limit keeps /dev/zer
 MAX_MONTH_BYTES = 1 << 29  # a DAG's month of compacted entries: 100,000 jobs are about 100 MB
 
 
-def _problem(raw: Any, keys: Collection[str] | None = None) -> str | None:
+def why_unusable(raw: Any, keys: Collection[str] | None = None) -> str | None:
     """Why an entry cannot be used, judging the keys a reader keeps (all by default) and the ones every
     reader needs; None when it can."""
     if not isinstance(raw, dict):
@@ -364,7 +371,7 @@ def _problem(raw: Any, keys: Collection[str] | None = None) -> str | None:
                 return f"{key} {value} is outside {low}..{'' if high is None else high}"
     for key in _TIMES:
         value = raw.get(key)
-        if value is not None and (keys is None or key in keys) and not _is_time(value):
+        if value is not None and (keys is None or key in keys) and not is_time(value):
             return f"{key} is not an ISO 8601 time"
     return None
 
@@ -382,7 +389,7 @@ def _is_amount(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < float("inf")
 
 
-def _is_time(value: Any) -> bool:
+def is_time(value: Any) -> bool:
     # datetime's own ISO parser: pendulum's is several times slower, which 100,000 entries feel.
     if not isinstance(value, str):
         return False
@@ -401,14 +408,19 @@ def read(
 ) -> Reading:
     """Every readable entry (of one DAG, or of the DAGs in ``dags``, if given), compacted or not; bad ones are
     counted, never fatal. ``fields``: keep only these keys of each entry (``REPORT_FIELDS`` for a report).
-    ``memo``: what an earlier reading kept of each folder, re-read only where a file changed."""
+    ``memo``: what an earlier reading kept, read again only where a file changed.
+
+    A local folder is walked; object storage is listed once and only the objects the memo does not hold at
+    their listed ETag are fetched, many at a time (``object_listing``)."""
     root = root if root is not None else location()
     keep = fields or tuple(LedgerEntry.__annotations__)
+    if not object_storage.on_local_disk(root):
+        return _read_listed(root, dag_id, dags, keep, memo if memo is not None else ReadingMemo(), memo is not None)
     by_job: dict[JobKey, LedgerEntry] = {}
     bad: list[str] = []
     signature: list[Any] = []
     shared: dict[Any, Any] = {}  # one copy of each list, Region and DAG id: 100,000 jobs share a handful
-    for folder in _dag_folders(root, dag_id, dags, bad):
+    for folder in dag_folders(root, dag_id, dags, bad):
         part = memo.folder(folder, keep) if memo is not None else _read_folder(folder, keep, shared)
         by_job.update(part.by_job)
         bad.extend(part.bad)
@@ -426,19 +438,32 @@ JobKey = tuple[str, str | None, str]
 class _FolderReading:
     by_job: dict[JobKey, LedgerEntry]
     bad: list[str]
-    signature: Any  # what the folder's files were when read (local folders), None where unknown
+    signature: Any  # what the folder's files were when read, None where unknown
 
 
-def _read_folder(folder: Any, keep: tuple[str, ...], shared: dict[Any, Any], signature: Any = None) -> _FolderReading:
-    """One DAG folder's entries, compacted months first (a job's own file replaces its compacted line).
-    ``shared``: one copy of each list, Region and DAG id across folders and readings. ``signature``: what a
-    memo saw of the folder's files just before reading them (None without a memo)."""
-    judged = None if set(keep) == set(LedgerEntry.__annotations__) else frozenset(keep)
-    by_job: dict[JobKey, LedgerEntry] = {}
+@dataclass(frozen=True)
+class FileReading:
+    """What one file (a job's, or a compacted month) adds to its folder's reading."""
+
+    entries: list[tuple[JobKey, LedgerEntry]]
+    bad: list[str]
+
+
+def _judged(keep: tuple[str, ...]) -> frozenset[str] | None:
+    return None if set(keep) == set(LedgerEntry.__annotations__) else frozenset(keep)
+
+
+def _file_reading(
+    folder_name: str, file_name: str, body: bytes, keep: tuple[str, ...], shared: dict[Any, Any]
+) -> FileReading:
+    """The entries of one file's bytes: a month's lines (``.jsonl``) or a job's object. ``shared``: one copy of
+    each list, Region and DAG id across files and readings."""
+    judged = _judged(keep)
+    entries: list[tuple[JobKey, LedgerEntry]] = []
     bad: list[str] = []
 
-    def take(raw: Any, where: str, file_name: str | None = None) -> None:
-        problem = _problem(raw, judged) or _misplaced(raw, folder.name, file_name)
+    def take(raw: Any, where: str, own_file: str | None) -> None:
+        problem = why_unusable(raw, judged) or why_misplaced(raw, folder_name, own_file)
         if problem is not None:
             bad.append(f"{where}: {problem}")
             return
@@ -451,46 +476,167 @@ def _read_folder(folder: Any, keep: tuple[str, ...], shared: dict[Any, Any], sig
             if isinstance(kept.get(key), str):
                 kept[key] = shared.setdefault(kept[key], kept[key])
         region = raw.get("region")
-        by_job[(folder.name, region if isinstance(region, str) else None, raw["job_name"])] = kept  # type: ignore[assignment]
+        entries.append(((folder_name, region if isinstance(region, str) else None, raw["job_name"]), kept))  # type: ignore[arg-type]
 
-    try:
-        jobs = list(_job_paths(folder))
-    except OSError as error:  # a folder that cannot be listed costs its own entries, not the report
-        return _FolderReading({}, [f"{folder.name}/: cannot be listed ({_why(error)})"], None)
-    try:
-        months = list(_compacted_paths(folder))
-    except OSError as error:  # a stray object where the months should be costs the months, not the DAG's jobs
-        months = []
-        bad.append(f"{folder.name}/{COMPACTED}/: cannot be listed ({_why(error)})")
-    for path in months:
-        try:
-            lines = untrusted_files.read_bytes(path, MAX_MONTH_BYTES).splitlines()
-        except untrusted_files.UntrustedFileError as error:
-            bad.append(str(error).replace(str(path), path.name))
-            continue
-        for number, line in enumerate(lines, start=1):
-            where = f"{path.name} line {number}"
+    if file_name.endswith(".jsonl"):
+        for number, line in enumerate(body.splitlines(), start=1):
+            where = f"{file_name} line {number}"
             try:
                 raw = untrusted_files.load_json(line, where)
             except untrusted_files.UntrustedFileError as error:
                 bad.append(str(error))
                 continue
-            take(raw, where)
-    for path in jobs:
+            take(raw, where, None)
+    else:
         try:
-            raw = untrusted_files.load_json(untrusted_files.read_bytes(path, MAX_ENTRY_BYTES), path.name)
+            raw = untrusted_files.load_json(body, file_name)
         except untrusted_files.UntrustedFileError as error:
-            bad.append(str(error).replace(str(path), path.name))
-            continue
-        take(raw, path.name, path.name)
+            return FileReading([], [str(error)])
+        take(raw, file_name, file_name)
+    return FileReading(entries, bad)
+
+
+def _folder_of(files: list[FileReading], signature: Any) -> _FolderReading:
+    """One folder's reading from its files' in order: compacted months first, so a job's own file replaces its
+    compacted line."""
+    by_job: dict[JobKey, LedgerEntry] = {}
+    bad: list[str] = []
+    for part in files:
+        by_job.update(part.entries)
+        bad.extend(part.bad)
     return _FolderReading(by_job, bad, signature)
+
+
+def _read_folder(folder: Any, keep: tuple[str, ...], shared: dict[Any, Any], signature: Any = None) -> _FolderReading:
+    """One local DAG folder's entries. ``signature``: what a memo saw of the folder's files just before reading
+    them (None without a memo)."""
+    try:
+        jobs = list(job_paths(folder))
+    except OSError as error:  # a folder that cannot be listed costs its own entries, not the report
+        return _FolderReading({}, [f"{folder.name}/: cannot be listed ({_why(error)})"], None)
+    files: list[FileReading] = []
+    try:
+        months = list(_compacted_paths(folder))
+    except OSError as error:  # a stray file where the months should be costs the months, not the DAG's jobs
+        months = []
+        files.append(FileReading([], [f"{folder.name}/{COMPACTED}/: cannot be listed ({_why(error)})"]))
+    for path, limit in [(month, MAX_MONTH_BYTES) for month in months] + [(job, MAX_ENTRY_BYTES) for job in jobs]:
+        try:
+            body = untrusted_files.read_bytes(path, limit)
+        except untrusted_files.UntrustedFileError as error:
+            files.append(FileReading([], [str(error).replace(str(path), path.name)]))
+            continue
+        files.append(_file_reading(folder.name, path.name, body, keep, shared))
+    return _folder_of(files, signature)
+
+
+# -- the ledger on object storage: listed, and only what changed fetched ----------------------------------------
+
+
+def _read_listed(
+    root: Any, dag_id: str | None, dags: Collection[str] | None, keep: tuple[str, ...], memo: ReadingMemo, kept: bool
+) -> Reading:
+    """``read`` on object storage: one listing of the ledger (or of the one DAG's folder); each object the memo
+    holds at the ETag listed is taken from it, the others fetched concurrently. ``kept``: the memo is the
+    caller's, so the reading carries a signature (each folder's keys and ETags)."""
+    from airflow_sm_prefs.storage import object_listing
+
+    try:
+        if dag_id is not None:
+            folder = _safe(dag_id)
+            listed = [
+                object_listing.Listed(f"{folder}/{item.key}", item.version, item.size)
+                for item in object_listing.listing(root / folder)
+            ]
+        else:
+            listed = object_listing.listing(root)
+    except FileNotFoundError:  # no ledger yet; any other failure is the store's, said by the caller
+        listed = []
+    wanted = None if dags is None else {_safe(dag) for dag in dags}
+    by_folder: dict[str, list[object_listing.Listed]] = {}
+    for item in listed:
+        folder_name, _, rest = item.key.partition("/")
+        if rest and (wanted is None or folder_name in wanted):
+            by_folder.setdefault(folder_name, []).append(item)
+    held = memo.objects(str(root), keep)
+    files: dict[str, FileReading] = {}
+    to_fetch: list[object_listing.Listed] = []
+    for folder_name, items in by_folder.items():
+        for item in items:
+            rest = item.key[len(folder_name) + 1 :]
+            if rest == COMPACTED:  # an object where the folder of months should be: it costs only itself
+                files[item.key] = FileReading([], [f"{folder_name}/{COMPACTED}: an object where a folder should be"])
+            elif is_ledger_file(rest):
+                known = held.get(item.key)
+                limit = MAX_MONTH_BYTES if "/" in rest else MAX_ENTRY_BYTES
+                if known is not None and known[0] == item.version:
+                    files[item.key] = known[1]
+                elif item.size > limit:
+                    files[item.key] = FileReading([], [f"{rest}: {item.size} bytes, more than the {limit} allowed"])
+                else:
+                    to_fetch.append(item)
+    bodies = object_listing.fetch_many(root, [item.key for item in to_fetch])
+    fresh: dict[str, tuple[str, FileReading]] = {}
+    for item in to_fetch:
+        body = bodies[item.key]
+        if body is None:  # removed since the listing (compacted meanwhile): the next reading sees its month
+            continue
+        folder_name, _, rest = item.key.partition("/")
+        limit = MAX_MONTH_BYTES if "/" in rest else MAX_ENTRY_BYTES
+        if len(body) > limit:
+            files[item.key] = FileReading([], [f"{rest}: more than the {limit} bytes allowed"])
+        else:
+            files[item.key] = _file_reading(folder_name, rest.rpartition("/")[2], body, keep, memo.shared)
+        fresh[item.key] = (item.version, files[item.key])
+    memo.hold(str(root), keep, fresh, set(files), {_safe(dag_id)} if dag_id is not None else wanted)
+    by_job: dict[JobKey, LedgerEntry] = {}
+    bad: list[str] = []
+    signature = []
+    for folder_name, items in sorted(by_folder.items()):
+        # Months first, in order, then jobs' own objects: the order a local folder is read in.
+        ordered = sorted((item for item in items if item.key in files), key=_months_first)
+        part = _folder_of([files[item.key] for item in ordered], _listed_signature(items))
+        by_job.update(part.by_job)
+        bad.extend(part.bad)
+        signature.append((folder_name, part.signature))
+    entries = [e for e in by_job.values() if dags is None or e["dag_id"] in dags]
+    written_before = time.time() - FOLDABLE_AFTER.total_seconds()
+    old = sum(
+        1
+        for items in by_folder.values()
+        for item in items
+        if item.key.count("/") == 1 and item.modified is not None and item.modified < written_before
+    )
+    return Reading(entries, len(bad), bad[:5], tuple(signature) if kept else None, old)
+
+
+def _months_first(item: Any) -> tuple[bool, str]:
+    return (item.key.count("/") != 2, item.key)
+
+
+def is_ledger_file(rest: str) -> bool:
+    """Whether a key below a DAG's folder is a job's object or a compacted month (a leading "." is temporary)."""
+    parts = rest.split("/")
+    if len(parts) == 1:
+        return parts[0].endswith(".json") and not parts[0].startswith(".")
+    return len(parts) == 2 and parts[0] == COMPACTED and parts[1].endswith(".jsonl") and not parts[1].startswith(".")
+
+
+def _listed_signature(items: list[Any]) -> str:
+    """A folder's keys and ETags as one short value: equal when no object was added, replaced or removed."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for item in sorted(items, key=lambda item: item.key):
+        digest.update(f"{item.key}\0{item.version}\n".encode())
+    return digest.hexdigest()
 
 
 def _why(error: OSError) -> str:
     return error.strerror or str(error) or type(error).__name__
 
 
-def _misplaced(raw: Any, folder_name: str, file_name: str | None) -> str | None:
+def why_misplaced(raw: Any, folder_name: str, file_name: str | None) -> str | None:
     """Why an entry does not belong where it lies: its DAG's folder is not this one, or (a job's own file) its
     name is not the job's. Such an entry would add a run to another DAG or replace another job's entry."""
     if _safe(raw["dag_id"]) != folder_name:
@@ -502,9 +648,9 @@ def _misplaced(raw: Any, folder_name: str, file_name: str | None) -> str | None:
 
 def _folder_signature(folder: Any) -> Any:
     """Every file of a local DAG folder (and of its compacted months) with its size, change time and inode: a
-    write through ``_replace`` or an edit in place changes it. None on object storage (no cheap listing with
+    write through ``replace_file`` or an edit in place changes it. None on object storage (no cheap listing with
     times), so a memo never trusts a remote folder."""
-    if getattr(folder, "protocol", "file") not in ("file", "local", ""):
+    if not object_storage.on_local_disk(folder):
         return None
     local = os.fspath(getattr(folder, "path", folder))
     found = []
@@ -522,12 +668,16 @@ def _folder_signature(folder: Any) -> Any:
 
 
 class ReadingMemo:
-    """What readings kept of each DAG folder, for a long-lived reader (the API server's Capacity page): a
-    folder whose files are as they were is not read again. Remote folders are always read."""
+    """What readings kept, for a long-lived reader (the API server's Capacity page) or for the CLI between runs
+    (``ledger_cache``): a local folder whose files are as they were is not read again; on object storage, an
+    object whose listed ETag is the one it was read at is not fetched again."""
 
     def __init__(self) -> None:
         self._folders: dict[tuple[str, tuple[str, ...]], _FolderReading] = {}
-        self._shared: dict[Any, Any] = {}
+        # (root, kept fields) -> object key below the root -> (ETag, what the object added)
+        self._objects: dict[tuple[str, tuple[str, ...]], dict[str, tuple[str, FileReading]]] = {}
+        self.shared: dict[Any, Any] = {}
+        self.changed = False  # whether a reading took or dropped an object since the memo was made
         self._lock = threading.Lock()
 
     def folder(self, folder: Any, keep: tuple[str, ...]) -> _FolderReading:
@@ -538,13 +688,36 @@ class ReadingMemo:
         signature = _folder_signature(folder)
         if kept is not None and kept.signature is not None and kept.signature == signature:
             return kept
-        part = _read_folder(folder, keep, self._shared, signature)
+        part = _read_folder(folder, keep, self.shared, signature)
         with self._lock:
             self._folders[key] = part
         return part
 
+    def objects(self, root: str, keep: tuple[str, ...]) -> dict[str, tuple[str, FileReading]]:
+        """What is held of the objects under ``root`` (a copy: a reading in another thread may replace it)."""
+        with self._lock:
+            return dict(self._objects.get((root, keep), {}))
 
-def _dag_folders(
+    def hold(
+        self,
+        root: str,
+        keep: tuple[str, ...],
+        fresh: dict[str, tuple[str, FileReading]],
+        listed: set[str],
+        folders: set[str] | None,
+    ) -> None:
+        """Take the objects just read; forget those no longer ``listed`` in the ``folders`` just listed (None:
+        the whole ledger was), so what is held never outgrows the ledger."""
+        with self._lock:
+            held = self._objects.setdefault((root, keep), {})
+            gone = [key for key in held if key not in listed and (folders is None or key.partition("/")[0] in folders)]
+            for key in gone:
+                del held[key]
+            held.update(fresh)
+            self.changed = self.changed or bool(gone or fresh)
+
+
+def dag_folders(
     root: Any, dag_id: str | None, dags: Collection[str] | None = None, bad: list[str] | None = None
 ) -> Iterator[Any]:
     """The DAG folders to read; a root that is not a folder, or cannot be listed, is one bad entry in ``bad``
@@ -572,7 +745,7 @@ class LedgerError(OSError):
     """The ledger's root cannot be used (a file, or a folder that cannot be listed)."""
 
 
-def _job_paths(folder: Any) -> Iterator[Any]:
+def job_paths(folder: Any) -> Iterator[Any]:
     for path in folder.iterdir():
         if path.name.endswith(".json") and not path.name.startswith("."):  # a leading "." is a temporary file
             yield path
@@ -590,68 +763,11 @@ def _compacted_paths(folder: Any) -> Iterator[Any]:
 
 
 def _entry_paths(root: Any, dag_id: str | None) -> Iterator[Any]:
-    for folder in _dag_folders(root, dag_id):
-        yield from _job_paths(folder)
+    for folder in dag_folders(root, dag_id):
+        yield from job_paths(folder)
 
 
-@dataclass
-class Compaction:
-    folded: int = 0  # entries moved into month files
-    kept: int = 0  # entries too recent (or unreadable) to fold
-    files: int = 0  # month files written
-
-
-def compact(
-    root: Any = None, older_than: dt.timedelta = dt.timedelta(days=1), now: dt.datetime | None = None
-) -> Compaction:
-    """Fold the entries recorded more than ``older_than`` ago into their DAG's month files.
-
-    Run it from one place at a time (a daily maintenance task): two compactions of one DAG at once can lose
-    the lines one of them adds to a month file. Writing entries meanwhile is safe: a job's own file is only
-    removed once its line is in the month file."""
-    root = root if root is not None else location()
-    cutoff = (now or dt.datetime.now(dt.UTC)) - older_than
-    result = Compaction()
-    for folder in _dag_folders(root, None):
-        by_month: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
-        for path in _job_paths(folder):
-            try:
-                raw = untrusted_files.read_json(path, MAX_ENTRY_BYTES)
-            except untrusted_files.UntrustedFileError:
-                result.kept += 1
-                continue
-            recorded: Any = raw.get("recorded_at") if isinstance(raw, dict) else None
-            if _problem(raw) is not None or not _is_time(recorded) or dt.datetime.fromisoformat(recorded) > cutoff:
-                result.kept += 1
-                continue
-            month = (raw.get("created_at") or recorded)[:7]
-            by_month.setdefault(month, []).append((path, raw))
-        for month, moved in sorted(by_month.items()):
-            target = folder / COMPACTED / f"{month}.jsonl"
-            lines: dict[str, bytes] = {}
-            if target.exists():
-                try:
-                    existing = untrusted_files.read_bytes(target, MAX_MONTH_BYTES).splitlines()
-                except untrusted_files.UntrustedFileError as error:  # left as it is, and its entries with it
-                    log.warning("Not compacting into %s: %s", target, error)
-                    result.kept += len(moved)
-                    continue
-                for line in existing:
-                    try:
-                        lines[untrusted_files.load_json(line, target)["job_name"]] = line
-                    except (untrusted_files.UntrustedFileError, KeyError, TypeError):
-                        lines[f"?{len(lines)}"] = line  # kept as it is: the reader counts it as bad
-            for _, raw in moved:
-                lines[raw["job_name"]] = json.dumps(raw, sort_keys=True).encode()
-            _replace(target, b"\n".join(lines.values()) + b"\n")
-            result.files += 1
-            for path, _ in moved:
-                path.unlink()
-                result.folded += 1
-    return result
-
-
-def _replace(target: Any, data: str | bytes) -> None:
+def replace_file(target: Any, data: str | bytes) -> None:
     """Write a file whole: locally through a temporary file, so a reader never sees half of it; an object
     store's put is whole or nothing."""
     data = data.encode() if isinstance(data, str) else data
@@ -668,7 +784,7 @@ def known_jobs(root: Any = None) -> set[str]:
     """The jobs the ledger has an entry for, in their own file or compacted."""
     root = root if root is not None else location()
     known = {path.name[: -len(".json")] for path in _entry_paths(root, None)}
-    for folder in _dag_folders(root, None):
+    for folder in dag_folders(root, None):
         for path in _compacted_paths(folder):
             try:
                 lines = untrusted_files.read_bytes(path, MAX_MONTH_BYTES).splitlines()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import pendulum
 
@@ -119,7 +119,7 @@ class Preflight:
             if self.certification.mode == "strict":
                 self._refuse_uncertified(request)
             elif self.certification.mode == "warn":
-                uncertified = self._uncertified(request, log)
+                uncertified = self._uncertified(request, "warn", log)
                 for problem in uncertified:
                     log.warning("Uncertified %s", problem)
                 if uncertified:
@@ -142,16 +142,18 @@ class Preflight:
             context["ti"].xcom_push(key=DROPPED_XCOM_KEY, value=dropped)
         return Prepared(guarded, pending_until)
 
-    def _uncertified(self, request: Mapping[str, Any], log: Any = None) -> list[str]:
-        """What the registry does not certify. A store that cannot be read refuses the job under "strict" (the
-        task fails and may retry; no job), and under "warn" (``log`` given) costs the check, with a warning."""
+    def _uncertified(
+        self, request: Mapping[str, Any], if_unreadable: Literal["refuse", "warn"], log: Any = None
+    ) -> list[str]:
+        """What the registry does not certify. A store that cannot be read refuses the job (``"refuse"``: the
+        task fails and may retry; no job), or costs the check with a warning in ``log`` (``"warn"``)."""
         listed = [(e.instance_type, e.count, e.label) for e in entries.entries(self.kind, request)]
         try:
             return self.certification.uncertified(listed)
         except certification.RegistryError as error:
             raise rules.PreferenceValidationError([str(error)]) from None
         except certification.RegistryUnreachable as error:
-            if log is None:
+            if if_unreadable == "refuse" or log is None:
                 raise certification.RegistryUnreachable(
                     f"{error}; certified='strict' checks the list first, so no SageMaker job was created"
                 ) from error
@@ -159,7 +161,7 @@ class Preflight:
             return []
 
     def _refuse_uncertified(self, request: Mapping[str, Any]) -> None:
-        uncertified = self._uncertified(request)
+        uncertified = self._uncertified(request, "refuse")
         if uncertified:
             raise rules.PreferenceValidationError(
                 [*uncertified, "certified='strict' lists certified configurations only; no SageMaker job was created"]

@@ -77,24 +77,36 @@ def checked_url(url: str, named: str) -> str:
     return url
 
 
+# Connections found, per process: every reading of the ledger opens its root, and a lookup can be a call to a
+# secrets backend or the API server. A miss is never kept, so a connection created later is found then.
+_FOUND_CONNECTIONS: set[str] = set()
+
+
 def _connection_exists(conn_id: str) -> bool:
     from airflow.sdk import BaseHook
 
+    if conn_id in _FOUND_CONNECTIONS:
+        return True
     try:
         BaseHook.get_connection(conn_id)
     except Exception as error:  # the exception's class differs between Airflow lines; its name does not
         if type(error).__name__ == "AirflowNotFoundException":
             return False
         raise
+    _FOUND_CONNECTIONS.add(conn_id)
     return True
 
 
 def open_root(url: str, conn_id: str | None, setting: str) -> Any:
     """``url`` as an ``ObjectStoragePath`` with its filesystem made (no call to the store yet).
     ``setting``: the option the URL came from, for the message."""
+    return _opened(checked_url(url, setting), conn_id, setting)
+
+
+def _opened(url: str, conn_id: str | None, setting: str) -> Any:
+    """``open_root`` for a URL already checked."""
     from airflow.sdk import ObjectStoragePath
 
-    checked_url(url, setting)
     if conn_id and not _connection_exists(conn_id):
         # The amazon provider would go on with the default credentials chain and AWS's own endpoints: refused.
         raise StorageSettingError(
@@ -138,6 +150,8 @@ def _bound_requests(root: Any, url: str, conn_id: str | None) -> None:
 DEFAULT_DEADLINE_SECONDS = 30.0  # tens of seconds in all: a store that answers at all answers well within it
 CONNECT_TIMEOUT_SECONDS = 5.0
 REQUEST_ATTEMPTS = 2
+# Connections one process keeps to the store: botocore's default of 10 would queue a reader's concurrent GETs.
+CONNECTION_POOL = 64
 
 
 def deadline_seconds() -> float:
@@ -165,6 +179,7 @@ def _client_options(url: str) -> dict[str, Any]:
         "connect_timeout": min(CONNECT_TIMEOUT_SECONDS, per_attempt),
         "read_timeout": per_attempt,
         "retries": {"total_max_attempts": REQUEST_ATTEMPTS, "mode": "standard"},
+        "max_pool_connections": CONNECTION_POOL,
     }
 
 
@@ -182,7 +197,7 @@ def shared_url(option: str, name: str, given: str | None = None) -> tuple[str, s
     """Where one shared file or folder lives, as text (nothing is opened): ``given`` (an operator's argument),
     else its own setting ``[sm_prefs] <option>``, else ``<[sm_prefs] storage>/<name>``, else
     ``$AIRFLOW_HOME/sm_prefs/<name>``; and the setting it came from (None for the default or ``given``)."""
-    if given:
+    if given:  # checked where it is opened (``place``), with the argument's name
         return given, None
     own = setting(option)
     if own:
@@ -196,17 +211,20 @@ def shared_url(option: str, name: str, given: str | None = None) -> tuple[str, s
 def shared_file(option: str, name: str, conn_option: str = "storage_conn_id") -> Any:
     """``shared_url``'s place opened: a local one as a ``pathlib.Path``, anything else an ``ObjectStoragePath``
     on ``[sm_prefs] <conn_option>`` when the file's own setting named it, else on ``storage_conn_id``."""
-    url, named = shared_url(option, name)
+    url, named = shared_url(option, name)  # checked there, where the setting is read
     own = named == f"[{SECTION}] {option}"
-    return place(url, (setting(conn_option) if own else None) or setting("storage_conn_id"), named or option)
+    return _placed(url, (setting(conn_option) if own else None) or setting("storage_conn_id"), named or option)
 
 
 def place(url: str, conn_id: str | None, named: str) -> Any:
     """A local path as a ``pathlib.Path``, any other URL as an ``ObjectStoragePath`` (see ``open_root``)."""
-    checked_url(url, named)
+    return _placed(checked_url(url, named), conn_id, named)
+
+
+def _placed(url: str, conn_id: str | None, named: str) -> Any:
     if is_local(url):
         return Path(os.path.expanduser(url.removeprefix("file://").removeprefix("local://")))
-    return open_root(url, conn_id, named)
+    return _opened(url, conn_id, named)
 
 
 def shown(path: Any) -> str:
@@ -279,8 +297,13 @@ def current_version(path: Any) -> str | None:
         info = path.fs.info(path.path)
     except FileNotFoundError:
         return None
-    # S3 and the stores that speak its API give an ETag; for another store, what else says it changed.
-    return str(info.get("ETag") or (info.get("LastModified"), info.get("size")))
+    return version_in(info)
+
+
+def version_in(info: dict[str, Any]) -> str:
+    """What says an object changed, from its listing or its HEAD: S3's ETag, else another store's equivalent."""
+    changed = info.get("ETag") or info.get("etag")
+    return str(changed or (info.get("LastModified") or info.get("mtime"), info.get("size")))
 
 
 def write_if_unchanged(path: Any, data: bytes, version: str | None) -> None:
@@ -290,12 +313,12 @@ def write_if_unchanged(path: Any, data: bytes, version: str | None) -> None:
     try:
         path.fs.pipe_file(path.path, data, **condition)
     except OSError as error:
-        if isinstance(error, FileExistsError) or _precondition_failed(error):
+        if isinstance(error, FileExistsError) or precondition_failed(error):
             raise ChangedMeanwhile(str(path)) from None
         raise
 
 
-def _precondition_failed(error: BaseException) -> bool:
-    cause = error.__cause__
-    response = getattr(cause, "response", None)
-    return isinstance(response, dict) and response.get("Error", {}).get("Code") == "PreconditionFailed"
+def precondition_failed(error: BaseException) -> bool:
+    """Whether the store refused a conditional request because the object is no longer at that version."""
+    response = getattr(error.__cause__, "response", None) or getattr(error, "response", None)
+    return isinstance(response, dict) and response.get("Error", {}).get("Code") in ("PreconditionFailed", "412")

@@ -14,6 +14,8 @@ import os
 import stat
 from typing import Any
 
+from airflow_sm_prefs.storage.object_storage import on_local_disk
+
 
 class UntrustedFileError(ValueError):
     """The file cannot be used: not a regular file, too large, not UTF-8, not JSON, or nested too deep."""
@@ -22,8 +24,7 @@ class UntrustedFileError(ValueError):
 def read_bytes(path: Any, limit: int) -> bytes:
     """The file's bytes, if it is a regular file of at most ``limit`` bytes (``path``: a ``pathlib.Path`` or an
     ``ObjectStoragePath``)."""
-    protocol = getattr(path, "protocol", "file")
-    if protocol in ("file", "local", ""):
+    if on_local_disk(path):
         local = os.fspath(getattr(path, "path", path))
         try:
             descriptor = os.open(local, os.O_RDONLY | os.O_NONBLOCK)

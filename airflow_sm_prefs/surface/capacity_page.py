@@ -139,7 +139,7 @@ def create_app() -> FastAPI:
         from airflow_sm_prefs.evidence.advisor import advise
         from airflow_sm_prefs.evidence.counterfactual import Timeline
 
-        own = _unless_the_store_fails(lambda: ledger.read(dag_id=dag_id))
+        own = _unless_the_store_fails(lambda: ledger.read(dag_id=dag_id, memo=_VIEWS.memo))
         history = [e for e in own.entries if e["task_id"] == task_id]
         this = next((e for e in history if e["run_id"] == run_id and e["map_index"] == map_index), None)
         evidence, dags = _reading_for(user)  # the advice may draw on every DAG this user may read

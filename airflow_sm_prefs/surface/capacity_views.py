@@ -9,8 +9,9 @@ job ends. Three things keep it quick:
   past it, the page last computed for the same user, window and view is served, saying when it was computed and
   that a newer one is on its way; with none yet, a short page says the report is being computed and reloads.
 
-Object storage gives no cheap way to tell whether a folder changed, so views over it are computed for each
-request (as ``ledger.read`` would), in the background all the same.
+On object storage, one listing says what changed (each object's ETag): only new or replaced objects are
+fetched, and a view is kept while its folders list the same. Past ``[sm_prefs] ledger_compact_after`` old job
+objects, the ledger is folded into month objects in a thread of its own (``ledger_compaction``), one at a time.
 """
 
 from __future__ import annotations
@@ -59,9 +60,24 @@ class Views:
         self._lock = threading.Lock()
         # One page computed at a time: the work is CPU-bound, and a second thread would only slow the first.
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sm-prefs-capacity")
+        # Folding the ledger takes a while and answers nobody: apart from the pages, one at a time.
+        self._compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sm-prefs-compaction")
+        self._compacting: Future[Any] | None = None
 
     def reading(self, dags: set[str] | frozenset[str]) -> ledger.Reading:
-        return ledger.read(dags=dags, fields=ledger.REPORT_FIELDS, memo=self.memo)
+        reading = ledger.read(dags=dags, fields=ledger.REPORT_FIELDS, memo=self.memo)
+        if reading.old_job_objects:
+            self._compact_when_due(reading)
+        return reading
+
+    def _compact_when_due(self, reading: ledger.Reading) -> None:
+        from airflow_sm_prefs.evidence import ledger_compaction
+
+        with self._lock:
+            if self._compacting is not None and not self._compacting.done():
+                return
+            root = ledger.location()
+            self._compacting = self._compactor.submit(ledger_compaction.compact_if_due, root, reading)
 
     def view(self, reading: ledger.Reading, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, or what it returned for the same ``key`` over the same ledger files."""

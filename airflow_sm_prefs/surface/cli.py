@@ -129,13 +129,12 @@ def _ledger_root() -> Any:
 
 def _read_ledger() -> Any:
     """Every DAG's entries: a report of one task still takes its evidence from all of them."""
-    from airflow_sm_prefs.evidence import ledger
 
     try:
         root = _ledger_root()
         if root.exists() and not root.is_dir():
             raise CommandError(f"[sm_prefs] ledger_path: {root} is a file, not a folder")
-        reading = ledger.read(root, fields=ledger.REPORT_FIELDS)
+        reading = _read_through_the_cache(root)
     except (ValueError, OSError) as error:  # an unknown scheme, an unreachable store
         _if_the_store_failed(error)
         raise CommandError(f"[sm_prefs] ledger_path cannot be read: {error}") from None
@@ -143,6 +142,24 @@ def _read_ledger() -> Any:
         warn(
             f"{reading.bad} ledger entr{'y' if reading.bad == 1 else 'ies'} could not be read and were skipped "
             f"(e.g. {'; '.join(reading.bad_examples)})"
+        )
+    return reading
+
+
+def _read_through_the_cache(root: Any) -> Any:
+    """The ledger read; on object storage, only the objects changed since this host's last run are fetched."""
+    from airflow_sm_prefs.evidence import ledger, ledger_cache, ledger_compaction
+
+    if object_storage.on_local_disk(root):  # a local folder is read faster than a cache of it
+        return ledger.read(root, fields=ledger.REPORT_FIELDS)
+    memo = ledger_cache.load(root, ledger.REPORT_FIELDS)
+    reading = ledger.read(root, fields=ledger.REPORT_FIELDS, memo=memo)
+    ledger_cache.save(memo, root, ledger.REPORT_FIELDS)
+    compacted = ledger_compaction.compact_if_due(root, reading)
+    if compacted is not None and compacted.folded:
+        warn(
+            f"folded {compacted.folded} old ledger entries into {compacted.files} month object(s), so later "
+            "readings fetch a few objects per month ([sm_prefs] ledger_compact_after)"
         )
     return reading
 
@@ -258,18 +275,22 @@ def _show_prices(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger, ledger_compaction
 
     try:
-        result = ledger.compact(_ledger_root(), older_than=args.older_than)
+        result = ledger_compaction.compact(_ledger_root(), older_than=args.older_than)
     except (ValueError, OSError) as error:
         _if_the_store_failed(error)
         return fail(
             str(error) if isinstance(error, ledger.LedgerError) else f"[sm_prefs] ledger_path cannot be used: {error}"
         )
+    if result.busy:
+        _tell("error", f"not compacted: {result.busy} holds the ledger's compaction lease; try again later")
+        return 1  # the store's state, not a mistake in the command (as the store's failures)
     say(
         f"{result.folded} entr{'y' if result.folded == 1 else 'ies'} folded into {result.files} month file(s); "
-        f"{result.kept} left as they are (recorded in the last {args.older_than}, or unreadable)"
+        f"{result.kept} left as they are (recorded in the last {args.older_than}, unreadable, or written again "
+        "while it ran)"
     )
     return 0
 

@@ -68,6 +68,13 @@ def get_provider_info() -> dict[str, Any]:
                         "<storage>/ledger, else $AIRFLOW_HOME/sm_prefs/ledger).",
                         "s3://team-bucket/sm-prefs-ledger",
                     ),
+                    "ledger_compact_after": _option(
+                        "On object storage, how many job objects older than a day a reader of the ledger (a "
+                        "command, the Capacity page) lets pile up before it folds them into month objects, under "
+                        "a lease so one host folds at a time (default 1000; 0: only `airflow-sm-prefs ledger "
+                        "compact` folds).",
+                        "1000",
+                    ),
                     "ledger_conn_id": _option(
                         "The connection of ledger_path's object store (default: storage_conn_id).", "aws_default"
                     ),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger, ledger_compaction
 from tests.helpers import boto_client
 from tests.unit.test_report import entry
 
@@ -48,7 +48,7 @@ def test_compaction_folds_the_bucket_into_month_objects_and_loses_nothing(s3_led
         ledger.write(entry(name, 1, created=october, recorded_at=october))
     ledger.write(entry("recent", 0, created=today, recorded_at=today))
     before = sorted(e["job_name"] for e in ledger.read().entries)
-    folded = ledger.compact(now=dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC))
+    folded = ledger_compaction.compact(now=dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC))
     assert (folded.folded, folded.files) == (2, 1)
     assert _keys(s3_ledger) == [
         "sm-prefs/ledger/nightly/compacted/2026-10.jsonl",
@@ -68,3 +68,265 @@ def test_stray_and_misplaced_objects_cost_themselves_on_the_bucket(s3_ledger):
     assert sorted(e["job_name"] for e in reading.entries) == ["a", "b"]
     assert reading.bad == 2, reading.bad_examples
     assert "c.json: its dag_id 'nightly' is not this folder's DAG (other)" in reading.bad_examples
+
+
+def _a_varied_ledger(root) -> None:
+    """Jobs of two DAGs and two Regions, a compacted month with a job written again since, and bad objects of
+    each kind a reader meets: what a file system and an object store must read alike."""
+    october = "2026-10-03T02:00:00+00:00"
+    for name, rank, pending in (("a", 0, 7200), ("b", 1, 300), ("c", 1, 200), ("again", 1, 50)):
+        ledger.write(entry(name, rank, pending=pending, created=october, recorded_at=october), root)
+    ledger_compaction.compact(root, now=dt.datetime(2026, 12, 2, tzinfo=dt.UTC))
+    ledger.write(entry("again", 0, pending=9), root)  # written again after it was compacted: its file wins
+    for name, region in (("d", "eu-west-1"), ("e", None)):
+        ledger.write(entry(name, 1, region=region, task_id="evaluate"), root)
+    ledger.write({**entry("f", 0), "dag_id": "finance"}, root)
+    (root / "nightly" / "truncated.json").write_bytes(b'{"format": 1, "dag_')
+    (root / "nightly" / "misplaced.json").write_text(json.dumps(entry("someone-else", 0)))
+    (root / "finance" / "of-nightly.json").write_text(json.dumps(entry("of-nightly", 0)))
+    (root / "nightly" / "compacted" / "2026-09.jsonl").write_bytes(json.dumps(entry("g", 1)).encode() + b"\n{bad\n")
+    (root / "nightly" / "notes.txt").write_text("not an entry")
+
+
+def _upload(s3, local: Path, prefix: str) -> None:
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        s3.put_object(
+            Bucket="team-bucket", Key=f"{prefix}/{path.relative_to(local).as_posix()}", Body=path.read_bytes()
+        )
+
+
+def _gets(server) -> int:
+    """Objects fetched (the emulator counts listings apart, as s3.LIST)."""
+    return server.engine.calls["s3.GET"]
+
+
+@pytest.fixture
+def s3_ledger_server(start_emulator, aws_connection, monkeypatch):
+    server = start_emulator("ample", buckets={"team-bucket": ()})
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", "s3://team-bucket/sm-prefs/ledger")
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_CONN_ID", aws_connection(server, "ledger_store"))
+    return server, boto_client(server.endpoint_url, service="s3")
+
+
+def _seen(reading) -> list[tuple]:
+    return sorted((e["dag_id"], e["region"] or "", e["job_name"], e["selected_rank"] or 0) for e in reading.entries)
+
+
+def test_the_same_ledger_reads_alike_from_a_folder_and_from_a_bucket(s3_ledger_server, tmp_path):
+    _, s3 = s3_ledger_server
+    local = tmp_path / "ledger"
+    _a_varied_ledger(local)
+    _upload(s3, local, "sm-prefs/ledger")
+    for fields in (None, ledger.REPORT_FIELDS):
+        on_disk, on_s3 = ledger.read(local, fields=fields), ledger.read(fields=fields)
+        assert _seen(on_s3) == _seen(on_disk) and len(on_s3.entries) == 8
+        assert sorted(on_s3.entries, key=lambda e: (e["dag_id"], e["job_name"], e["region"] or "")) == sorted(
+            on_disk.entries, key=lambda e: (e["dag_id"], e["job_name"], e["region"] or "")
+        )
+        assert on_s3.bad == on_disk.bad == 4, (on_s3.bad_examples, on_disk.bad_examples)
+    again = next(e for e in ledger.read().entries if e["job_name"] == "again")
+    assert again["selected_rank"] == 0, "the job's own object wins over its compacted line"
+    for dag in ("nightly", "finance"):  # one DAG's folder alone, as finish_by reads it at task time
+        assert _seen(ledger.read(dag_id=dag)) == _seen(ledger.read(local, dag_id=dag))
+    assert _seen(ledger.read(dags={"finance"})) == [("finance", "us-east-1", "f", 0)]
+
+
+def test_a_reading_with_a_memo_fetches_only_what_changed_since(s3_ledger_server):
+    server, s3 = s3_ledger_server
+    for name in ("a", "b", "c"):
+        ledger.write(entry(name, 1))
+    memo = ledger.ReadingMemo()
+    before = _gets(server)
+    first = ledger.read(fields=ledger.REPORT_FIELDS, memo=memo)
+    assert _gets(server) - before == 3 and len(first.entries) == 3
+    before, listings = _gets(server), server.engine.calls["s3.LIST"]
+    assert ledger.read(fields=ledger.REPORT_FIELDS, memo=memo).signature == first.signature
+    assert _gets(server) == before, "nothing changed: nothing fetched"
+    assert server.engine.calls["s3.LIST"] == listings + 1, "one listing: the store says what is current"
+    ledger.write(entry("d", 0))  # one more job ended
+    ledger.write(entry("b", 0, pending=5))  # and one was written again (a retry's record): a new ETag
+    s3.delete_object(Bucket="team-bucket", Key="sm-prefs/ledger/nightly/c.json")
+    before = _gets(server)
+    reading = ledger.read(fields=ledger.REPORT_FIELDS, memo=memo)
+    assert _gets(server) - before == 2, "only the new and the replaced objects"
+    assert sorted((e["job_name"], e["selected_rank"]) for e in reading.entries) == [("a", 1), ("b", 0), ("d", 0)]
+    assert reading.signature != first.signature
+    assert set(memo.objects(str(ledger.location()), ledger.REPORT_FIELDS)) == {
+        f"nightly/{name}.json" for name in "abd"
+    }, "what was removed is no longer held"
+
+
+def test_an_object_larger_than_an_entry_is_refused_from_its_listing_without_a_get(s3_ledger_server):
+    server, s3 = s3_ledger_server
+    ledger.write(entry("a", 1))
+    s3.put_object(
+        Bucket="team-bucket", Key="sm-prefs/ledger/nightly/huge.json", Body=b" " * (ledger.MAX_ENTRY_BYTES + 1)
+    )
+    before = _gets(server)
+    reading = ledger.read()
+    assert _gets(server) - before == 1 and reading.bad == 1
+    assert f"huge.json: {ledger.MAX_ENTRY_BYTES + 1} bytes, more than the" in reading.bad_examples[0]
+
+
+def _report_json(env=None) -> list[dict]:
+    command = [str(Path(sys.executable).with_name("airflow-sm-prefs")), "report", "--format", "json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_second_report_fetches_only_the_objects_changed_since_the_first(s3_ledger_server, tmp_path, monkeypatch):
+    """The CLI keeps what it read in a cache folder on its host; the store's listing decides what is current."""
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
+    server, s3 = s3_ledger_server
+    for name, rank in (("a", 0), ("b", 1), ("c", 1)):
+        ledger.write(entry(name, rank))
+    before = _gets(server)
+    first = _report_json()
+    assert _gets(server) - before == 3 and first[0]["runs"] == 3
+    (cached,) = (tmp_path / "home" / "sm_prefs" / "cache").glob("ledger-*.json")
+    written = cached.stat().st_mtime_ns
+    before = _gets(server)
+    assert _report_json() == first and _gets(server) == before, "nothing changed: nothing fetched"
+    assert cached.stat().st_mtime_ns == written, "nor written again"
+    # Another host writes a job again in place: its ETag changes, so the cache's copy is not used.
+    s3.put_object(Bucket="team-bucket", Key="sm-prefs/ledger/nightly/a.json", Body=json.dumps(entry("a", 1)).encode())
+    before = _gets(server)
+    changed = _report_json()
+    assert _gets(server) - before == 1 and changed != first
+    cached.write_text("{ not json")  # a damaged cache is a slower run, never a different report
+    before = _gets(server)
+    assert _report_json() == changed and _gets(server) - before == 3
+    cached.unlink()
+    assert _report_json() == changed
+
+
+OCTOBER = "2026-10-03T02:00:00+00:00"
+AFTER_OCTOBER = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
+
+
+def _old(name: str, rank: int = 1, **extra) -> dict:
+    return entry(name, rank, created=OCTOBER, recorded_at=OCTOBER, **extra)
+
+
+def test_compaction_keeps_an_entry_written_again_while_it_folds(s3_ledger_server, monkeypatch):
+    """A retry's record lands between the fold's read of a job and its delete: the delete is conditional on the
+    version folded, so the newer entry stays in its own object and wins over its compacted line."""
+    from airflow_sm_prefs.storage import object_listing
+
+    _, s3 = s3_ledger_server
+    for name in ("a", "b", "c"):
+        ledger.write(_old(name))
+    fetch = object_listing.fetch_many
+
+    def a_retry_lands_meanwhile(root, keys):
+        bodies = fetch(root, keys)
+        ledger.write(_old("b", 0, pending=5))
+        return bodies
+
+    monkeypatch.setattr(object_listing, "fetch_many", a_retry_lands_meanwhile)
+    result = ledger_compaction.compact(now=AFTER_OCTOBER)
+    assert (result.folded, result.kept, result.files) == (2, 1, 1)
+    assert _keys(s3) == ["sm-prefs/ledger/nightly/b.json", "sm-prefs/ledger/nightly/compacted/2026-10.jsonl"]
+    monkeypatch.setattr(object_listing, "fetch_many", fetch)
+    b = next(e for e in ledger.read().entries if e["job_name"] == "b")
+    assert (b["selected_rank"], b["pending_seconds"]) == (0, 5), "the newer entry, not the folded one"
+    again = ledger_compaction.compact(now=AFTER_OCTOBER)
+    assert (again.folded, again.kept) == (1, 0) and len(ledger.read().entries) == 3
+
+
+def test_a_month_another_compaction_replaced_meanwhile_is_merged_again(s3_ledger_server, monkeypatch):
+    from airflow_sm_prefs.storage import object_storage
+
+    _, s3 = s3_ledger_server
+    ledger.write(_old("a"))
+    month = "sm-prefs/ledger/nightly/compacted/2026-10.jsonl"
+    write = object_storage.write_if_unchanged
+    raced = []
+
+    def another_writer_first(path, data, version):
+        if not raced:  # the first attempt meets a month object someone else wrote since it was read
+            raced.append(1)
+            s3.put_object(Bucket="team-bucket", Key=month, Body=json.dumps(_old("z")).encode() + b"\n")
+        return write(path, data, version)
+
+    monkeypatch.setattr(object_storage, "write_if_unchanged", another_writer_first)
+    assert ledger_compaction.compact(now=AFTER_OCTOBER).folded == 1
+    lines = s3.get_object(Bucket="team-bucket", Key=month)["Body"].read().splitlines()
+    assert sorted(json.loads(line)["job_name"] for line in lines) == ["a", "z"], "neither line lost"
+
+
+def test_one_compaction_at_a_time_across_hosts(s3_ledger_server, monkeypatch):
+    _, s3 = s3_ledger_server
+    ledger.write(_old("a"))
+    lease = "sm-prefs/ledger/.compaction-lease"
+    held = {"holder": "host-b:42", "until": "2999-01-01T00:00:00+00:00"}
+    s3.put_object(Bucket="team-bucket", Key=lease, Body=json.dumps(held).encode())
+    result = ledger_compaction.compact(now=AFTER_OCTOBER)
+    assert result.folded == 0 and result.busy == "host-b:42 until 2999-01-01T00:00:00+00:00"
+    command = [str(Path(sys.executable).with_name("airflow-sm-prefs")), "ledger", "compact"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1 and "host-b:42 until 2999-01-01" in done.stderr and "lease" in done.stderr
+    # A lease its holder never gave back lapses; the next compaction takes it, folds, and gives it back.
+    lapsed = {**held, "until": "2020-01-01T00:00:00+00:00"}
+    s3.put_object(Bucket="team-bucket", Key=lease, Body=json.dumps(lapsed).encode())
+    taken = []
+    fold = ledger_compaction._compact_listed
+
+    def look_at_the_lease(root, cutoff):
+        taken.append(json.loads(s3.get_object(Bucket="team-bucket", Key=lease)["Body"].read()))
+        return fold(root, cutoff)
+
+    monkeypatch.setattr(ledger_compaction, "_compact_listed", look_at_the_lease)
+    started = dt.datetime.now(dt.UTC)
+    assert ledger_compaction.compact(now=AFTER_OCTOBER).folded == 1
+    (mine,) = taken
+    lapses_in = dt.datetime.fromisoformat(mine["until"]) - started
+    assert dt.timedelta(minutes=14) < lapses_in <= dt.timedelta(minutes=15), "a crashed holder blocks 15 minutes"
+    assert mine["holder"] != held["holder"]
+    assert _keys(s3) == ["sm-prefs/ledger/nightly/compacted/2026-10.jsonl"], "the lease given back"
+    assert [e["job_name"] for e in ledger.read().entries] == ["a"], "the lease object is no entry"
+
+
+def test_a_report_past_the_threshold_folds_the_ledger_for_every_later_reading(s3_ledger_server, tmp_path, monkeypatch):
+    """Nobody runs `ledger compact`: the report that finds more old job objects than
+    [sm_prefs] ledger_compact_after folds them, and says so on stderr; what it reports is unchanged."""
+    server, s3 = s3_ledger_server
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
+    for name in ("a", "b", "c"):
+        ledger.write(_old(name))
+    first = _report_json()
+    assert len(_keys(s3)) == 3, "objects written now are not old: nothing folded"
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_COMPACT_AFTER", "3")
+    # The objects' age is the store's: here they were written in October, as their entries say.
+    stored = server.emulator.s3._backend().buckets["team-bucket"].keys
+    for name in ("a", "b", "c"):
+        stored[f"sm-prefs/ledger/nightly/{name}.json"].last_modified = dt.datetime(2026, 10, 3, 2)
+    command = [str(Path(sys.executable).with_name("airflow-sm-prefs")), "report", "--format", "json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == first
+    assert "folded 3 old ledger entries into 1 month object(s)" in done.stderr
+    assert _keys(s3) == ["sm-prefs/ledger/nightly/compacted/2026-10.jsonl"]
+    before = _gets(server)
+    assert _report_json() == first and _gets(server) - before == 1, "one month object fetched, not three jobs"
+
+
+def test_the_capacity_page_folds_the_ledger_in_a_thread_of_its_own(s3_ledger_server, monkeypatch):
+    from airflow_sm_prefs.surface import capacity_views
+
+    server, s3 = s3_ledger_server
+    for name in ("a", "b", "c"):
+        ledger.write(_old(name))
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_COMPACT_AFTER", "3")
+    views = capacity_views.Views()
+    assert len(views.reading({"nightly"}).entries) == 3
+    assert views._compacting is None, "objects the store wrote today are not old"
+    stored = server.emulator.s3._backend().buckets["team-bucket"].keys
+    for name in ("a", "b", "c"):
+        stored[f"sm-prefs/ledger/nightly/{name}.json"].last_modified = dt.datetime(2026, 10, 3, 2)
+    assert len(views.reading({"nightly"}).entries) == 3, "the page is answered from what was read"
+    folded = views._compacting.result(timeout=60)
+    assert (folded.folded, folded.files) == (3, 1)
+    assert _keys(s3) == ["sm-prefs/ledger/nightly/compacted/2026-10.jsonl"]
+    assert sorted(e["job_name"] for e in views.reading({"nightly"}).entries) == ["a", "b", "c"]

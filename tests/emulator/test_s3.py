@@ -269,3 +269,80 @@ def test_an_s3_failure_inside_the_emulator_answers_500_and_the_server_stays_up(s
     assert failed.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
     monkeypatch.undo()
     s3.head_bucket(Bucket="bucket")
+
+
+def _answers(s3) -> list:
+    """What a reader of many objects asks, as boto3 parses the answers (request ids and dates aside)."""
+    answers = []
+    for asked in (
+        {},
+        {"Prefix": "ledger/"},
+        {"Prefix": "ledger/dag a/", "MaxKeys": 2},
+        {"Prefix": "ledger/", "StartAfter": "ledger/dag a/job-1.json"},
+        {"Prefix": "ledger/", "EncodingType": "url"},
+        {"Prefix": "none/"},
+        {"MaxKeys": 0},
+    ):
+        pages = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket="data", **asked):
+            contents = [
+                {k: item[k] for k in ("Key", "ETag", "Size", "StorageClass")} for item in page.get("Contents", [])
+            ]
+            pages.append((contents, page["KeyCount"], page["IsTruncated"], page.get("Prefix"), page.get("MaxKeys")))
+        answers.append(pages)
+    for key in ("ledger/dag a/job-1.json", "ledger/100%/x.json", "ledger/é.json"):
+        got = s3.get_object(Bucket="data", Key=key)
+        answers.append(
+            (
+                got["Body"].read(),
+                got["ETag"],
+                got["ContentLength"],
+                got["Metadata"],
+                got.get("ContentType"),
+                got.get("ChecksumCRC32"),
+            )
+        )
+    with pytest.raises(ClientError) as missing:
+        s3.get_object(Bucket="data", Key="ledger/missing.json")
+    answers.append(missing.value.response["Error"]["Code"])
+    return answers
+
+
+def test_the_quick_get_and_listing_answer_as_moto_does(start_emulator, monkeypatch):
+    """A plain GetObject and a flat ListObjectsV2 are answered without moto's request machinery (a hundred
+    thousand ledger objects are listed in seconds, not minutes); what a client parses from them is moto's."""
+    from sm_prefs_devkit.emulator.s3 import ObjectStore
+
+    server = start_emulator("ample", buckets={"data": ()})
+    s3 = boto_client(server.endpoint_url, service="s3")
+    for index in range(5):
+        s3.put_object(Bucket="data", Key=f"ledger/dag a/job-{index}.json", Body=b"{}" * index)
+    s3.put_object(Bucket="data", Key="ledger/100%/x.json", Body=b"odd", Metadata={"team": "ml"}, ContentType="text/x")
+    s3.put_object(Bucket="data", Key="ledger/é.json", Body=b"accented")
+    s3.put_object(Bucket="data", Key="other/z.json", Body=b"z")
+    answered_quickly: list[str] = []
+
+    def counted(name):
+        original = getattr(ObjectStore, name)
+
+        def answer(self, *args):
+            reply = original(self, *args)
+            if reply is not None:
+                answered_quickly.append(name)
+            return reply
+
+        return answer
+
+    for name in ("_listed", "_fetched"):
+        monkeypatch.setattr(ObjectStore, name, counted(name))
+    quick = _answers(s3)
+    assert answered_quickly.count("_listed") >= 6 and answered_quickly.count("_fetched") == 3
+    before = server.engine.calls["s3.GET"]
+    monkeypatch.setattr(ObjectStore, "_listed", lambda *a: None)
+    monkeypatch.setattr(ObjectStore, "_fetched", lambda *a: None)
+    assert _answers(s3) == quick
+    assert server.engine.calls["s3.GET"] == before + 4
+    s3.put_object(Bucket="data", Key="ledger/dag a/job-9.json", Body=b"new")
+    monkeypatch.undo()
+    listed = s3.list_objects_v2(Bucket="data", Prefix="ledger/dag a/")["Contents"]
+    assert listed[-1]["Key"] == "ledger/dag a/job-9.json", "a write is listed at once"

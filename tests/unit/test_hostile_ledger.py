@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_sm_prefs.evidence import ledger, report
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, report
 from airflow_sm_prefs.surface import capacity_page, cli
 from tests.helpers import plant_file
 from tests.unit.test_report import NOW, _recorded, entry
@@ -84,7 +84,7 @@ def test_one_bad_byte_in_a_month_costs_its_line_not_the_month(tmp_path):
     root = tmp_path / "ledger"
     for name in "abcd":
         ledger.write(_recorded(name, 1, "2026-11-01T00:00:00+00:00"), root)  # type: ignore[arg-type]
-    ledger.compact(root, now=NOW)
+    ledger_compaction.compact(root, now=NOW)
     month = root / "nightly" / "compacted" / "2026-11.jsonl"
     lines = month.read_bytes().splitlines()
     lines[1] = lines[1].replace(b"nightly", b"night\xffly")
@@ -130,7 +130,7 @@ def test_the_schema_the_reader_judges_is_the_entry_the_writer_writes():
         JobFacts.of(JobView.parse(TRAINING, training_description()), "us-east-1"), "d", "t", "r", -1
     )
     assert set(written) == set(ledger.SCHEMA)
-    assert ledger._problem(json.loads(json.dumps(written))) is None
+    assert ledger.why_unusable(json.loads(json.dumps(written))) is None
     judged = {key for kind in ("_NUMBERS", "_TEXTS", "_FLAGS", "_INTEGERS", "_TIMES") for key in getattr(ledger, kind)}
     assert judged | {key for key, _ in ledger._REQUIRED} | {"format"} == set(ledger.SCHEMA), "every field is judged"
 
@@ -205,7 +205,7 @@ def test_compaction_and_backfill_pass_over_a_planted_file(root, kind):
     compacted.mkdir()
     _plant(compacted, kind, "2026-10.jsonl")
     assert _finishes(lambda: ledger.known_jobs(root)) >= {"a", "b", "c"}
-    result = _finishes(lambda: ledger.compact(root, older_than=dt.timedelta(0)))
+    result = _finishes(lambda: ledger_compaction.compact(root, older_than=dt.timedelta(0)))
     assert result.folded == 3 and result.kept == 1
     assert sorted(e["job_name"] for e in ledger.read(root).entries) == ["a", "b", "c"]
 
@@ -257,7 +257,7 @@ def test_a_stray_object_where_the_months_should_be_costs_the_months_not_the_dag(
 
 def test_the_bounds_of_ranks_counts_and_map_indexes_take_every_real_value():
     for field, value in (("selected_rank", 0), ("selected_rank", 4), ("selected_instance_count", 1), ("map_index", -1)):
-        assert ledger._problem(json.loads(json.dumps({**entry("edge", 1), field: value}))) is None, (field, value)
+        assert ledger.why_unusable(json.loads(json.dumps({**entry("edge", 1), field: value}))) is None, (field, value)
 
 
 def test_ids_from_a_ledger_object_cannot_drive_the_terminal(root, capsys):

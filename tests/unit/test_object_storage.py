@@ -140,6 +140,32 @@ def test_a_connection_that_does_not_exist_is_refused_not_replaced_by_other_crede
         ledger.location()
 
 
+def test_a_connection_found_is_not_looked_up_again_and_a_missing_one_is_looked_up_each_time(monkeypatch):
+    """Each reading of the ledger opens its root: a found connection is kept for the process; a missing one is
+    asked for again, so creating it is seen without a restart."""
+    from airflow.sdk import BaseHook
+
+    monkeypatch.setattr(object_storage, "_FOUND_CONNECTIONS", set())
+    asked = []
+    exists = {"team_store"}
+
+    class AirflowNotFoundException(Exception):
+        pass
+
+    def get_connection(conn_id):
+        asked.append(conn_id)
+        if conn_id not in exists:
+            raise AirflowNotFoundException(conn_id)
+        return object()
+
+    monkeypatch.setattr(BaseHook, "get_connection", get_connection)
+    assert [object_storage._connection_exists("team_store") for _ in range(3)] == [True] * 3
+    assert [object_storage._connection_exists("later") for _ in range(2)] == [False, False]
+    exists.add("later")
+    assert object_storage._connection_exists("later") and object_storage._connection_exists("later")
+    assert asked == ["team_store", "later", "later", "later"]
+
+
 def test_a_place_is_shown_as_its_setting_names_it_without_the_connection(settings, tmp_path):
     settings(storage="s3://team-bucket/sm-prefs", storage_conn_id="team_store")
     root = ledger.location()
@@ -164,6 +190,8 @@ def test_each_s3_request_fits_the_deadline_and_the_connection_keeps_it(settings,
     root = ledger.location()
     options = root.fs.config_kwargs
     assert (options["connect_timeout"], options["read_timeout"]) == (connect, read)
+    # Room for a reader's concurrent GETs (botocore's default pool of 10 would queue them).
+    assert options["max_pool_connections"] == 64
     assert options["retries"] == {"total_max_attempts": 2, "mode": "standard"}
     assert root.fs.retries == 1
     elsewhere = ObjectStoragePath("s3://team-bucket/other", conn_id=f"bounded_{timeout}")

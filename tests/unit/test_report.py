@@ -10,7 +10,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, report
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, report
 
 PREFERENCES = [
     {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
@@ -254,24 +254,24 @@ def test_compaction_folds_old_entries_by_month_and_the_report_reads_the_same(tmp
         ledger.write(_recorded(f"n{night}", night % 2, "2026-11-01T00:00:00+00:00", created=created), root)
     ledger.write(_recorded("today", 0, "2026-11-30T11:00:00+00:00"), root)
     before = report.summarize(ledger.read(root).entries)
-    result = ledger.compact(root, now=NOW)
+    result = ledger_compaction.compact(root, now=NOW)
     assert (result.folded, result.kept, result.files) == (6, 1, 2)
     assert sorted(p.name for p in (root / "nightly" / "compacted").iterdir()) == ["2026-10.jsonl", "2026-11.jsonl"]
     assert sorted(p.name for p in (root / "nightly").glob("*.json")) == ["today.json"]
     assert report.summarize(ledger.read(root).entries) == before
-    assert ledger.compact(root, now=NOW).folded == 0  # nothing more to fold
+    assert ledger_compaction.compact(root, now=NOW).folded == 0  # nothing more to fold
     assert ledger.known_jobs(root) == {f"n{night}" for night in range(6)} | {"today"}
 
 
 def test_a_jobs_own_file_written_after_compaction_wins_and_a_second_compaction_merges(tmp_path):
     root = tmp_path / "ledger"
     ledger.write(_recorded("a", 1, "2026-11-01T00:00:00+00:00", outcome="stopped"), root)
-    ledger.compact(root, now=NOW)
+    ledger_compaction.compact(root, now=NOW)
     ledger.write(_recorded("a", 1, "2026-11-02T00:00:00+00:00"), root)  # a backfill saw it complete
     ledger.write(_recorded("b", 0, "2026-11-02T00:00:00+00:00"), root)
     (a,) = [e for e in ledger.read(root).entries if e["job_name"] == "a"]
     assert a["outcome"] == "completed"
-    ledger.compact(root, now=NOW)
+    ledger_compaction.compact(root, now=NOW)
     reading = ledger.read(root)
     assert sorted((e["job_name"], e["outcome"]) for e in reading.entries) == [("a", "completed"), ("b", "completed")]
     (month,) = (root / "nightly" / "compacted").iterdir()
@@ -281,7 +281,7 @@ def test_a_jobs_own_file_written_after_compaction_wins_and_a_second_compaction_m
 def test_a_bad_line_in_a_month_file_is_counted_not_fatal(tmp_path):
     root = tmp_path / "ledger"
     ledger.write(_recorded("a", 0, "2026-11-01T00:00:00+00:00"), root)
-    ledger.compact(root, now=NOW)
+    ledger_compaction.compact(root, now=NOW)
     month = root / "nightly" / "compacted" / "2026-11.jsonl"
     month.write_text(month.read_text() + "{not json\n" + json.dumps({"format": 1}) + "\n")
     reading = ledger.read(root)

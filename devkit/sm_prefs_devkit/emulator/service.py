@@ -205,7 +205,9 @@ class Emulator:
         """An S3 request on the same endpoint (moto answers it); a change is saved like a job's."""
         if self.s3 is None:
             return 501, {"Content-Type": "text/plain"}, b"S3 needs moto: pip install 'moto[s3]'"
-        self.engine.calls[f"s3.{method}"] += 1
+        # A listing is a GET of the bucket: counted apart, so a test can tell what was fetched from what was listed.
+        listing = method == "GET" and "list-type=" in target.partition("?")[2]
+        self.engine.calls["s3.LIST" if listing else f"s3.{method}"] += 1
         with self.engine.lock:
             # Under the engine's lock, so a state file never holds half of a request's change.
             status, reply_headers, reply = self.s3.handle(method, target, headers, body)

@@ -1,0 +1,281 @@
+"""Folding the ledger's old job entries into one object per DAG and month, by hand (``ledger compact``) or as part
+of reading it (``compact_if_due``).
+
+A ledger of a hundred thousand jobs is a hundred thousand objects; folded, it is a few per DAG and month, which a
+reader lists and fetches in a few requests. On object storage the fold is safe beside the tasks that keep
+writing: a month object is written only if it is still the one read (``If-Match``, or ``If-None-Match`` for a
+new one), and a job's own object is deleted only if it is still the version folded, so an entry written again
+meanwhile (a retry's record, a backfill) stays, and wins over its compacted line until the next fold. One lease
+object (``.compaction-lease`` at the ledger's root, taken with a conditional write) keeps two hosts from folding
+at once; a lease its holder did not give back lapses after ``LEASE_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.storage import object_storage, untrusted_files
+
+log = logging.getLogger(__name__)
+
+LEASE = ".compaction-lease"
+LEASE_SECONDS = 15 * 60  # longer than folding a year of a team's jobs takes; a crashed holder blocks no longer
+# Old job objects, across the ledger, past which a reader folds them: [sm_prefs] ledger_compact_after.
+DEFAULT_COMPACT_AFTER = 1_000
+MONTH_ATTEMPTS = 3  # a month object another writer replaced meanwhile is read and merged again
+MONTHS_AT_ONCE = 16
+
+
+@dataclass
+class Compaction:
+    folded: int = 0  # entries moved into month files
+    kept: int = 0  # entries too recent, unreadable, or written again meanwhile: left in their own file
+    files: int = 0  # month files written
+    busy: str | None = None  # who holds the lease, when another compaction is running
+
+
+def compact(
+    root: Any = None, older_than: dt.timedelta = ledger.FOLDABLE_AFTER, now: dt.datetime | None = None
+) -> Compaction:
+    """Fold the entries recorded more than ``older_than`` ago into their DAG's month files.
+
+    On a local folder, run it from one place at a time (a daily maintenance task): two compactions of one DAG at
+    once can lose the lines one of them adds to a month file. On object storage each write is conditional and
+    the lease keeps a second compaction out; a compaction that finds the lease held folds nothing."""
+    root = root if root is not None else ledger.location()
+    cutoff = (now or dt.datetime.now(dt.UTC)) - older_than
+    if object_storage.on_local_disk(root):
+        return _compact_walked(root, cutoff)
+    with _Lease(root) as held:
+        if not held:
+            log.info("%s holds the ledger's compaction lease; not compacting now", held.holder)
+            return Compaction(busy=held.holder)
+        return _compact_listed(root, cutoff)
+
+
+def compact_if_due(root: Any, reading: ledger.Reading) -> Compaction | None:
+    """Fold the ledger when ``reading`` found more job objects older than ``ledger.FOLDABLE_AFTER`` than
+    ``[sm_prefs] ledger_compact_after`` (0: never); None when not due. For readers of object storage: the folding
+    costs one reader once, and every later reading lists and fetches a few objects per month instead."""
+    threshold = compact_after()
+    if threshold == 0 or reading.old_job_objects is None or reading.old_job_objects < threshold:
+        return None
+    result = compact(root)
+    log.info("Compacted the capacity ledger: %d entries folded into %d month objects", result.folded, result.files)
+    return result
+
+
+def compact_after() -> int:
+    configured = object_storage.setting("ledger_compact_after")
+    if configured is None:
+        return DEFAULT_COMPACT_AFTER
+    if not configured.isdigit():
+        raise object_storage.StorageSettingError(
+            f"[{object_storage.SECTION}] ledger_compact_after = {configured!r:.40}: a whole number of job objects "
+            "(0 never compacts while reading)"
+        )
+    return int(configured)
+
+
+# -- on object storage: listed, fetched many at a time, written and deleted on conditions ------------------------
+
+
+def _compact_listed(root: Any, cutoff: dt.datetime) -> Compaction:
+    from airflow_sm_prefs.storage import object_listing
+
+    result = Compaction()
+    jobs = {
+        item.key: item
+        for item in object_listing.listing(root)
+        if "/" in item.key and ledger.is_ledger_file(item.key.partition("/")[2]) and item.key.count("/") == 1
+    }
+    small = [key for key, item in jobs.items() if item.size <= ledger.MAX_ENTRY_BYTES]
+    result.kept += len(jobs) - len(small)
+    bodies = object_listing.fetch_many(root, small)
+    by_month: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
+    for key in small:
+        raw = _foldable(bodies.get(key), key, cutoff)
+        if raw is None:
+            result.kept += bodies.get(key) is not None
+            continue
+        month = (raw.get("created_at") or raw["recorded_at"])[:7]
+        by_month.setdefault((key.partition("/")[0], month), []).append((key, raw))
+
+    def fold(folder: str, month: str, moved: list[tuple[str, dict[str, Any]]]) -> Compaction:
+        """One DAG's month: its object merged, then its jobs' own objects deleted."""
+        target = root / folder / ledger.COMPACTED / f"{month}.jsonl"
+        if not _merge_into_month(target, [raw for _, raw in moved]):
+            return Compaction(kept=len(moved))
+        deleted = object_listing.delete_unchanged(root, {key: jobs[key].version for key, _ in moved})
+        # Written again since: its own object stays, and wins over its compacted line.
+        return Compaction(folded=len(deleted), kept=len(moved) - len(deleted), files=1)
+
+    # Months are independent objects: a year of fifty DAGs is 600 of them, each a few round trips.
+    with ThreadPoolExecutor(max_workers=MONTHS_AT_ONCE, thread_name_prefix="sm-prefs-fold") as pool:
+        folds = [pool.submit(fold, folder, month, moved) for (folder, month), moved in sorted(by_month.items())]
+        for done in folds:
+            month = done.result()
+            result.folded, result.kept, result.files = (
+                result.folded + month.folded,
+                result.kept + month.kept,
+                result.files + month.files,
+            )
+    return result
+
+
+def _foldable(body: bytes | None, key: str, cutoff: dt.datetime) -> dict[str, Any] | None:
+    if body is None:
+        return None
+    try:
+        raw = untrusted_files.load_json(body, key)
+    except untrusted_files.UntrustedFileError:
+        return None
+    recorded: Any = raw.get("recorded_at") if isinstance(raw, dict) else None
+    folder, _, name = key.partition("/")
+    if ledger.why_unusable(raw) is not None or ledger.why_misplaced(raw, folder, name) is not None:
+        return None
+    if not ledger.is_time(recorded) or dt.datetime.fromisoformat(recorded) > cutoff:
+        return None
+    return raw  # type: ignore[no-any-return]
+
+
+def _merge_into_month(target: Any, moved: list[dict[str, Any]]) -> bool:
+    """Add ``moved`` to the month object, written only over the version read; False when it cannot be."""
+    for _ in range(MONTH_ATTEMPTS):
+        version = object_storage.current_version(target)
+        existing = b""
+        if version is not None:
+            try:
+                existing = untrusted_files.read_bytes(target, ledger.MAX_MONTH_BYTES)
+            except untrusted_files.UntrustedFileError as error:  # left as it is, and its entries with it
+                log.warning("Not compacting into %s: %s", target, error)
+                return False
+        try:
+            object_storage.write_if_unchanged(target, _merged(existing, moved, target), version)
+        except object_storage.ChangedMeanwhile:
+            continue
+        return True
+    log.warning("Not compacting into %s: another writer replaced it each of %d times", target, MONTH_ATTEMPTS)
+    return False
+
+
+def _merged(existing: bytes, moved: list[dict[str, Any]], where: Any) -> bytes:
+    """The month's lines by job, the moved entries over the old lines of the same jobs; lines that are not
+    entries are kept as they are (the reader counts them as bad)."""
+    lines: dict[str, bytes] = {}
+    for line in existing.splitlines():
+        try:
+            lines[str(untrusted_files.load_json(line, where)["job_name"])] = line
+        except (untrusted_files.UntrustedFileError, KeyError, TypeError):
+            lines[f"?{len(lines)}"] = line
+    for raw in moved:
+        lines[raw["job_name"]] = json.dumps(raw, sort_keys=True).encode()
+    return b"\n".join(lines.values()) + b"\n"
+
+
+class _Lease:
+    """The ledger's compaction lease: taken with a conditional write, given back by deleting it if it is still
+    ours. ``bool(lease)``: whether this process holds it; ``holder``: who does."""
+
+    def __init__(self, root: Any) -> None:
+        self.path = root / LEASE
+        self.root = root
+        self.version: str | None = None
+        self.holder = ""
+
+    def __enter__(self) -> _Lease:
+        now = dt.datetime.now(dt.UTC)
+        mine = {
+            "holder": f"{socket.gethostname()}:{os.getpid()}",
+            "until": _iso(now + dt.timedelta(seconds=LEASE_SECONDS)),
+        }
+        current = object_storage.current_version(self.path)
+        if current is not None:
+            held = _lease_in(self.path)
+            if held is not None and dt.datetime.fromisoformat(held["until"]) > now:
+                self.holder = f"{held['holder']} until {held['until']}"
+                return self
+        try:
+            object_storage.write_if_unchanged(self.path, json.dumps(mine).encode(), current)
+        except object_storage.ChangedMeanwhile:
+            self.holder = "another host, which took it at the same moment"
+            return self
+        self.version, self.holder = object_storage.current_version(self.path), mine["holder"]
+        return self
+
+    def __bool__(self) -> bool:
+        return self.version is not None
+
+    def __exit__(self, *_: object) -> None:
+        if self.version is None:
+            return
+        from airflow_sm_prefs.storage import object_listing
+
+        try:
+            object_listing.delete_unchanged(self.root, {LEASE: self.version})
+        except OSError as error:  # it lapses by itself
+            log.warning(
+                "Could not give back the ledger's compaction lease (it lapses in %d s): %s", LEASE_SECONDS, error
+            )
+
+
+def _lease_in(path: Any) -> dict[str, str] | None:
+    try:
+        held = untrusted_files.load_json(untrusted_files.read_bytes(path, 4096), path)
+    except (untrusted_files.UntrustedFileError, OSError):
+        return None
+    if not (isinstance(held, dict) and isinstance(held.get("holder"), str) and ledger.is_time(held.get("until"))):
+        return None  # not a lease this version wrote: taken over
+    return held
+
+
+def _iso(when: dt.datetime) -> str:
+    return when.isoformat(timespec="seconds")
+
+
+# -- on a local folder: walked ------------------------------------------------------------------------------------
+
+
+def _compact_walked(root: Any, cutoff: dt.datetime) -> Compaction:
+    result = Compaction()
+    for folder in ledger.dag_folders(root, None):
+        by_month: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
+        for path in ledger.job_paths(folder):
+            try:
+                raw = untrusted_files.read_json(path, ledger.MAX_ENTRY_BYTES)
+            except untrusted_files.UntrustedFileError:
+                result.kept += 1
+                continue
+            recorded: Any = raw.get("recorded_at") if isinstance(raw, dict) else None
+            if ledger.why_unusable(raw) is not None or not ledger.is_time(recorded):
+                result.kept += 1
+                continue
+            if dt.datetime.fromisoformat(recorded) > cutoff:
+                result.kept += 1
+                continue
+            month = (raw.get("created_at") or recorded)[:7]
+            by_month.setdefault(month, []).append((path, raw))
+        for month, moved in sorted(by_month.items()):
+            target = folder / ledger.COMPACTED / f"{month}.jsonl"
+            existing = b""
+            if target.exists():
+                try:
+                    existing = untrusted_files.read_bytes(target, ledger.MAX_MONTH_BYTES)
+                except untrusted_files.UntrustedFileError as error:  # left as it is, and its entries with it
+                    log.warning("Not compacting into %s: %s", target, error)
+                    result.kept += len(moved)
+                    continue
+            ledger.replace_file(target, _merged(existing, [raw for _, raw in moved], target))
+            result.files += 1
+            for path, _ in moved:
+                path.unlink()
+                result.folded += 1
+    return result
