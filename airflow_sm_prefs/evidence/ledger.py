@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -773,7 +774,9 @@ def replace_file(target: Any, data: str | bytes) -> None:
     data = data.encode() if isinstance(data, str) else data
     object_storage.make_folder(target.parent)
     if object_storage.on_local_disk(target):
-        temporary = target.parent / f".{target.name}.{os.getpid()}.tmp"
+        # A name of its own per write (not per process): threads writing one job's entry at once each rename a
+        # whole file of their own, and the last rename wins. Made with the process's umask, as the entry itself.
+        temporary = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
         temporary.write_bytes(data)
         os.replace(getattr(temporary, "path", temporary), getattr(target, "path", target))
     else:

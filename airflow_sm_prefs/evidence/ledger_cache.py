@@ -1,5 +1,6 @@
 """The CLI's memory of a ledger on object storage between runs: each object's decoded entries under its key and
-ETag, in a cache folder on this host, so a second ``report`` fetches only what changed since the first.
+ETag, in a cache folder on this host, so a second ``report`` fetches only what changed since the first; and the
+report's rows for the same question over the same listing, so it is not computed again either.
 
 Never trusted over the store: an object is taken from the cache only when the store's listing gives the same
 ETag (a whole-object PUT changes it with the content), so the cache can only save fetches, never change a
@@ -13,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,48 @@ def save(memo: ledger.ReadingMemo, root: Any, keep: tuple[str, ...]) -> None:
         os.replace(temporary, where)
     except OSError as error:
         log.warning("Could not keep the ledger's reading in %s for the next run: %s", where, error)
+
+
+KEPT_REPORTS = 16  # distinct questions (filters, windows) kept; the oldest go first
+
+
+def remembered_rows(
+    reading: ledger.Reading, question: tuple[Any, ...], compute: Callable[[], list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """``compute()``, or what it gave for the same ``question`` over a reading whose folders listed the same keys
+    and ETags, computed by the same code. A reading without a signature (a local folder) is always computed."""
+    if reading.signature is None:
+        return compute()
+    question_text = json.dumps([repr(reading.signature), repr(question), _code_digest()])
+    where = Path(paths.default_file("cache")) / f"report-{hashlib.sha256(question_text.encode()).hexdigest()[:24]}.json"
+    try:
+        kept = json.loads(where.read_bytes())
+        if isinstance(kept, list):
+            return kept
+    except (OSError, ValueError):
+        pass
+    rows = compute()
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        temporary = where.with_name(f".{where.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(rows))
+        os.replace(temporary, where)
+        older = sorted(where.parent.glob("report-*.json"), key=lambda path: path.stat().st_mtime_ns)
+        for stale in older[:-KEPT_REPORTS]:
+            stale.unlink(missing_ok=True)
+    except OSError as error:
+        log.warning("Could not keep the report's rows in %s for the next run: %s", where, error)
+    return rows
+
+
+def _code_digest() -> str:
+    """The report's code as installed: rows computed by another version are never served."""
+    from airflow_sm_prefs.evidence import counterfactual, report
+
+    digest = hashlib.sha256()
+    for module in (report, counterfactual, ledger):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()
 
 
 def _file_reading(

@@ -7,16 +7,20 @@ writing: a month object is written only if it is still the one read (``If-Match`
 new one), and a job's own object is deleted only if it is still the version folded, so an entry written again
 meanwhile (a retry's record, a backfill) stays, and wins over its compacted line until the next fold. One lease
 object (``.compaction-lease`` at the ledger's root, taken with a conditional write) keeps two hosts from folding
-at once; a lease its holder did not give back lapses after ``LEASE_SECONDS``.
+at once; a lease its holder did not give back lapses after ``LEASE_SECONDS``. On a local folder the same holds
+with files: the lease is created only if none is there, and a job's file is moved aside (one atomic rename)
+and put back if it is not the entry folded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
 import os
 import socket
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -47,18 +51,20 @@ def compact(
 ) -> Compaction:
     """Fold the entries recorded more than ``older_than`` ago into their DAG's month files.
 
-    On a local folder, run it from one place at a time (a daily maintenance task): two compactions of one DAG at
-    once can lose the lines one of them adds to a month file. On object storage each write is conditional and
-    the lease keeps a second compaction out; a compaction that finds the lease held folds nothing."""
+    One compaction at a time, on every store: a compaction that finds the lease held folds nothing (``busy``). A
+    job's own file is removed only if it still holds the entry folded, so an entry written meanwhile stays."""
     root = root if root is not None else ledger.location()
     cutoff = (now or dt.datetime.now(dt.UTC)) - older_than
     if object_storage.on_local_disk(root):
-        return _compact_walked(root, cutoff)
+        if not root.exists():
+            return Compaction()
+        if not root.is_dir():
+            raise ledger.LedgerError(f"the ledger root {root} is a file, not a folder")
     with _Lease(root) as held:
         if not held:
             log.info("%s holds the ledger's compaction lease; not compacting now", held.holder)
             return Compaction(busy=held.holder)
-        return _compact_listed(root, cutoff)
+        return _compact_walked(root, cutoff) if object_storage.on_local_disk(root) else _compact_listed(root, cutoff)
 
 
 def compact_if_due(root: Any, reading: ledger.Reading) -> Compaction | None:
@@ -182,34 +188,61 @@ def _merged(existing: bytes, moved: list[dict[str, Any]], where: Any) -> bytes:
 
 
 class _Lease:
-    """The ledger's compaction lease: taken with a conditional write, given back by deleting it if it is still
-    ours. ``bool(lease)``: whether this process holds it; ``holder``: who does."""
+    """The ledger's compaction lease: taken with a conditional write (on a local folder, a file created only if
+    none is there), given back by deleting it if it is still ours. ``bool(lease)``: whether this process holds
+    it; ``holder``: who does."""
 
     def __init__(self, root: Any) -> None:
         self.path = root / LEASE
         self.root = root
-        self.version: str | None = None
+        self.local = os.fspath(getattr(self.path, "path", self.path)) if object_storage.on_local_disk(root) else None
+        self.version: str | bytes | None = None
         self.holder = ""
 
     def __enter__(self) -> _Lease:
         now = dt.datetime.now(dt.UTC)
-        mine = {
-            "holder": f"{socket.gethostname()}:{os.getpid()}",
-            "until": _iso(now + dt.timedelta(seconds=LEASE_SECONDS)),
-        }
-        current = object_storage.current_version(self.path)
-        if current is not None:
-            held = _lease_in(self.path)
-            if held is not None and dt.datetime.fromisoformat(held["until"]) > now:
-                self.holder = f"{held['holder']} until {held['until']}"
-                return self
-        try:
-            object_storage.write_if_unchanged(self.path, json.dumps(mine).encode(), current)
-        except object_storage.ChangedMeanwhile:
-            self.holder = "another host, which took it at the same moment"
+        holder = f"{socket.gethostname()}:{os.getpid()}"
+        mine = json.dumps({"holder": holder, "until": _iso(now + dt.timedelta(seconds=LEASE_SECONDS))}).encode()
+        current, current_version = self._current()
+        held = _lease_in(current) if current is not None else None
+        if held is not None and dt.datetime.fromisoformat(held["until"]) > now:
+            self.holder = f"{held['holder']} until {held['until']}"
             return self
-        self.version, self.holder = object_storage.current_version(self.path), mine["holder"]
+        if self._take(mine, current, current_version):  # none, or one that lapsed or is not a lease: taken over
+            self.version, self.holder = (mine if self.local else object_storage.current_version(self.path)), holder
+        else:
+            self.holder = "another process, which took it at the same moment"
         return self
+
+    def _current(self) -> tuple[bytes | None, str | None]:
+        if self.local is not None:
+            try:
+                return untrusted_files.read_bytes(self.local, 4096), None
+            except untrusted_files.UntrustedFileError:
+                return (b"" if os.path.lexists(self.local) else None), None
+        version = object_storage.current_version(self.path)
+        if version is None:
+            return None, None
+        try:
+            return untrusted_files.read_bytes(self.path, 4096), version
+        except untrusted_files.UntrustedFileError:
+            return b"", version
+
+    def _take(self, mine: bytes, current: bytes | None, version: str | None) -> bool:
+        if self.local is None:
+            try:
+                object_storage.write_if_unchanged(self.path, mine, version)
+            except object_storage.ChangedMeanwhile:
+                return False
+            return True
+        if current is not None and not _removed_if_unchanged(self.local, current):
+            return False
+        try:
+            with open(self.local, "xb") as stream:
+                stream.write(mine)
+        except FileExistsError:
+            return False
+        return True
 
     def __bool__(self) -> bool:
         return self.version is not None
@@ -220,17 +253,20 @@ class _Lease:
         from airflow_sm_prefs.storage import object_listing
 
         try:
-            object_listing.delete_unchanged(self.root, {LEASE: self.version})
+            if isinstance(self.version, bytes):  # a local lease: its own content is its version
+                _removed_if_unchanged(str(self.local), self.version)
+            else:
+                object_listing.delete_unchanged(self.root, {LEASE: str(self.version)})
         except OSError as error:  # it lapses by itself
             log.warning(
                 "Could not give back the ledger's compaction lease (it lapses in %d s): %s", LEASE_SECONDS, error
             )
 
 
-def _lease_in(path: Any) -> dict[str, str] | None:
+def _lease_in(data: bytes) -> dict[str, str] | None:
     try:
-        held = untrusted_files.load_json(untrusted_files.read_bytes(path, 4096), path)
-    except (untrusted_files.UntrustedFileError, OSError):
+        held = untrusted_files.load_json(data, LEASE)
+    except untrusted_files.UntrustedFileError:
         return None
     if not (isinstance(held, dict) and isinstance(held.get("holder"), str) and ledger.is_time(held.get("until"))):
         return None  # not a lease this version wrote: taken over
@@ -247,10 +283,11 @@ def _iso(when: dt.datetime) -> str:
 def _compact_walked(root: Any, cutoff: dt.datetime) -> Compaction:
     result = Compaction()
     for folder in ledger.dag_folders(root, None):
-        by_month: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
+        by_month: dict[str, list[tuple[Any, dict[str, Any], bytes]]] = {}
         for path in ledger.job_paths(folder):
             try:
-                raw = untrusted_files.read_json(path, ledger.MAX_ENTRY_BYTES)
+                body = untrusted_files.read_bytes(path, ledger.MAX_ENTRY_BYTES)
+                raw = untrusted_files.load_json(body, path)
             except untrusted_files.UntrustedFileError:
                 result.kept += 1
                 continue
@@ -262,7 +299,7 @@ def _compact_walked(root: Any, cutoff: dt.datetime) -> Compaction:
                 result.kept += 1
                 continue
             month = (raw.get("created_at") or recorded)[:7]
-            by_month.setdefault(month, []).append((path, raw))
+            by_month.setdefault(month, []).append((path, raw, body))
         for month, moved in sorted(by_month.items()):
             target = folder / ledger.COMPACTED / f"{month}.jsonl"
             existing = b""
@@ -273,9 +310,31 @@ def _compact_walked(root: Any, cutoff: dt.datetime) -> Compaction:
                     log.warning("Not compacting into %s: %s", target, error)
                     result.kept += len(moved)
                     continue
-            ledger.replace_file(target, _merged(existing, [raw for _, raw in moved], target))
+            ledger.replace_file(target, _merged(existing, [raw for _, raw, _ in moved], target))
             result.files += 1
-            for path, _ in moved:
-                path.unlink()
-                result.folded += 1
+            for path, _, body in moved:
+                if _removed_if_unchanged(os.fspath(getattr(path, "path", path)), body):
+                    result.folded += 1
+                else:
+                    result.kept += 1
     return result
+
+
+def _removed_if_unchanged(path: str, folded: bytes) -> bool:
+    """Remove a job's file only if it still holds the entry folded. Moved aside first (one atomic rename), then
+    judged: an entry written again meanwhile (a retry's record) is put back, unless an even newer one has
+    already taken its place; either way the newest entry stays in its own file and wins over the fold."""
+    aside = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{uuid.uuid4().hex}.folding"
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return False
+    try:
+        with open(aside, "rb") as stream:
+            unchanged = stream.read() == folded
+        if not unchanged:
+            with contextlib.suppress(FileExistsError):  # a newer entry took the name meanwhile: it stays
+                os.link(aside, path)
+        return unchanged
+    finally:
+        os.unlink(aside)

@@ -39,6 +39,7 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 
+from airflow_sm_prefs.request.preferences import INSTANCE_TYPE_SHAPE
 from airflow_sm_prefs.storage import object_storage
 
 FORMAT = 1
@@ -238,16 +239,21 @@ def _entry(raw: Any, where: str, path: str, node: yaml.Node | None) -> Certified
             continue
         if isinstance(value, bool) or not isinstance(value, types):
             raise _refuse(path, _child(node, key), f"{where}.{key}", f"of the wrong type ({type(value).__name__})")
-    if not str(raw["instance_type"]).startswith("ml."):
-        raise _refuse(path, _child(node, "instance_type"), f"{where}.instance_type", "an ml.* instance type")
+    if not INSTANCE_TYPE_SHAPE.fullmatch(raw["instance_type"]):  # as a preference list's entry is judged
+        raise _refuse(
+            path, _child(node, "instance_type"), f"{where}.instance_type", "an instance type such as ml.p5.48xlarge"
+        )
     if raw["instance_count"] < 1 or not 0 < raw["run_seconds"] < math.inf:
         field = "instance_count" if raw["instance_count"] < 1 else "run_seconds"
         raise _refuse(path, _child(node, field), f"{where}.{field}", "must be a positive, finite number")
     throughput = None
     if raw.get("throughput") is not None:
         value, unit = raw["throughput"].get("value"), raw["throughput"].get("unit")
-        if isinstance(value, bool) or not isinstance(value, int | float) or not isinstance(unit, str) or not unit:
-            raise _refuse(path, _child(node, "throughput"), f"{where}.throughput", "needs a number value and a unit")
+        number = not isinstance(value, bool) and isinstance(value, int | float) and 0 < value < math.inf
+        if not number or not isinstance(unit, str) or not unit:
+            raise _refuse(
+                path, _child(node, "throughput"), f"{where}.throughput", "needs a positive, finite value and a unit"
+            )
         throughput = Throughput(float(value), unit)
     return CertifiedConfiguration(
         instance_type=raw["instance_type"],

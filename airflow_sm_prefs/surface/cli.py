@@ -155,7 +155,16 @@ def _read_through_the_cache(root: Any) -> Any:
     memo = ledger_cache.load(root, ledger.REPORT_FIELDS)
     reading = ledger.read(root, fields=ledger.REPORT_FIELDS, memo=memo)
     ledger_cache.save(memo, root, ledger.REPORT_FIELDS)
-    compacted = ledger_compaction.compact_if_due(root, reading)
+    try:
+        compacted = ledger_compaction.compact_if_due(root, reading)
+    except object_storage.StorageSettingError:
+        raise  # a bad [sm_prefs] ledger_compact_after: said as the setting's error
+    except OSError as error:  # the store refused the fold (a role that may not delete): the reading stands
+        from airflow_sm_prefs.storage import store_errors
+
+        problem = store_errors.explained(error)
+        warn("could not fold the ledger's old entries: " + (problem.line("the store") if problem else str(error)))
+        return reading
     if compacted is not None and compacted.folded:
         warn(
             f"folded {compacted.folded} old ledger entries into {compacted.files} month object(s), so later "
@@ -165,16 +174,21 @@ def _read_through_the_cache(root: Any) -> Any:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from airflow_sm_prefs.evidence import report
+    from airflow_sm_prefs.evidence import ledger_cache, report
 
     reading = _read_ledger()
-    rows = report.summarize(
-        reading.entries,
-        since=args.since,
-        dag_id=args.dag_id,
-        task_id=args.task_id,
-        max_cost_premium=args.max_cost_premium / 100.0,
-        drift_tolerance=args.drift_tolerance / 100.0,
+    question = (args.since, args.dag_id, args.task_id, args.max_cost_premium, args.drift_tolerance)
+    rows = ledger_cache.remembered_rows(
+        reading,
+        question,
+        lambda: report.summarize(
+            reading.entries,
+            since=args.since,
+            dag_id=args.dag_id,
+            task_id=args.task_id,
+            max_cost_premium=args.max_cost_premium / 100.0,
+            drift_tolerance=args.drift_tolerance / 100.0,
+        ),
     )
     say(report.render(rows, args.format))
     return 0
@@ -198,6 +212,14 @@ def _weather(args: argparse.Namespace) -> int:
     reading = _read_ledger()
     say(weather.render(weather.weather(reading.entries, region=args.region), args.format))
     return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from airflow_sm_prefs.surface import doctor
+
+    findings = doctor.run(args.aws_conn_id, args.region)
+    say(doctor.render(findings, args.format))
+    return 1 if any(finding.status == "fail" for finding in findings) else 0
 
 
 def _backfill(args: argparse.Namespace) -> int:
@@ -344,6 +366,13 @@ def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> ar
     weather.add_argument("--region", default=None)
     weather.add_argument("--format", choices=("table", "json"), default="table")
     weather.set_defaults(handler=_weather)
+    doctor = commands.add_parser(
+        "doctor", help="check this host: the AWS connection, SageMaker permissions, botocore, the shared store"
+    )
+    doctor.add_argument("--aws-conn-id", default="aws_default")
+    doctor.add_argument("--region", default=None, help="default: the connection's")
+    doctor.add_argument("--format", choices=("table", "json"), default="table")
+    doctor.set_defaults(handler=_doctor)
     ledger = commands.add_parser("ledger", help="the capacity ledger")
     ledger_commands = ledger.add_subparsers(dest="ledger_command", required=True)
     backfill = ledger_commands.add_parser("backfill", help="add the jobs SageMaker knows and the ledger misses")
@@ -403,7 +432,7 @@ def say(*values: object, sep: str = " ", end: str = "\n", flush: bool = False) -
 
 
 _results: TextIO = sys.stdout
-RESULT_COMMANDS = frozenset({"report", "advise", "weather", "ledger", "prices"})
+RESULT_COMMANDS = frozenset({"report", "advise", "weather", "ledger", "prices", "doctor"})
 
 
 def main(argv: list[str] | None = None) -> int:

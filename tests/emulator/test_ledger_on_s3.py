@@ -189,6 +189,12 @@ def test_a_second_report_fetches_only_the_objects_changed_since_the_first(s3_led
     before = _gets(server)
     assert _report_json() == first and _gets(server) == before, "nothing changed: nothing fetched"
     assert cached.stat().st_mtime_ns == written, "nor written again"
+    # The rows of the same question over the same listing are kept too: served, not computed again.
+    (rows,) = (tmp_path / "home" / "sm_prefs" / "cache").glob("report-*.json")
+    assert json.loads(rows.read_text()) == first
+    rows.write_text(json.dumps([{**first[0], "runs": 99}]))
+    assert _report_json()[0]["runs"] == 99
+    rows.unlink()
     # Another host writes a job again in place: its ETag changes, so the cache's copy is not used.
     s3.put_object(Bucket="team-bucket", Key="sm-prefs/ledger/nightly/a.json", Body=json.dumps(entry("a", 1)).encode())
     before = _gets(server)
@@ -330,3 +336,22 @@ def test_the_capacity_page_folds_the_ledger_in_a_thread_of_its_own(s3_ledger_ser
     assert (folded.folded, folded.files) == (3, 1)
     assert _keys(s3) == ["sm-prefs/ledger/nightly/compacted/2026-10.jsonl"]
     assert sorted(e["job_name"] for e in views.reading({"nightly"}).entries) == ["a", "b", "c"]
+
+
+def test_a_fold_the_store_refuses_costs_the_fold_not_the_report(s3_ledger_server, tmp_path, monkeypatch, capsys):
+    """A team's role that may not delete other DAGs' objects: the report is printed, the fold is a warning."""
+    from airflow_sm_prefs.surface import cli
+
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
+    ledger.write(_old("a"))
+
+    def refused(root, reading):
+        raise PermissionError("Access Denied")
+
+    monkeypatch.setattr(ledger_compaction, "compact_if_due", refused)
+    assert cli.main(["report", "--format", "json"]) == 0
+    said = capsys.readouterr()
+    printed = said.out[said.out.index("[\n") :]  # after what Airflow's own loggers print in this process
+    assert json.loads(printed)[0]["runs"] == 1
+    assert "airflow-sm-prefs: warning: could not fold the ledger's old entries: the store " in said.err
+    assert "Traceback" not in said.err and len(said.err.strip().splitlines()) == 1

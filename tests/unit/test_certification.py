@@ -80,6 +80,21 @@ def test_two_writers_at_once_lose_nothing(tmp_path):
         ("format: 1\nworkloads:\n  eval: [\n", "line 4: not valid YAML"),
         ("format: 2\n", "line 1: format: expected a mapping with format: 1"),
         ("format: 1\nworkloads:\n  eval: ml.p5.48xlarge\n", "line 3: workloads.eval: expected a list"),
+        *(
+            (
+                "format: 1\nworkloads:\n  eval:\n    - {instance_type: " + instance_type + ", instance_count: 1, "
+                "run_seconds: 9, image_uri: i, certified_at: d, certified_by: b" + throughput + "}\n",
+                named,
+            )
+            for instance_type, throughput, named in (
+                ("'ml.<b>p5</b>.48xlarge'", "", "workloads.eval[0].instance_type: an instance type such as"),
+                ("ml.p5", "", "workloads.eval[0].instance_type: an instance type such as"),
+                ("p5.48xlarge", "", "workloads.eval[0].instance_type: an instance type such as"),
+                ("ml.p5.48xlarge", ", throughput: {value: .nan, unit: s/s}", "throughput: needs a positive, finite"),
+                ("ml.p5.48xlarge", ", throughput: {value: .inf, unit: s/s}", "throughput: needs a positive, finite"),
+                ("ml.p5.48xlarge", ", throughput: {value: -3, unit: s/s}", "throughput: needs a positive, finite"),
+            )
+        ),
     ],
 )
 def test_a_malformed_registry_names_the_file_the_line_and_the_field(tmp_path, text, named):

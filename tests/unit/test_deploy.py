@@ -10,6 +10,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 VALUES = yaml.safe_load((ROOT / "deploy" / "helm-values.yaml").read_text())
 POLICY = json.loads((ROOT / "deploy" / "iam-policy.json").read_text())
+TEAM_POLICY = json.loads((ROOT / "deploy" / "iam-policy-team-prefix.json").read_text())
 
 
 def test_the_helm_values_run_the_provider_with_two_triggerers_and_irsa():
@@ -42,3 +43,41 @@ def test_the_iam_policy_grants_every_call_the_provider_makes():
 
 def _list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else value
+
+
+def _allows(policy: dict, action: str, key: str) -> bool:
+    """IAM's answer for one S3 action on one object (or, with an empty key, the bucket), for Allow statements
+    whose resources use ``*`` wildcards (no conditions): what these example policies hold."""
+    import fnmatch
+
+    resource = f"arn:aws:s3:::team-bucket/{key}" if key else "arn:aws:s3:::team-bucket"
+    return any(
+        statement["Effect"] == "Allow"
+        and action in _list(statement["Action"])
+        and any(fnmatch.fnmatchcase(resource, pattern) for pattern in _list(statement["Resource"]))
+        for statement in policy["Statement"]
+    )
+
+
+def test_a_teams_role_writes_its_own_dags_entries_and_reads_every_dags():
+    """The reader refuses an entry that lies in the wrong DAG's folder, but only the store can stop a writer:
+    with deploy/iam-policy-team-prefix.json a team whose DAG ids start with forecast_ writes there alone."""
+    ledger = "sm-prefs/ledger"
+    for own in (f"{ledger}/forecast_daily/job-1.json", f"{ledger}/forecast_daily/compacted/2026-10.jsonl"):
+        assert _allows(TEAM_POLICY, "s3:PutObject", own) and _allows(TEAM_POLICY, "s3:DeleteObject", own)
+    for other in (
+        f"{ledger}/billing_nightly/job-1.json",  # another team's DAG
+        f"{ledger}/forecast_daily",  # an object where its folder should be
+        f"{ledger}/.compaction-lease",  # folding the whole ledger is the platform role's
+        "sm-prefs/prices.json",
+        "sm-prefs/certified.yaml",
+        "other-prefix/forecast_daily/job-1.json",
+    ):
+        assert not _allows(TEAM_POLICY, "s3:PutObject", other), other
+        assert not _allows(TEAM_POLICY, "s3:DeleteObject", other), other
+    for shared in (f"{ledger}/billing_nightly/job-1.json", "sm-prefs/prices.json", "sm-prefs/certified.yaml"):
+        assert _allows(TEAM_POLICY, "s3:GetObject", shared), "a report draws on every DAG's evidence"
+    assert _allows(TEAM_POLICY, "s3:ListBucket", ""), "the ledger is read from a listing; HeadBucket needs it too"
+    # The platform's own role (deploy/iam-policy.json) writes everything, and folds the ledger.
+    assert _allows(POLICY, "s3:PutObject", f"{ledger}/.compaction-lease")
+    assert _allows(POLICY, "s3:DeleteObject", f"{ledger}/billing_nightly/job-1.json")

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import threading
+
 import pytest
 
 from airflow_sm_prefs.evidence import ledger, ledger_compaction
 from airflow_sm_prefs.storage import object_storage
+from tests.unit.test_report import entry
 
 
 @pytest.fixture
@@ -65,3 +70,64 @@ def test_a_threshold_that_is_not_a_whole_number_is_refused_naming_the_setting(fo
 )
 def test_what_a_listing_reader_takes_for_an_entry(below_a_dags_folder, is_entry):
     assert ledger.is_ledger_file(below_a_dags_folder) is is_entry
+
+
+OCTOBER = "2026-10-03T02:00:00+00:00"
+AFTER_OCTOBER = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
+
+
+def _old(name: str, rank: int = 1, **extra):
+    return entry(name, rank, created=OCTOBER, recorded_at=OCTOBER, **extra)
+
+
+def test_a_local_fold_keeps_an_entry_written_again_while_it_folds(tmp_path, monkeypatch):
+    root = tmp_path / "ledger"
+    for name in ("a", "b", "c"):
+        ledger.write(_old(name), root)
+    merge = ledger.replace_file
+
+    def a_retry_lands_meanwhile(target, data):
+        merge(target, data)
+        if "compacted" in str(target):  # between the month's write and the jobs' removal
+            ledger.write(_old("b", 0, pending=5), root)
+
+    monkeypatch.setattr(ledger, "replace_file", a_retry_lands_meanwhile)
+    result = ledger_compaction.compact(root, now=AFTER_OCTOBER)
+    assert (result.folded, result.kept, result.files) == (2, 1, 1)
+    monkeypatch.setattr(ledger, "replace_file", merge)
+    assert sorted(p.name for p in (root / "nightly").iterdir()) == ["b.json", "compacted"]
+    b = next(e for e in ledger.read(root).entries if e["job_name"] == "b")
+    assert (b["selected_rank"], b["pending_seconds"]) == (0, 5), "the newer entry, not the folded one"
+    assert not list(root.rglob("*.folding")), "nothing left aside"
+
+
+def test_a_local_fold_waits_for_no_one_while_another_holds_the_lease(tmp_path):
+    root = tmp_path / "ledger"
+    ledger.write(_old("a"), root)
+    lease = root / ledger_compaction.LEASE
+    lease.write_text(json.dumps({"holder": "worker-2:7", "until": "2999-01-01T00:00:00+00:00"}))
+    result = ledger_compaction.compact(root, now=AFTER_OCTOBER)
+    assert (result.folded, result.busy) == (0, "worker-2:7 until 2999-01-01T00:00:00+00:00")
+    lease.write_text("not a lease")  # what this version did not write is taken over
+    assert ledger_compaction.compact(root, now=AFTER_OCTOBER).folded == 1
+    assert not lease.exists(), "given back"
+
+
+def test_four_threads_rewriting_one_entry_leave_one_whole_entry(tmp_path):
+    root = tmp_path / "ledger"
+    failures = []
+
+    def rewrite(thread: int) -> None:
+        for attempt in range(50):
+            if not ledger.write(entry("same-job", 1, pending=float(thread * 100 + attempt)), root):
+                failures.append(thread)
+
+    threads = [threading.Thread(target=rewrite, args=(thread,)) for thread in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == [], "every write reached the ledger"
+    (only,) = ledger.read(root).entries
+    assert only["pending_seconds"] % 100 == 49, "the last write of one of the threads"
+    assert [p.name for p in (root / "nightly").iterdir()] == ["same-job.json"], "no temporary file left"

@@ -308,3 +308,11 @@ def test_a_configuration_whose_runs_drift_from_its_benchmark_is_flagged():
     assert "x1.50 its certified 33m20s DRIFTED" in report.render([row], "table")
     (lenient,) = report.summarize(entries, drift_tolerance=0.6)
     assert not lenient["configurations"][0]["drifted"]
+
+
+@pytest.mark.parametrize("output", ["table", "json", "csv"])
+def test_rows_kept_as_json_between_runs_render_as_the_rows_computed(output):
+    """The CLI keeps a report's rows as JSON (``ledger_cache.remembered_rows``): they must print the same."""
+    entries = [entry("a", 0, pending=7200), entry("b", 1, pending=300, estimated_cost_usd=3.5), entry("c", None)]
+    rows = report.summarize(entries)
+    assert report.render(json.loads(json.dumps(rows)), output) == report.render(rows, output)
