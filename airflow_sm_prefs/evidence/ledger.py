@@ -606,7 +606,10 @@ def _read_listed(
         1
         for items in by_folder.values()
         for item in items
-        if item.key.count("/") == 1 and item.modified is not None and item.modified < written_before
+        if item.modified is not None
+        and item.modified < written_before
+        and item.key.count("/") == 1  # a job's own object, not a month
+        and is_ledger_file(item.key.partition("/")[2])
     )
     return Reading(entries, len(bad), bad[:5], tuple(signature) if kept else None, old)
 

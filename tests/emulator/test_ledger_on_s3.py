@@ -325,16 +325,21 @@ def test_the_capacity_page_folds_the_ledger_in_a_thread_of_its_own(s3_ledger_ser
     for name in ("a", "b", "c"):
         ledger.write(_old(name))
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_COMPACT_AFTER", "3")
+    stored = server.emulator.s3._backend().buckets["team-bucket"].keys
+    for index in range(3):  # old objects that are no entries are nothing to fold
+        s3.put_object(Bucket="team-bucket", Key=f"sm-prefs/ledger/nightly/notes-{index}.txt", Body=b"notes")
+        stored[f"sm-prefs/ledger/nightly/notes-{index}.txt"].last_modified = dt.datetime(2026, 10, 3, 2)
     views = capacity_views.Views()
     assert len(views.reading({"nightly"}).entries) == 3
     assert views._compacting is None, "objects the store wrote today are not old"
-    stored = server.emulator.s3._backend().buckets["team-bucket"].keys
     for name in ("a", "b", "c"):
         stored[f"sm-prefs/ledger/nightly/{name}.json"].last_modified = dt.datetime(2026, 10, 3, 2)
     assert len(views.reading({"nightly"}).entries) == 3, "the page is answered from what was read"
     folded = views._compacting.result(timeout=60)
     assert (folded.folded, folded.files) == (3, 1)
-    assert _keys(s3) == ["sm-prefs/ledger/nightly/compacted/2026-10.jsonl"]
+    assert _keys(s3) == ["sm-prefs/ledger/nightly/compacted/2026-10.jsonl"] + [
+        f"sm-prefs/ledger/nightly/notes-{index}.txt" for index in range(3)
+    ]
     assert sorted(e["job_name"] for e in views.reading({"nightly"}).entries) == ["a", "b", "c"]
 
 
