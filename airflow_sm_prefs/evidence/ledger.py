@@ -569,7 +569,7 @@ def _read_listed(
                 files[item.key] = FileReading([], [f"{folder_name}/{COMPACTED}: an object where a folder should be"])
             elif is_ledger_file(rest):
                 known = held.get(item.key)
-                limit = MAX_MONTH_BYTES if "/" in rest else MAX_ENTRY_BYTES
+                limit = _size_limit(item.key)
                 if known is not None and known[0] == item.version:
                     files[item.key] = known[1]
                 elif item.size > limit:
@@ -583,7 +583,7 @@ def _read_listed(
         if body is None:  # removed since the listing (compacted meanwhile): the next reading sees its month
             continue
         folder_name, _, rest = item.key.partition("/")
-        limit = MAX_MONTH_BYTES if "/" in rest else MAX_ENTRY_BYTES
+        limit = _size_limit(item.key)
         if len(body) > limit:
             files[item.key] = FileReading([], [f"{rest}: more than the {limit} bytes allowed"])
         else:
@@ -606,16 +606,23 @@ def _read_listed(
         1
         for items in by_folder.values()
         for item in items
-        if item.modified is not None
-        and item.modified < written_before
-        and item.key.count("/") == 1  # a job's own object, not a month
-        and is_ledger_file(item.key.partition("/")[2])
+        if item.modified is not None and item.modified < written_before and is_job_object(item.key)
     )
     return Reading(entries, len(bad), bad[:5], tuple(signature) if kept else None, old)
 
 
 def _months_first(item: Any) -> tuple[bool, str]:
-    return (item.key.count("/") != 2, item.key)
+    return (is_job_object(item.key), item.key)
+
+
+def is_job_object(key: str) -> bool:
+    """Whether a key below the ledger's root is one job's own object (``<dag>/<job>.json``), not a month."""
+    folder, _, rest = key.partition("/")
+    return bool(folder) and "/" not in rest and is_ledger_file(rest)
+
+
+def _size_limit(key: str) -> int:
+    return MAX_ENTRY_BYTES if is_job_object(key) else MAX_MONTH_BYTES
 
 
 def is_ledger_file(rest: str) -> bool:

@@ -13,13 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from airflow_sm_prefs.evidence import ledger
-from airflow_sm_prefs.storage import paths
+from airflow_sm_prefs.storage import object_storage, paths
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +76,11 @@ def save(memo: ledger.ReadingMemo, root: Any, keep: tuple[str, ...]) -> None:
         objects[key] = [version, rows, part.bad]
     where = cache_file(root, keep)
     try:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        temporary = where.with_name(f".{where.name}.{os.getpid()}.tmp")
-        temporary.write_text(
-            json.dumps({"format": FORMAT, "root": str(root), "keep": list(keep), "lists": listed, "objects": objects})
+        object_storage.replace_whole(
+            where,
+            json.dumps({"format": FORMAT, "root": str(root), "keep": list(keep), "lists": listed, "objects": objects}),
+            prefix=".ledger-cache-",
         )
-        os.replace(temporary, where)
     except OSError as error:
         log.warning("Could not keep the ledger's reading in %s for the next run: %s", where, error)
 
@@ -107,10 +105,7 @@ def remembered_rows(
         pass
     rows = compute()
     try:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        temporary = where.with_name(f".{where.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(rows))
-        os.replace(temporary, where)
+        object_storage.replace_whole(where, json.dumps(rows), prefix=".report-rows-")
         older = sorted(where.parent.glob("report-*.json"), key=lambda path: path.stat().st_mtime_ns)
         for stale in older[:-KEPT_REPORTS]:
             stale.unlink(missing_ok=True)
@@ -121,10 +116,11 @@ def remembered_rows(
 
 def _code_digest() -> str:
     """The report's code as installed: rows computed by another version are never served."""
-    from airflow_sm_prefs.evidence import counterfactual, report
+    from airflow_sm_prefs.evidence import counterfactual, report, survival
+    from airflow_sm_prefs.platform import formatting
 
     digest = hashlib.sha256()
-    for module in (report, counterfactual, ledger):
+    for module in (report, counterfactual, survival, ledger, formatting):
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()
 

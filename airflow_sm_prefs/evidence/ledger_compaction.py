@@ -98,11 +98,7 @@ def _compact_listed(root: Any, cutoff: dt.datetime) -> Compaction:
     from airflow_sm_prefs.storage import object_listing
 
     result = Compaction()
-    jobs = {
-        item.key: item
-        for item in object_listing.listing(root)
-        if "/" in item.key and ledger.is_ledger_file(item.key.partition("/")[2]) and item.key.count("/") == 1
-    }
+    jobs = {item.key: item for item in object_listing.listing(root) if ledger.is_job_object(item.key)}
     small = [key for key, item in jobs.items() if item.size <= ledger.MAX_ENTRY_BYTES]
     result.kept += len(jobs) - len(small)
     bodies = object_listing.fetch_many(root, small)
