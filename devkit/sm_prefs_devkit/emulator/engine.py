@@ -21,7 +21,7 @@ from typing import Any, NotRequired
 from pydantic import FiniteFloat, TypeAdapter
 from typing_extensions import TypedDict
 
-from sm_prefs_devkit.emulator import job_data, job_logs, listing, responses, service_rules
+from sm_prefs_devkit.emulator import job_data, job_logs, listing, responses, service_rules, training_plans
 from sm_prefs_devkit.emulator.errors import ResourceInUse, ResourceNotFound, ServiceError, ValidationException
 from sm_prefs_devkit.emulator.kinds import KINDS, EmulatedKind
 from sm_prefs_devkit.emulator.model import Job, job_key
@@ -50,6 +50,7 @@ class SavedState(TypedDict):
     held: dict[str, int]
     plan_used: dict[str, int]
     jobs: list[Job]
+    training_plans: NotRequired[dict[str, Any]]  # plans bought and offerings searched (state files before 0.5: none)
     # The wall clock when ``now`` was read: the virtual clock goes on from there on restart (state files
     # before 0.4 have none, and resume at ``now``).
     saved_at: NotRequired[FiniteFloat]
@@ -91,6 +92,7 @@ class Engine:
         self.capacity_override: dict[str, int] = {}
         self.held: Counter[str] = Counter()
         self.plan_used: Counter[str] = Counter()
+        self.plans = training_plans.PlanBook(scenario, self.clock.origin)
         self.calls: Counter[str] = Counter()
         self.version = 0
         if schedule_scenario:
@@ -101,10 +103,8 @@ class Engine:
     def _schedule_scenario(self) -> None:
         for index, event in enumerate(self.scenario.events):
             self._push(self.clock.origin + event.at, "scenario_event", [index])
-        for plan in self.scenario.training_plans:
-            self._push(self.clock.origin + plan.start, "capacity_changed", [])
-            if plan.end is not None:
-                self._push(self.clock.origin + plan.end, "capacity_changed", [])
+        for at in self.plans.changes():
+            self._push(at, "capacity_changed", [])
 
     def _push(self, at: float, kind: str, args: list[Any]) -> None:
         self.seq += 1
@@ -146,10 +146,10 @@ class Engine:
         return max(0, self.capacity(instance_type) - self.held[instance_type])
 
     def _plan_free(self, arn: str, at: float) -> int:
-        plan = next(p for p in self.scenario.training_plans if p.arn == arn)
-        relative = at - self.clock.origin
-        active = plan.start <= relative and (plan.end is None or relative < plan.end)
-        return plan.count - plan.in_use - self.plan_used[arn] if active else 0
+        plan = self.plans.get(arn)
+        if plan is None or not plan.usable(at):
+            return 0
+        return plan.count - plan.in_use_elsewhere - self.plan_used[arn]
 
     def _fits(self, candidate: Candidate, at: float) -> bool:
         if candidate.plan_arn is not None:
@@ -321,7 +321,7 @@ class Engine:
         """A request already checked against the service model (``service.Emulator.call`` does)."""
         kind = KINDS[kind_name]
         scenario = self.scenario
-        candidates, uses_preferences = kind.candidates(request, scenario)
+        candidates, uses_preferences = kind.candidates(request, scenario, self.plans.get)
         service_rules.check_algorithm(kind.image(request), candidates, scenario, kind.name)
         name = request[kind.name_field]
         region = region or scenario.region
@@ -429,6 +429,20 @@ class Engine:
             result["NextToken"] = str(start + size)
         return result
 
+    def training_plan_call(self, operation: str, request: dict[str, Any], region: str | None = None) -> Any:
+        """One of ``training_plans.OPERATIONS``; a plan bought is looked at again when it starts and ends."""
+        with self.lock:
+            now = self.advance()
+            bought = set(self.plans.bought)
+            result = self.plans.answer(operation, request, region or self.scenario.region, now, dict(self.plan_used))
+            for arn in set(self.plans.bought) - bought:
+                plan = self.plans.bought[arn]
+                self._push(max(plan.start, plan.settled), "capacity_changed", [])
+                if plan.end is not None:
+                    self._push(plan.end, "capacity_changed", [])
+                self.version += 1
+            return result
+
     def list_jobs(self, kind_name: str, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
         region = region or self.scenario.region
         with self.lock:
@@ -450,6 +464,7 @@ class Engine:
                 "capacity_override": self.capacity_override,
                 "held": dict(self.held),
                 "plan_used": dict(self.plan_used),
+                "training_plans": self.plans.to_state(),
                 "jobs": [dataclasses.asdict(j) for j in self.jobs.values()],
             }
 
@@ -476,6 +491,7 @@ class Engine:
         engine.capacity_override = dict(saved["capacity_override"])
         engine.held = Counter(saved["held"])
         engine.plan_used = Counter(saved["plan_used"])
+        engine.plans.restore(saved.get("training_plans", {}))
         return engine
 
     def snapshot(self) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ class EmulatedKind:
     noun: str
     resources_path: tuple[str, ...]
     image_path: tuple[str, ...]
-    candidates: Callable[[dict[str, Any], Scenario], tuple[list[Candidate], bool]]
+    candidates: Callable[[dict[str, Any], Scenario, service_rules.PlanLookup], tuple[list[Candidate], bool]]
     # "wait", "fail" or "accelerated-waits": what a create does when no listed type has capacity now.
     capacity_rule: Callable[[Behaviour], str]
     records_secondary_status: bool

@@ -90,6 +90,24 @@ class TrainingPlan:
 
 
 @dataclass(frozen=True, config=_SETTINGS)
+class PlanSupply:
+    """Capacity SageMaker would sell as Flexible Training Plans: ``count`` instances reservable between
+    ``start`` and ``end`` (seconds after the run starts), at ``usd_per_instance_hour`` paid upfront."""
+
+    instance_type: Name
+    count: Annotated[StrictInt, Field(ge=1, le=256)]
+    end: Seconds
+    usd_per_instance_hour: Price
+    start: Seconds = 0.0
+    region: Region | None = None  # default: the scenario's
+    availability_zone: Annotated[StrictStr, Field(pattern=r"^[a-z]+-[0-9a-z-]+$")] | None = None
+
+    def __post_init__(self) -> None:
+        if self.end <= self.start:
+            raise ValueError("end must be later than start")
+
+
+@dataclass(frozen=True, config=_SETTINGS)
 class Behaviour:
     """Answers to open questions (docs/open-questions.md) that change what clients meet; docs/emulator.md, "Guesses"."""
 
@@ -106,6 +124,8 @@ class Behaviour:
     # is observed to answer ValidationException (the amazon provider relies on it); Stop is not known.
     describe_unknown_job: Literal["ValidationException", "ResourceNotFound"] = "ValidationException"
     stop_unknown_job: Literal["ResourceNotFound", "ValidationException"] = "ResourceNotFound"
+    # How long a bought plan stays Pending (its payment settling) before it is Scheduled or Active.
+    training_plan_pending_seconds: Seconds = 60.0
 
 
 @dataclass(frozen=True, config=_SETTINGS)
@@ -129,6 +149,7 @@ class Scenario:
     failures: tuple[Failure, ...] = ()
     faults: Faults = Faults()
     training_plans: tuple[TrainingPlan, ...] = ()
+    plan_supply: tuple[PlanSupply, ...] = ()
     algorithms: dict[Name, tuple[Name, ...]] = field(default_factory=dict)
     # S3 buckets that exist when the emulator starts, each with the (empty) objects listed: the data a
     # scenario's jobs read. Created again on every start, so they survive a restart without a state file.

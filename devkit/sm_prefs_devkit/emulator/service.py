@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from sm_prefs_devkit.emulator import logs, pricing, s3, service_model, service_quotas
+from sm_prefs_devkit.emulator import logs, pricing, s3, service_model, service_quotas, training_plans
 from sm_prefs_devkit.emulator.engine import STATE_FORMAT, Engine
 from sm_prefs_devkit.emulator.errors import (
     AccessDeniedException,
@@ -167,12 +167,20 @@ class Emulator:
             self._play_faults(operation)
             _check_against_model(operation, request)
             return self.engine.list_tags(request, region)
+        if operation in training_plans.OPERATIONS:
+            self.engine.calls[operation] += 1
+            self._play_faults(operation)
+            _check_against_model(operation, request)
+            answer: dict[str, Any] = self.engine.training_plan_call(operation, request, region)
+            if operation in training_plans.WRITES:
+                self.save()
+            return answer
         if operation not in OPERATIONS:
             # Counted under one key: names a client makes up must not grow what the emulator remembers.
             self.engine.calls[UNKNOWN_OPERATIONS] += 1
             raise UnknownOperationException(
                 f"SageMaker.{shorten(operation)} is not supported by the airflow-sm-prefs emulator; it implements "
-                f"{', '.join(sorted([*OPERATIONS, LIST_TAGS]))}."
+                f"{', '.join(sorted([*OPERATIONS, LIST_TAGS, *training_plans.OPERATIONS]))}."
             )
         self.engine.calls[operation] += 1
         self._play_faults(operation)

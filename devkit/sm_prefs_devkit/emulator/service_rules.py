@@ -6,6 +6,7 @@ a misunderstanding shared by both would otherwise hide itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,8 @@ from sm_prefs_devkit.emulator.scenario import Scenario
 
 ACCELERATED_PREFIXES = ("ml.p", "ml.g", "ml.trn")
 MAX_PREFERENCES = 5
+# The account's training plan of an ARN (``training_plans.PlanBook.get``), or None.
+PlanLookup = Callable[[str], Any]
 
 
 def is_accelerated(instance_type: str) -> bool:
@@ -30,7 +33,7 @@ class Candidate:
     plan_arn: str | None
 
 
-def training_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[list[Candidate], bool]:
+def training_candidates(request: dict[str, Any], scenario: Scenario, plans: PlanLookup) -> tuple[list[Candidate], bool]:
     """Apply R1–R24 to a CreateTrainingJob request; return its candidates and whether it used preferences."""
     resources = request.get("ResourceConfig")
     if resources is None:
@@ -59,6 +62,8 @@ def training_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[li
             )
         _check_count(count, "ResourceConfig.InstanceCount", scenario)
         plan = resources.get("TrainingPlanArn")
+        if plan is not None:
+            _check_plan(plan, instance_type, count, "ResourceConfig.TrainingPlanArn", plans)
         return [Candidate(0, instance_type, count, plan)], False
 
     for exclusive, rule in (
@@ -79,7 +84,7 @@ def training_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[li
         raise ValidationException(
             "ResourceConfig.TrainingPlanArn and InstancePreferences[].TrainingPlanArns are mutually exclusive (R13)."
         )
-    plans = {plan.arn: plan for plan in scenario.training_plans}
+    uniform = resources.get("InstanceCount")
     for index, preference in enumerate(preferences):
         arns = preference.get("TrainingPlanArns") or []
         if len(arns) > 1:
@@ -88,28 +93,32 @@ def training_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[li
                 "preference (R11)."
             )
         for arn in arns:
-            _check_plan(arn, preference["InstanceType"], f"ResourceConfig.InstancePreferences[{index}]", plans)
+            path = f"ResourceConfig.InstancePreferences[{index}].TrainingPlanArns"
+            _check_plan(arn, preference["InstanceType"], preference.get("InstanceCount", uniform), path, plans)
+    job_plan_type = None
     if job_plan is not None:
-        if job_plan not in plans:
+        if plans(job_plan) is None:
             raise ResourceNotFound(f"Training plan {job_plan} does not exist.")
-        if plans[job_plan].instance_type not in {p["InstanceType"] for p in preferences}:
+        job_plan_type = plans(job_plan).instance_type
+        if job_plan_type not in {p["InstanceType"] for p in preferences}:
             raise ValidationException(
-                f"ResourceConfig.TrainingPlanArn is for {plans[job_plan].instance_type}, which matches no entry in "
+                f"ResourceConfig.TrainingPlanArn is for {job_plan_type}, which matches no entry in "
                 "ResourceConfig.InstancePreferences (R14)."
             )
-    uniform = resources.get("InstanceCount")
     candidates = []
     for rank, preference in enumerate(preferences):
         arns = preference.get("TrainingPlanArns") or []
         plan_arn = arns[0] if arns else None
-        if job_plan is not None and plans[job_plan].instance_type == preference["InstanceType"]:
+        if job_plan is not None and job_plan_type == preference["InstanceType"]:
             plan_arn = job_plan
         count = preference.get("InstanceCount", uniform)
         candidates.append(Candidate(rank, preference["InstanceType"], count, plan_arn))
     return candidates, True
 
 
-def processing_candidates(request: dict[str, Any], scenario: Scenario) -> tuple[list[Candidate], bool]:
+def processing_candidates(
+    request: dict[str, Any], scenario: Scenario, plans: PlanLookup
+) -> tuple[list[Candidate], bool]:
     """Apply P1–P14 to a CreateProcessingJob request; return its candidates and whether it used preferences."""
     cluster = request["ProcessingResources"]["ClusterConfig"]
     for selected in ("SelectedInstanceType", "SelectedInstanceCount"):
@@ -180,14 +189,18 @@ def _check_count(count: int, path: str, scenario: Scenario) -> None:
         raise ValidationException(f"{path} must be at least 1 (R5).")
 
 
-def _check_plan(arn: str, instance_type: str, path: str, plans: dict[str, Any]) -> None:
-    plan = plans.get(arn)
+def _check_plan(arn: str, instance_type: str, count: int | None, path: str, plans: PlanLookup) -> None:
+    plan = plans(arn)
     if plan is None:
-        raise ResourceNotFound(f"Training plan {arn} does not exist ({path}.TrainingPlanArns).")
+        raise ResourceNotFound(f"Training plan {arn} does not exist ({path}).")
     if plan.instance_type != instance_type:
         raise ValidationException(
-            f"{path}.TrainingPlanArns: plan {arn} reserves {plan.instance_type}, which must match the entry's "
+            f"{path}: plan {arn} reserves {plan.instance_type}, which must match the entry's "
             f"InstanceType {instance_type} (R12)."
+        )
+    if count is not None and count > plan.count:
+        raise ValidationException(
+            f"{path}: plan {arn} reserves {plan.count} x {plan.instance_type}, fewer than the {count} asked for."
         )
 
 
