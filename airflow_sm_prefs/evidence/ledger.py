@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 import pendulum
 
@@ -61,6 +61,7 @@ REPORT_FIELDS = (
     "selected_instance_count",
     "selected_rank",
     "plan_backed",
+    "training_plan_arn",
     "pending_seconds",
     "run_seconds",
     "estimated_cost_usd",
@@ -90,6 +91,7 @@ class LedgerEntry(TypedDict):
     selected_instance_count: int | None
     selected_rank: int | None
     plan_backed: bool
+    training_plan_arn: NotRequired[str | None]  # the plan the job ran on (older entries have none)
     pending_seconds: float
     run_seconds: float | None
     billable_instance_seconds: float | None
@@ -136,6 +138,7 @@ def entry_for(
         selected_instance_count=view.selected_count,
         selected_rank=view.selected_rank,
         plan_backed=view.plan_backed,
+        training_plan_arn=view.plan_arn,
         pending_seconds=facts.pending_seconds,
         run_seconds=facts.run_seconds,
         billable_instance_seconds=facts.billable_instance_seconds,
@@ -299,6 +302,7 @@ SCHEMA: dict[str, str] = {
     "selected_instance_count": "integer?",
     "selected_rank": "integer?",
     "plan_backed": "flag?",
+    "training_plan_arn": "text?",
     "pending_seconds": "amount",
     "run_seconds": "amount?",
     "billable_instance_seconds": "amount?",

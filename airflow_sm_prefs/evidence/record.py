@@ -14,6 +14,14 @@ if TYPE_CHECKING:
 # The XCom keys a task leaves beside its return value, besides ``selection``.
 DROPPED_XCOM_KEY = "dropped_preferences"
 UNCERTIFIED_XCOM_KEY = "uncertified_preferences"
+TRAINING_PLAN_XCOM_KEY = "training_plan"
+
+
+class TrainingPlanChoice(TypedDict):
+    """XCom ``training_plan``: what ``training_plans="auto"`` put first (``plan_arn``, None for none), and why."""
+
+    plan_arn: str | None
+    notes: list[str]
 
 
 class DroppedPreference(TypedDict):
@@ -50,6 +58,10 @@ class JobRecord(TypedDict):
     selected_rank: int | None
     fell_back: bool | None
     preferences: list[dict[str, Any]]
+    # The Flexible Training Plan the selected preference ran on (None: on-demand, or not selected yet).
+    training_plan_arn: str | None
+    # training_plans="auto": the plan it put first and why, or why none; None when the task did not ask.
+    training_plan: TrainingPlanChoice | None
     # Entries the guardrails removed before submission (on_violation="drop"), each with its reason.
     dropped_preferences: list[DroppedPreference]
     # certified="warn": the entries the registry does not certify for the workload, each with why.
@@ -91,6 +103,7 @@ def build(
     facts: JobFacts,
     dropped: Sequence[DroppedPreference] = (),
     uncertified: Sequence[str] = (),
+    plan_choice: TrainingPlanChoice | None = None,
 ) -> JobRecord:
     view, run, certified_run_seconds = facts.view, facts.run_seconds, facts.certified_run_seconds
     return JobRecord(
@@ -104,6 +117,8 @@ def build(
         selected_rank=view.selected_rank,
         fell_back=view.fell_back,
         preferences=facts.preferences,
+        training_plan_arn=view.plan_arn,
+        training_plan=plan_choice,
         dropped_preferences=list(dropped),
         uncertified_preferences=list(uncertified),
         certified_run_seconds=certified_run_seconds,

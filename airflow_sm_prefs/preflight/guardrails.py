@@ -6,7 +6,8 @@ reason. ``on_violation="fail"`` refuses the task; ``"drop"`` removes the offendi
 the rest, and records what it removed (``dropped_preferences``); it fails only if nothing is left.
 
 Each guardrail is a ``Check`` (the entries it objects to, by rank, with reasons) in a module of its own:
-``requirements.MeetsRequirements``, ``cost_caps.WithinCostCaps``, ``quotas.WithinQuotas``. ``checks_for`` turns
+``requirements.MeetsRequirements``, ``cost_caps.WithinCostCaps``, ``quotas.WithinQuotas``,
+``plans_first.NamedPlansUsable``. ``checks_for`` turns
 a task's arguments into the checks to run and ``enforce`` applies them in one loop. A new guardrail is a
 module with its ``Check`` and a line in ``checks_for`` (with its argument in ``Guardrails``), nothing in the
 operator's code but the argument.
@@ -111,12 +112,18 @@ class Check(Protocol):
 
 
 def checks_for(
-    guardrails: Guardrails, region: str | None, quota_client: Callable[[], Any], cache_key: tuple[Any, ...], log: Any
+    guardrails: Guardrails,
+    region: str | None,
+    quota_client: Callable[[], Any],
+    cache_key: tuple[Any, ...],
+    log: Any,
+    plans_client: Callable[[], Any] | None = None,
 ) -> list[Check]:
     """The guardrails a task's arguments turn on, in the order their reasons are given: each check lives in a
-    module of its own, and this is the one line that turns it on."""
+    module of its own, and this is the one line that turns it on. ``plans_client``: a SageMaker client factory
+    for a kind whose entries may name training plans."""
     # Read only when a check runs: the price table is on object storage, the quotas need AWS's clients.
-    from airflow_sm_prefs.preflight import quotas
+    from airflow_sm_prefs.preflight import plans_first, quotas
     from airflow_sm_prefs.reference import prices
 
     checks: list[Check] = []
@@ -126,6 +133,8 @@ def checks_for(
         checks.append(cost_caps.WithinCostCaps(guardrails.cost_caps, prices.current(), region))
     if guardrails.quota_preflight:
         checks.append(quotas.WithinQuotas(quota_client, cache_key, log))
+    if plans_client is not None:
+        checks.append(plans_first.NamedPlansUsable(plans_first.PlansReader(plans_client, log)))
     return checks
 
 

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import pendulum
 
-from airflow_sm_prefs.evidence.record import DROPPED_XCOM_KEY, UNCERTIFIED_XCOM_KEY, DroppedPreference
+from airflow_sm_prefs.evidence.record import (
+    DROPPED_XCOM_KEY,
+    TRAINING_PLAN_XCOM_KEY,
+    UNCERTIFIED_XCOM_KEY,
+    DroppedPreference,
+)
 from airflow_sm_prefs.platform.formatting import format_seconds
 from airflow_sm_prefs.preflight import certification, entries, guardrails, requirements
 from airflow_sm_prefs.preflight import finish_by as finish_by_module
@@ -42,6 +47,7 @@ class Account:
     region: str | None
     quota_client: Callable[[], Any]  # built only if the quota check runs
     cache_key: tuple[Any, ...]  # one cached reading of the quotas per connection, Region and endpoint
+    plans_client: Callable[[], Any]  # SageMaker with short deadlines, built only if a training plan is looked up
 
     @classmethod
     def of(cls, hook_kwargs: Mapping[str, Any], region: str | None, endpoint_url: str | None) -> Account:
@@ -50,7 +56,12 @@ class Account:
 
             return AwsBaseHook(**{**hook_kwargs, "region_name": region}, client_type="service-quotas").get_conn()
 
-        return cls(region, quota_client, (hook_kwargs.get("aws_conn_id"), region, endpoint_url))
+        def plans_client() -> Any:
+            from airflow_sm_prefs.sagemaker import training_plans
+
+            return training_plans.client({**hook_kwargs, "region_name": region})
+
+        return cls(region, quota_client, (hook_kwargs.get("aws_conn_id"), region, endpoint_url), plans_client)
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,7 @@ class Preflight:
     guardrails: guardrails.Guardrails
     certification: certification.Certification
     finish_by: datetime | str | None
+    training_plans: Literal["auto"] | None = None
 
     @classmethod
     def of(cls, task: Any) -> Preflight:
@@ -74,6 +86,7 @@ class Preflight:
             workload=task.workload,
             certified=task.certified,
             certification_registry=task.certification_registry,
+            training_plans=task.training_plans,
         )
 
     @classmethod
@@ -90,6 +103,7 @@ class Preflight:
         workload: Any,
         certified: Any,
         certification_registry: Any,
+        training_plans: Any = None,
     ) -> Preflight:
         """The operator's preflight arguments, each judged; ``PreferenceValidationError`` names every bad one."""
         checks = guardrails.Guardrails.judged(
@@ -97,7 +111,11 @@ class Preflight:
         )
         finish_by_module.judged(finish_by)
         certifying = certification.Certification.judged(workload, certified, certification_registry)
-        return cls(kind, checks, certifying, finish_by)
+        if training_plans is None:  # the default: the plans' module is not even loaded
+            return cls(kind, checks, certifying, finish_by)
+        from airflow_sm_prefs.preflight import plans_first
+
+        return cls(kind, checks, certifying, finish_by, plans_first.judged(training_plans, kind))
 
     def at_parse(self, request: dict[str, Any], markers: tuple[str, ...]) -> None:
         """What a static list can be refused for when the DAG file is parsed, with no network call."""
@@ -124,14 +142,17 @@ class Preflight:
                     log.warning("Uncertified %s", problem)
                 if uncertified:
                     context["ti"].xcom_push(key=UNCERTIFIED_XCOM_KEY, value=uncertified)
+            plans_client = account.plans_client if self.kind.takes_training_plans else None
             checks = guardrails.checks_for(
-                self.guardrails, account.region, account.quota_client, account.cache_key, log
+                self.guardrails, account.region, account.quota_client, account.cache_key, log, plans_client
             )
             guarded, dropped = guardrails.enforce(self.kind, request, checks, self.guardrails.on_violation, log)
             pending_until = None
             if self.finish_by is not None:
                 # Judged on the full list, past what the guardrails dropped, so ranks stay the user's own.
                 guarded, dropped, pending_until = self._fitted_to_deadline(context, request, dropped, log)
+            if self.training_plans == "auto":
+                guarded = self._plan_put_first(context, guarded, account.plans_client, pending_until, log)
             # What is left is still a request SageMaker accepts; warn of what only the changes brought
             # (a list left with CPU types only makes a pending bound meaningless).
             already_warned = set(self.kind.validate(request))
@@ -141,6 +162,31 @@ class Preflight:
         if dropped:
             context["ti"].xcom_push(key=DROPPED_XCOM_KEY, value=dropped)
         return Prepared(guarded, pending_until)
+
+    def _plan_put_first(
+        self,
+        context: Context,
+        request: dict[str, Any],
+        plans_client: Callable[[], Any],
+        pending_until: str | None,
+        log: Any,
+    ) -> dict[str, Any]:
+        """``training_plans="auto"``: the account's plan that can take the job first; the choice in the log and
+        in XCom ``training_plan`` for the record."""
+        from airflow_sm_prefs.preflight import plans_first
+
+        now = pendulum.now("UTC")
+        account_plans = plans_first.PlansReader(plans_client, log).account_plans()
+        if account_plans is None:
+            choice = plans_first.PlanChoice(None, ("the account's training plans could not be read",))
+        else:
+            until = pendulum.parse(pending_until) if pending_until else None
+            pending = plans_first.pending_seconds(request, until if isinstance(until, datetime) else None, now)
+            request, choice = plans_first.put_first(self.kind, request, account_plans, now, pending)
+        for note in choice.notes:
+            log.info("training_plans='auto': %s", note)
+        context["ti"].xcom_push(key=TRAINING_PLAN_XCOM_KEY, value=choice.as_record())
+        return request
 
     def _uncertified(
         self, request: Mapping[str, Any], if_unreadable: Literal["refuse", "warn"], log: Any = None

@@ -13,6 +13,8 @@ from typing import Any
 
 from airflow_sm_prefs.request import preferences
 
+# No documented service default for MaxPendingTimeInSeconds; two days is the documented limit for training-plan jobs.
+DEFAULT_PENDING_SECONDS = 2 * 86400
 RESOURCE_FIELDS = ("InstancePreferences", "InstanceCount", "SelectedInstanceType", "SelectedInstanceCount")
 _COMMON_EVENT_FIELDS = ("FailureReason", "CreationTime", "LastModifiedTime")
 
@@ -45,6 +47,8 @@ class JobKind:
     # Top-level Describe fields a resumed operator reads; nothing else travels in a trigger event (a job's
     # Environment and HyperParameters may hold secrets and must not sit in the metadata database).
     event_fields: tuple[str, ...]
+    # Whether an entry may name a Flexible Training Plan (``TrainingPlanArns``): training only (P9).
+    takes_training_plans: bool
 
     @property
     def create_method(self) -> str:
@@ -152,6 +156,7 @@ TRAINING = JobKind(
     resources_shape="ResourceConfig",
     instance_type_shape="TrainingInstanceType",
     summary_shows_selection=True,
+    takes_training_plans=True,
     input_uri_paths=(("InputDataConfig", "*", "DataSource", "S3DataSource", "S3Uri"),),
     request_output_uri_paths=(),
     described_output_uri_paths=(("ModelArtifacts", "S3ModelArtifacts"),),
@@ -191,6 +196,7 @@ PROCESSING = JobKind(
     resources_shape="ProcessingClusterConfig",
     instance_type_shape="ProcessingInstanceType",
     summary_shows_selection=False,
+    takes_training_plans=False,
     input_uri_paths=(("ProcessingInputs", "*", "S3Input", "S3Uri"),),
     request_output_uri_paths=(("ProcessingOutputConfig", "Outputs", "*", "S3Output", "S3Uri"),),
     described_output_uri_paths=(),

@@ -162,12 +162,17 @@ class JobView:
         return max(0.0, (ended - self.started).total_seconds())
 
     @property
-    def plan_backed(self) -> bool:
-        """The selected preference draws on a Flexible Training Plan (paid by the plan, not on demand)."""
+    def plan_arn(self) -> str | None:
+        """The Flexible Training Plan the selected preference draws on (paid by the plan, not on demand)."""
         rank = self.selected_rank
         if rank is None or rank >= len(self.preferences):
-            return False
-        return bool(self.preferences[rank].get("TrainingPlanArns"))
+            return None
+        plans = self.preferences[rank].get("TrainingPlanArns") or []
+        return str(plans[0]) if plans else None
+
+    @property
+    def plan_backed(self) -> bool:
+        return self.plan_arn is not None
 
     def describe_preferences(self) -> str:
         """'#1 ml.p5.48xlarge x1, #2 ml.p4d.24xlarge x2' for messages that must name every preference."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from airflow.sdk import BaseOperator
 
@@ -52,12 +52,11 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         with an accelerated type). Processing: enforced by the operator, which stops the job and fails.
     :param job_name: job name (templated). Default: the name in ``config``, else one derived from the DAG,
         task, run and map index. Fixed per task instance; later generations get ``-r2``, ``-r3``, ...
-    :param aws_conn_id: Airflow AWS connection (templated; endpoint_url, role, region as with the amazon
-        provider).
+    :param aws_conn_id: Airflow AWS connection (templated; endpoint_url, role, region as the amazon provider).
     :param region_name: AWS Region (templated); default: the connection's.
-    :param verify: whether to verify TLS certificates, or the path of a CA bundle; default: the connection's.
-    :param botocore_config: keyword arguments of ``botocore.config.Config`` (retries, timeouts, proxies) for
-        every client the task and its trigger build; a dict, so the trigger can carry it.
+    :param verify: verify TLS certificates (or a CA bundle's path); default: the connection's.
+    :param botocore_config: ``botocore.config.Config`` keyword arguments (retries, timeouts, proxies) for every
+        client the task and its trigger build; a dict, so the trigger can carry it.
     :param deferrable: wait in the triggerer (default) or block a worker slot while polling.
     :param check_interval: base seconds between status checks; queued jobs are checked half as often and
         imminent changes four times as often, whichever way the task waits.
@@ -70,8 +69,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     :param max_hourly_cost_usd: the most one job may cost per hour at on-demand prices (instance price x
         count, from the price table: ``airflow-sm-prefs prices``); entries above it, or with no known price,
         are violations. Templated.
-    :param max_cost_usd: the most one job may cost in the worst case (hourly cost x ``MaxRuntimeInSeconds``).
-        Templated.
+    :param max_cost_usd: the most one job may cost at worst (hourly cost x ``MaxRuntimeInSeconds``). Templated.
     :param on_violation: ``"fail"`` (default) refuses the task, before any job exists, naming every offending
         entry; ``"drop"`` removes them, logs each with its reason, keeps the order of the rest, records them
         in the record's ``dropped_preferences``, and fails only if nothing is left.
@@ -95,6 +93,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         does not certify for the workload, naming it; ``"warn"`` logs it and records it in the record's
         ``uncertified_preferences``; ``"off"`` skips the check. Default: ``"warn"`` with a workload, else off.
     :param certification_registry: the registry file (default ``[sm_prefs] certification_registry``).
+    :param training_plans: ``"auto"`` (training only): just before the create call, put the account's
+        Flexible Training Plan that can take the job first in the list (docs/capacity-planning.md).
     :param stream_logs: show the job's CloudWatch log lines in the task log while it runs, each as
         ``[<stream>] <message>``, none twice; a failed job's error message ends with its last lines. Needs
         ``logs:FilterLogEvents``, ``logs:DescribeLogStreams`` and ``logs:GetLogEvents``; without them the task
@@ -143,6 +143,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         workload: str | None = None,
         certified: certification.Mode | None = None,
         certification_registry: str | None = None,
+        training_plans: Literal["auto"] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -166,6 +167,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self.workload = workload
         self.certified = certified
         self.certification_registry = certification_registry
+        self.training_plans = training_plans
         self._life: TaskLife | None = None
         self._request: dict[str, Any] | None = None
         self._lineage_description: Mapping[str, Any] = {}

@@ -8,10 +8,10 @@ from typing import Any
 
 import pendulum
 
-from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.request.jobs import DEFAULT_PENDING_SECONDS, JobKind
 from airflow_sm_prefs.sagemaker.job_view import to_time
 
-DEFAULT_PENDING = timedelta(days=2)  # no documented service default; the training-plan limit is two days
+DEFAULT_PENDING = timedelta(seconds=DEFAULT_PENDING_SECONDS)
 DEFAULT_RUNTIME = timedelta(days=1)  # SageMaker's default MaxRuntimeInSeconds
 DEADLINE_SLACK = timedelta(hours=1)  # provisioning, upload and stop time around the pending and run limits
 

@@ -14,7 +14,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from airflow_sm_prefs.evidence import ledger, record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
-from airflow_sm_prefs.evidence.record import DROPPED_XCOM_KEY, UNCERTIFIED_XCOM_KEY
+from airflow_sm_prefs.evidence.record import DROPPED_XCOM_KEY, TRAINING_PLAN_XCOM_KEY, UNCERTIFIED_XCOM_KEY
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker import job_status, status_lines
 from airflow_sm_prefs.sagemaker.job_view import JobView
@@ -66,8 +66,12 @@ class TaskOutcome:
         map_index = getattr(ti, "map_index", -1)
         dropped = ti.xcom_pull(key=DROPPED_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
         uncertified = ti.xcom_pull(key=UNCERTIFIED_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
+        plan_choice = ti.xcom_pull(key=TRAINING_PLAN_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
         return record.build(
-            facts, dropped if isinstance(dropped, list) else (), uncertified if isinstance(uncertified, list) else ()
+            facts,
+            dropped if isinstance(dropped, list) else (),
+            uncertified if isinstance(uncertified, list) else (),
+            plan_choice if isinstance(plan_choice, dict) else None,  # type: ignore[arg-type]  # written by preflight
         )
 
     def mark_finished(self) -> None:

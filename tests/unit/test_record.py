@@ -64,6 +64,8 @@ def test_record_of_a_fallback_training_job():
             {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
             {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2},
         ],
+        "training_plan_arn": None,
+        "training_plan": None,
         "dropped_preferences": [],
         "uncertified_preferences": [],
         "certified_run_seconds": None,

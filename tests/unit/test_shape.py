@@ -54,7 +54,7 @@ def test_each_guardrail_check_is_a_module_of_its_own_turned_on_in_one_place():
             ):
                 homes.setdefault(module.stem, []).append(node.name)
     assert all(len(checks) == 1 for checks in homes.values()), homes
-    assert set(homes) == {"requirements", "cost_caps", "quotas"}
+    assert set(homes) == {"requirements", "cost_caps", "quotas", "plans_first"}
     guardrails = (PACKAGE / "preflight" / "guardrails.py").read_text()
     registry = guardrails.split("def checks_for(", 1)[1].split("\ndef ", 1)[0]
     for module, (check,) in homes.items():

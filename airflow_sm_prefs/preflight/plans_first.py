@@ -1,0 +1,206 @@
+"""Flexible Training Plans just before the create call, training only.
+
+A plan written into the list by hand that can no longer take the job (expired, failed, full, not Active before
+the job would stop waiting, too small, or not found in the account and Region) is a violation like any
+guardrail's: ``on_violation="fail"`` refuses the task, ``"drop"`` removes the entry and records why. SageMaker
+itself would only skip such an entry, silently, and the team would pay on-demand prices for a plan it bought.
+
+``training_plans="auto"`` puts the account's plan that can take the job first: the listed entry of the plan's
+type and a count it holds moves to the front with the plan's ARN, so reserved instances already paid for are
+tried before on-demand ones. The record says which plan was put first, or why each plan of a listed type was
+not (``record.TRAINING_PLAN_XCOM_KEY``).
+
+The decisions are pure (plans in, reasons out); ``PlansReader`` reads the plans with short deadlines, and a
+failure to read them costs the check with one warning, never the task: SageMaker still decides at placement.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from airflow_sm_prefs.evidence.record import TrainingPlanChoice
+from airflow_sm_prefs.platform.formatting import format_seconds
+from airflow_sm_prefs.preflight.entries import Entry, entries
+from airflow_sm_prefs.request import preferences as rules
+from airflow_sm_prefs.request.jobs import DEFAULT_PENDING_SECONDS, JobKind
+from airflow_sm_prefs.sagemaker.training_plans import BECOMING_USABLE, USABLE, PlanState
+
+Setting = Literal["auto"]
+
+
+def judged(value: Any, kind: JobKind) -> Setting | None:
+    """The operator's ``training_plans`` argument; ``PreferenceValidationError`` for anything but None or "auto"."""
+    if value is None:
+        return None
+    if value != "auto":
+        raise rules.PreferenceValidationError([f"training_plans must be 'auto' or None, got {value!r:.60}"])
+    if not kind.takes_training_plans:
+        raise rules.PreferenceValidationError(
+            [
+                f"training_plans='auto' is for training jobs: SageMaker runs {kind.name} jobs on on-demand capacity "
+                "only (a processing entry cannot name a training plan)"
+            ]
+        )
+    return "auto"
+
+
+def pending_seconds(request: Mapping[str, Any], pending_until: dt.datetime | None, now: dt.datetime) -> float:
+    """How long the job may wait for capacity: its ``MaxPendingTimeInSeconds`` (or the two-day default), or
+    less where ``finish_by`` makes the task stop it sooner."""
+    stated = (request.get("StoppingCondition") or {}).get("MaxPendingTimeInSeconds")
+    bound = float(stated) if stated else float(DEFAULT_PENDING_SECONDS)
+    if pending_until is not None:
+        bound = min(bound, max(0.0, (pending_until - now).total_seconds()))
+    return bound
+
+
+def unusable(plan: PlanState, entry: Entry, now: dt.datetime, pending: float) -> str | None:
+    """Why ``plan`` cannot take ``entry``'s job if it is created ``now`` and may wait ``pending`` seconds; None
+    when it can (Active with enough free instances, or becoming Active before the job would stop waiting)."""
+    if plan.instance_type is not None and plan.instance_type != entry.instance_type:
+        return f"reserves {plan.instance_type}, not {entry.instance_type}"
+    if plan.total < entry.count:
+        return f"reserves {plan.total} instance(s), fewer than the {entry.count} asked for"
+    if plan.status == "Expired" or (plan.end is not None and plan.end <= now):
+        return f"expired{f' at {plan.end.isoformat()}' if plan.end else ''}"
+    if plan.status in USABLE:
+        if plan.available < entry.count:
+            return f"is full: {plan.in_use} of its {plan.total} instances in use, {plan.available} free"
+        return None
+    if plan.status in BECOMING_USABLE:
+        if plan.start is not None and plan.start <= now + dt.timedelta(seconds=pending):
+            return None
+        starts = plan.start.isoformat() if plan.start else "an unknown time"
+        return (
+            f"is {plan.status} and not Active until {starts}, after the job would stop waiting "
+            f"({format_seconds(pending)} from now)"
+        )
+    return f"is {plan.status}"
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    """What ``training_plans="auto"`` did: the plan put first (None: none) and why, one line per plan looked at."""
+
+    plan_arn: str | None
+    notes: tuple[str, ...] = ()
+
+    def as_record(self) -> TrainingPlanChoice:
+        return TrainingPlanChoice(plan_arn=self.plan_arn, notes=list(self.notes))
+
+
+def put_first(
+    kind: JobKind, request: dict[str, Any], plans: Sequence[PlanState], now: dt.datetime, pending: float
+) -> tuple[dict[str, Any], PlanChoice]:
+    """The request with the first plan that can take the job put first, on the entry of its type; unchanged
+    when none can, with the reasons."""
+    listed = entries(kind, request)
+    if any(entry.plan_backed for entry in listed):
+        return request, PlanChoice(None, ("the list already names a training plan; it is left as written",))
+    notes: list[str] = []
+    for entry in listed:
+        # Active plans with the most room first, then those starting soonest: the likeliest to take the job.
+        matching = sorted(
+            (plan for plan in plans if plan.instance_type == entry.instance_type),
+            key=lambda plan: (plan.status not in USABLE, -plan.available, plan.start or now, plan.name),
+        )
+        for plan in matching:
+            reason = unusable(plan, entry, now, pending)
+            if reason is None:
+                return _moved_first(kind, request, entry, plan), PlanChoice(plan.arn, (*notes, _chosen(plan, entry)))
+            notes.append(f"training plan {plan.name}: {reason}")
+    if not notes:
+        types = ", ".join(sorted({entry.instance_type for entry in listed}))
+        notes.append(f"no training plan of the account reserves a listed type ({types})")
+    return request, PlanChoice(None, tuple(notes))
+
+
+def _chosen(plan: PlanState, entry: Entry) -> str:
+    when = "now" if plan.status in USABLE else f"from {plan.start.isoformat() if plan.start else 'its start'}"
+    return (
+        f"training plan {plan.name} put first for {entry.label}: {plan.available} of its {plan.total} reserved "
+        f"instances free {when}"
+    )
+
+
+def _moved_first(kind: JobKind, request: dict[str, Any], entry: Entry, plan: PlanState) -> dict[str, Any]:
+    resources = kind.resources(request)
+    others = [api for rank, api in enumerate(resources["InstancePreferences"]) if rank != entry.rank]
+    changed = {**request}
+    path = kind.resources_path
+    container = changed
+    for key in path[:-1]:
+        container[key] = {**container[key]}
+        container = container[key]
+    container[path[-1]] = {
+        **resources,
+        "InstancePreferences": [{**entry.api, "TrainingPlanArns": [plan.arn]}, *others],
+    }
+    return changed
+
+
+@dataclass
+class PlansReader:
+    """The account's plans, read once per create call through ``client`` (a SageMaker client factory); a
+    failure to read is logged once and read as "unknown" (None), never raised."""
+
+    client: Callable[[], Any]
+    log: Any
+    _named: dict[str, PlanState | None] = field(default_factory=dict)
+
+    def account_plans(self) -> list[PlanState] | None:
+        from airflow_sm_prefs.sagemaker import training_plans
+
+        try:
+            return training_plans.account_plans(self.client())
+        except Exception as error:
+            self._could_not_read(error)
+            return None
+
+    def named(self, arn: str) -> tuple[bool, PlanState | None]:
+        """(known, plan): whether SageMaker could be asked, and the plan it has of that ARN (None: no such plan)."""
+        from airflow_sm_prefs.sagemaker import training_plans
+
+        if arn not in self._named:
+            try:
+                self._named[arn] = training_plans.plan_named(self.client(), arn)
+            except Exception as error:
+                self._could_not_read(error)
+                return False, None
+        return True, self._named[arn]
+
+    def _could_not_read(self, error: BaseException) -> None:
+        self.log.warning(
+            "Training plans not checked: could not read them from SageMaker (%s: %s); check the connection's "
+            "sagemaker:ListTrainingPlans and sagemaker:DescribeTrainingPlan permissions. SageMaker still skips a "
+            "plan that cannot take the job.",
+            type(error).__name__,
+            str(error)[:200],
+        )
+
+
+@dataclass(frozen=True)
+class NamedPlansUsable:
+    """A guardrail check: each entry naming a plan that cannot take the job, with why."""
+
+    reader: PlansReader
+    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
+        found: dict[int, str] = {}
+        pending = pending_seconds(request, None, self.now)
+        for entry in entries(kind, request):
+            for arn in entry.api.get("TrainingPlanArns") or []:
+                known, plan = self.reader.named(str(arn))
+                if not known:
+                    return found  # SageMaker cannot be asked: it still skips a plan that cannot take the job
+                if plan is None:
+                    found[entry.rank] = f"{entry.label}: training plan {arn} does not exist in this account and Region"
+                    continue
+                reason = unusable(plan, entry, self.now, pending)
+                if reason is not None:
+                    found[entry.rank] = f"{entry.label}: training plan {plan.name} {reason}"
+        return found

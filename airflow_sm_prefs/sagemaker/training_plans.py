@@ -1,0 +1,175 @@
+"""The account's Flexible Training Plans as SageMaker describes them, and the offerings it would sell.
+
+Plans reserve instances of one type for a window at an upfront fee; a training job's entry that names a plan
+(``TrainingPlanArns``) runs on it while it is ``Active`` and has room. Reading them needs
+``sagemaker:ListTrainingPlans`` / ``DescribeTrainingPlan``; searching ``SearchTrainingPlanOfferings``; buying
+``CreateTrainingPlan``, which only a person's command calls (``airflow-sm-prefs plans reserve``).
+
+Every call goes through a client with short deadlines (``CALL_CONFIG``): a plan lookup before a create call,
+or a search for advice, waits seconds for an unreachable endpoint, never minutes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+CALL_CONFIG = {"connect_timeout": 5, "read_timeout": 15, "retries": {"total_max_attempts": 3, "mode": "standard"}}
+MAX_PAGES = 20  # 2,000 plans: more than any account holds; a listing that never ends is cut here
+USABLE = frozenset({"Active"})
+BECOMING_USABLE = frozenset({"Pending", "Scheduled"})
+ENDED = frozenset({"Expired", "Failed"})
+
+
+@dataclass(frozen=True)
+class PlanState:
+    """One plan as SageMaker answered for it just now."""
+
+    arn: str
+    name: str
+    status: str
+    instance_type: str | None
+    total: int
+    available: int
+    in_use: int
+    start: dt.datetime | None
+    end: dt.datetime | None
+    upfront_fee: float | None
+    currency: str | None
+
+    @classmethod
+    def of(cls, described: Mapping[str, Any]) -> PlanState:
+        """From a ``DescribeTrainingPlan`` answer or a ``ListTrainingPlans`` summary."""
+        capacity = (described.get("ReservedCapacitySummaries") or [{}])[0]
+        return cls(
+            arn=str(described["TrainingPlanArn"]),
+            name=str(described.get("TrainingPlanName") or str(described["TrainingPlanArn"]).rpartition("/")[2]),
+            status=str(described.get("Status") or "Unknown"),
+            instance_type=capacity.get("InstanceType"),
+            total=int(described.get("TotalInstanceCount") or capacity.get("TotalInstanceCount") or 0),
+            available=int(described.get("AvailableInstanceCount") or 0),
+            in_use=int(described.get("InUseInstanceCount") or 0),
+            start=_utc(described.get("StartTime")),
+            end=_utc(described.get("EndTime")),
+            upfront_fee=_amount(described.get("UpfrontFee")),
+            currency=described.get("CurrencyCode"),
+        )
+
+    def instance_hours(self) -> float | None:
+        """What the plan reserves, in instance-hours; None when its window is not known."""
+        if self.start is None or self.end is None:
+            return None
+        return self.total * (self.end - self.start).total_seconds() / 3600.0
+
+
+@dataclass(frozen=True)
+class Offering:
+    """An offering ``SearchTrainingPlanOfferings`` returned: what ``CreateTrainingPlan`` may buy, for a while."""
+
+    offering_id: str
+    instance_type: str
+    count: int
+    start: dt.datetime | None
+    end: dt.datetime | None
+    duration_hours: float
+    upfront_fee: float | None
+    currency: str | None
+
+    @classmethod
+    def of(cls, offered: Mapping[str, Any]) -> Offering:
+        capacity = (offered.get("ReservedCapacityOfferings") or [{}])[0]
+        hours = float(offered.get("DurationHours") or 0) + float(offered.get("DurationMinutes") or 0) / 60.0
+        return cls(
+            offering_id=str(offered["TrainingPlanOfferingId"]),
+            instance_type=str(capacity.get("InstanceType")),
+            count=int(capacity.get("InstanceCount") or 0),
+            start=_utc(capacity.get("StartTime")),
+            end=_utc(capacity.get("EndTime")),
+            duration_hours=hours,
+            upfront_fee=_amount(offered.get("UpfrontFee")),
+            currency=offered.get("CurrencyCode"),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "offering_id": self.offering_id,
+            "instance_type": self.instance_type,
+            "instance_count": self.count,
+            "start": self.start.isoformat() if self.start else None,
+            "end": self.end.isoformat() if self.end else None,
+            "duration_hours": self.duration_hours,
+            "upfront_fee": self.upfront_fee,
+            "currency": self.currency,
+        }
+
+
+def client(hook_kwargs: Mapping[str, Any]) -> Any:
+    """A SageMaker client for the connection, with this module's deadlines."""
+    from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
+
+    config = {**(hook_kwargs.get("config") or {}), **CALL_CONFIG}
+    return SageMakerPreferenceHook(**{**hook_kwargs, "config": config}).conn
+
+
+def account_plans(sagemaker: Any) -> list[PlanState]:
+    """Every plan of the account in the client's Region."""
+    plans: list[PlanState] = []
+    token = None
+    for _ in range(MAX_PAGES):
+        page = sagemaker.list_training_plans(MaxResults=100, **({"NextToken": token} if token else {}))
+        plans.extend(PlanState.of(summary) for summary in page.get("TrainingPlanSummaries", []))
+        token = page.get("NextToken")
+        if not token:
+            break
+    return plans
+
+
+def plan_named(sagemaker: Any, name_or_arn: str) -> PlanState | None:
+    """The plan, or None when SageMaker has none of that name or ARN."""
+    from airflow_sm_prefs.sagemaker.hooks import error_code
+
+    try:
+        return PlanState.of(sagemaker.describe_training_plan(TrainingPlanName=name_or_arn))
+    except Exception as error:
+        if error_code(error) in ("ResourceNotFound", "ValidationException"):
+            return None
+        raise
+
+
+def search(
+    sagemaker: Any, instance_type: str, count: int, hours: int, after: dt.datetime, before: dt.datetime
+) -> list[Offering]:
+    """What SageMaker would sell now for ``count`` x ``instance_type`` over ``hours``, inside the window."""
+    answer = sagemaker.search_training_plan_offerings(
+        InstanceType=instance_type,
+        InstanceCount=count,
+        DurationHours=hours,
+        StartTimeAfter=after,
+        EndTimeBefore=before,
+        TargetResources=["training-job"],
+    )
+    return [Offering.of(offered) for offered in answer.get("TrainingPlanOfferings", [])]
+
+
+def _utc(value: Any) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, int | float):
+        return dt.datetime.fromtimestamp(value, dt.UTC)
+    if isinstance(value, str):
+        try:
+            return _utc(dt.datetime.fromisoformat(value))
+        except ValueError:
+            return None
+    return None
+
+
+def _amount(value: Any) -> float | None:
+    """The upfront fee, which the API gives as text; None when it is not a number."""
+    try:
+        amount = float(value)
+    except (TypeError, ValueError):
+        return None
+    return amount if amount >= 0 and amount == amount and amount != float("inf") else None

@@ -1,0 +1,161 @@
+"""The pure decisions about Flexible Training Plans: how long a job may wait for one, why a plan cannot take an
+entry, and which plan ``training_plans="auto"`` puts first; and what is read from SageMaker's answers."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from airflow_sm_prefs.preflight import plans_first
+from airflow_sm_prefs.preflight.entries import Entry
+from airflow_sm_prefs.request.jobs import TRAINING
+from airflow_sm_prefs.sagemaker.training_plans import Offering, PlanState
+
+NOW = dt.datetime(2026, 12, 4, 20, 0, tzinfo=dt.UTC)
+P5 = "ml.p5.48xlarge"
+
+
+def _plan(name: str = "p", status: str = "Active", total: int = 2, available: int = 2, **extra: object) -> PlanState:
+    fields: dict = {
+        "arn": f"arn:aws:sagemaker:us-east-1:123456789012:training-plan/{name}",
+        "name": name,
+        "status": status,
+        "instance_type": P5,
+        "total": total,
+        "available": available,
+        "in_use": total - available,
+        "start": NOW - dt.timedelta(hours=1),
+        "end": NOW + dt.timedelta(days=1),
+        "upfront_fee": 100.0,
+        "currency": "USD",
+    }
+    return PlanState(**{**fields, **extra})
+
+
+ENTRY = Entry(0, {"InstanceType": P5, "InstanceCount": 2}, P5, 2)
+
+
+def test_the_pending_bound_is_the_requests_the_default_or_finish_bys():
+    assert plans_first.pending_seconds({}, None, NOW) == 2 * 86400
+    assert plans_first.pending_seconds({"StoppingCondition": {"MaxPendingTimeInSeconds": 7200}}, None, NOW) == 7200
+    sooner = NOW + dt.timedelta(minutes=30)
+    assert plans_first.pending_seconds({"StoppingCondition": {"MaxPendingTimeInSeconds": 7200}}, sooner, NOW) == 1800
+    assert plans_first.pending_seconds({}, NOW - dt.timedelta(hours=1), NOW) == 0
+
+
+@pytest.mark.parametrize(
+    ("plan", "reason"),
+    [
+        (_plan(), None),
+        (_plan(available=1), "is full: 1 of its 2 instances in use, 1 free"),
+        (_plan(total=1, available=1), "reserves 1 instance(s), fewer than the 2 asked for"),
+        (_plan(instance_type="ml.p4d.24xlarge"), f"reserves ml.p4d.24xlarge, not {P5}"),
+        (_plan(status="Expired"), f"expired at {(NOW + dt.timedelta(days=1)).isoformat()}"),
+        (_plan(end=NOW), f"expired at {NOW.isoformat()}"),  # SageMaker has not said so yet; its end has come
+        (_plan(status="Failed"), "is Failed"),
+        (_plan(status="Scheduled", available=0, start=NOW + dt.timedelta(hours=47)), None),
+        (_plan(status="Pending", available=0, start=NOW + dt.timedelta(hours=1)), None),
+        (
+            _plan(status="Scheduled", available=0, start=NOW + dt.timedelta(hours=49)),
+            f"is Scheduled and not Active until {(NOW + dt.timedelta(hours=49)).isoformat()}, after the job would "
+            "stop waiting (48h00m00s from now)",
+        ),
+        (_plan(status="Scheduled", available=0, start=None), "is Scheduled and not Active until an unknown time"),
+    ],
+)
+def test_why_a_plan_cannot_take_an_entry(plan, reason):
+    found = plans_first.unusable(plan, ENTRY, NOW, 2 * 86400)
+    if reason is None:
+        assert found is None
+    else:
+        assert found is not None and found.startswith(reason), found
+
+
+def test_the_roomiest_active_plan_is_put_first_on_the_earliest_entry_that_fits():
+    request = {
+        "ResourceConfig": {
+            "InstancePreferences": [
+                {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 2},
+                {"InstanceType": P5, "InstanceCount": 2},
+            ]
+        }
+    }
+    plans = [
+        _plan("later", status="Scheduled", available=0, start=NOW + dt.timedelta(hours=2)),
+        _plan("some-room", total=4, available=2),
+        _plan("more-room", total=4, available=3),
+    ]
+    changed, choice = plans_first.put_first(TRAINING, request, plans, NOW, 86400)
+    assert choice.plan_arn is not None and choice.plan_arn.endswith("/more-room")
+    assert changed["ResourceConfig"]["InstancePreferences"] == [
+        {"InstanceType": P5, "InstanceCount": 2, "TrainingPlanArns": [choice.plan_arn]},
+        {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 2},
+    ]
+    assert request["ResourceConfig"]["InstancePreferences"][0]["InstanceType"] == "ml.g5.48xlarge"  # not changed
+    assert choice.notes == (
+        "training plan more-room put first for preference #2 (2 x ml.p5.48xlarge): 3 of its 4 "
+        "reserved instances free now",
+    )
+
+
+def test_a_list_that_names_a_plan_is_left_as_written():
+    request = {
+        "ResourceConfig": {
+            "InstancePreferences": [{"InstanceType": P5, "InstanceCount": 1, "TrainingPlanArns": [_plan("mine").arn]}]
+        }
+    }
+    changed, choice = plans_first.put_first(TRAINING, request, [_plan("other")], NOW, 86400)
+    assert changed is request and choice.plan_arn is None
+    assert choice.notes == ("the list already names a training plan; it is left as written",)
+
+
+def test_a_uniform_count_is_kept_on_the_entry_moved_first():
+    request = {
+        "ResourceConfig": {
+            "InstanceCount": 2,
+            "InstancePreferences": [{"InstanceType": "ml.g5.48xlarge"}, {"InstanceType": P5}],
+        }
+    }
+    changed, choice = plans_first.put_first(TRAINING, request, [_plan()], NOW, 86400)
+    assert changed["ResourceConfig"] == {
+        "InstanceCount": 2,
+        "InstancePreferences": [
+            {"InstanceType": P5, "TrainingPlanArns": [choice.plan_arn]},
+            {"InstanceType": "ml.g5.48xlarge"},
+        ],
+    }
+
+
+def test_what_is_read_of_a_plan_and_an_offering():
+    described = {
+        "TrainingPlanArn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/x",
+        "TrainingPlanName": "x",
+        "Status": "Active",
+        "StartTime": NOW,
+        "EndTime": NOW + dt.timedelta(hours=24),
+        "UpfrontFee": "1440.00",
+        "CurrencyCode": "USD",
+        "TotalInstanceCount": 2,
+        "AvailableInstanceCount": 1,
+        "InUseInstanceCount": 1,
+        "ReservedCapacitySummaries": [{"InstanceType": P5, "TotalInstanceCount": 2}],
+    }
+    plan = PlanState.of(described)
+    assert (plan.instance_type, plan.total, plan.available, plan.in_use, plan.upfront_fee) == (P5, 2, 1, 1, 1440.0)
+    assert plan.instance_hours() == 48.0
+    assert PlanState.of({**described, "UpfrontFee": "n/a"}).upfront_fee is None
+    assert PlanState.of({**described, "UpfrontFee": "nan"}).upfront_fee is None
+    offered = Offering.of(
+        {
+            "TrainingPlanOfferingId": "tpo-1",
+            "DurationHours": 24,
+            "DurationMinutes": 30,
+            "UpfrontFee": "99.5",
+            "CurrencyCode": "USD",
+            "ReservedCapacityOfferings": [
+                {"InstanceType": P5, "InstanceCount": 2, "StartTime": NOW, "EndTime": NOW + dt.timedelta(hours=24.5)}
+            ],
+        }
+    )
+    assert (offered.count, offered.duration_hours, offered.upfront_fee) == (2, 24.5, 99.5)
