@@ -402,9 +402,26 @@ def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> ar
     show = price_actions.add_parser("show", help="the prices in effect and where they come from")
     show.add_argument("--region")
     show.set_defaults(handler=_show_prices)
+    from airflow_sm_prefs.surface import plans_commands
+
+    plans_commands.add_commands(commands, _saying)
     for extension in _extensions() if extensions is None else extensions:
         extension.load()(commands)
     return parser
+
+
+def _saying(handler: Any) -> Any:
+    """A handler of ``plans_commands`` given ``say``; its ``PlanCommandError`` said as the CLI's one line."""
+
+    def run(args: argparse.Namespace) -> int:
+        from airflow_sm_prefs.surface.plans_commands import PlanCommandError
+
+        try:
+            return int(handler(args, say))
+        except PlanCommandError as error:
+            raise CommandError(str(error)) from None
+
+    return run
 
 
 def _extensions() -> importlib.metadata.EntryPoints:
@@ -432,7 +449,7 @@ def say(*values: object, sep: str = " ", end: str = "\n", flush: bool = False) -
 
 
 _results: TextIO = sys.stdout
-RESULT_COMMANDS = frozenset({"report", "advise", "weather", "ledger", "prices", "doctor"})
+RESULT_COMMANDS = frozenset({"report", "advise", "weather", "ledger", "prices", "doctor", "plans"})
 
 
 def main(argv: list[str] | None = None) -> int:

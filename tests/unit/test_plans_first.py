@@ -159,3 +159,16 @@ def test_what_is_read_of_a_plan_and_an_offering():
         }
     )
     assert (offered.count, offered.duration_hours, offered.upfront_fee) == (2, 24.5, 99.5)
+
+
+def test_only_the_reserve_command_buys_a_plan():
+    """Nothing a DAG or an operator runs calls CreateTrainingPlan: the one call is ``plans reserve``'s."""
+    from pathlib import Path
+
+    package = Path(plans_first.__file__).resolve().parents[1]
+    callers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "create_training_plan" in path.read_text() or "CreateTrainingPlan(" in path.read_text()
+    )
+    assert callers == ["surface/plans_commands.py"]

@@ -1,0 +1,307 @@
+"""``airflow-sm-prefs plans``: the account's Flexible Training Plans, the offerings SageMaker would sell, the
+advice of when one would pay, and the one command that buys a plan, when a person runs it.
+
+``plans reserve`` buys only an offering this host was shown (by ``plans offerings`` or ``plans advise``): it asks
+SageMaker again with the same search, so the fee it checks against ``--max-usd`` is the one SageMaker gives now,
+refuses a fee above the cap or in another currency, and asks for a confirmation (``--yes`` where no person is at
+a terminal). Nothing in a DAG or an operator ever calls ``CreateTrainingPlan``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from airflow_sm_prefs.sagemaker import training_plans
+
+SHOWN_FOR = dt.timedelta(hours=6)  # an offering shown longer ago than this is searched for afresh
+KEPT_SEARCHES = 64
+PLAN_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}$")  # CreateTrainingPlan's TrainingPlanName
+
+
+class PlanCommandError(Exception):
+    """The command cannot go on: said in one line, exit status 2, nothing bought."""
+
+
+Say = Callable[[str], None]
+Handler = Callable[[argparse.Namespace, Say], int]
+
+
+def add_commands(commands: Any, wrap: Callable[[Handler], Callable[[argparse.Namespace], int]]) -> None:
+    """The ``plans`` command and its actions, added to the CLI's subparsers; ``wrap`` gives each handler the
+    CLI's way of saying a result and of failing in one line."""
+    plans = commands.add_parser("plans", help="Flexible Training Plans: the account's, offerings, advice, reserve")
+    actions = plans.add_subparsers(dest="plans_command", required=True)
+    listing = actions.add_parser("list", help="the account's plans: status, instances in use, window, fee")
+    _connection(listing)
+    listing.add_argument("--format", choices=("table", "json"), default="table")
+    listing.set_defaults(handler=wrap(_list))
+    offerings = actions.add_parser("offerings", help="what SageMaker would sell now for a type, count and window")
+    _connection(offerings)
+    offerings.add_argument("--instance-type", required=True)
+    offerings.add_argument("--count", type=_positive, required=True)
+    offerings.add_argument("--hours", type=_positive, default=24, help="how long the plan lasts (default 24)")
+    offerings.add_argument("--after", type=_moment, default=None, help="earliest start, ISO 8601 (default: now)")
+    offerings.add_argument("--within", type=_days, default=14, help="days from --after to the latest end (14)")
+    offerings.add_argument("--format", choices=("table", "json"), default="table")
+    offerings.set_defaults(handler=wrap(_offerings))
+    reserve = actions.add_parser("reserve", help="buy an offering shown by `plans offerings` or `plans advise`")
+    _connection(reserve)
+    reserve.add_argument("offering_id")
+    reserve.add_argument("--max-usd", type=_amount, required=True, help="the most its upfront fee may be")
+    reserve.add_argument("--name", default=None, help="the plan's name (default: derived from type, count, start)")
+    reserve.add_argument("--yes", action="store_true", help="buy without asking (for scripts)")
+    reserve.set_defaults(handler=wrap(_reserve))
+
+
+def _connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--aws-conn-id", default="aws_default")
+    parser.add_argument("--region", default=None, help="default: the connection's")
+
+
+def _positive(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 0 < int(text) <= 87_600:
+        raise argparse.ArgumentTypeError(f"a whole number from 1 to 87600, not {text[:40]!r}")
+    return int(text)
+
+
+def _days(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 0 < int(text) <= 3650:
+        raise argparse.ArgumentTypeError(f"a whole number of days from 1 to 3650, not {text[:40]!r}")
+    return int(text)
+
+
+def _moment(text: str) -> dt.datetime:
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"an ISO 8601 time such as 2026-12-05T21:00Z, not {text[:40]!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+def _amount(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e9:
+        raise argparse.ArgumentTypeError(f"a positive amount of US dollars, not {text[:40]!r}")
+    return value
+
+
+def _client(args: argparse.Namespace) -> Any:
+    return training_plans.client({"aws_conn_id": args.aws_conn_id, "region_name": args.region})
+
+
+def _failed(action: str, error: BaseException, buying: bool = False) -> PlanCommandError:
+    from airflow_sm_prefs.sagemaker.hooks import error_code
+
+    code = error_code(error) or type(error).__name__
+    hint = "check the connection's endpoint and network" if not error_code(error) else "check the connection's role"
+    return PlanCommandError(
+        f"{action} failed: {code}: {str(error)[:300]} ({hint}{'; nothing was bought' if buying else ''})"
+    )
+
+
+# -- list ----------------------------------------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace, say: Say) -> int:
+    try:
+        plans = training_plans.account_plans(_client(args))
+    except Exception as error:
+        raise _failed("listing training plans", error) from None
+    if args.format == "json":
+        say(json.dumps([_plan_row(plan) for plan in plans], indent=2))
+        return 0
+    if not plans:
+        say("No training plans in this account and Region.")
+    for plan in sorted(plans, key=lambda plan: (plan.start or dt.datetime.max.replace(tzinfo=dt.UTC), plan.name)):
+        row = _plan_row(plan)
+        say(
+            f"{plan.name:<28} {plan.status:<9} {plan.total} x {plan.instance_type or '?':<20} "
+            f"in use {plan.in_use}, free {plan.available}  {row['start'] or '?'} -> {row['end'] or '?'}  "
+            f"fee {_fee(plan.upfront_fee, plan.currency)}"
+        )
+    return 0
+
+
+def _plan_row(plan: training_plans.PlanState) -> dict[str, Any]:
+    return {
+        "name": plan.name,
+        "arn": plan.arn,
+        "status": plan.status,
+        "instance_type": plan.instance_type,
+        "instance_count": plan.total,
+        "in_use": plan.in_use,
+        "available": plan.available,
+        "start": plan.start.isoformat() if plan.start else None,
+        "end": plan.end.isoformat() if plan.end else None,
+        "upfront_fee": plan.upfront_fee,
+        "currency": plan.currency,
+    }
+
+
+def _fee(amount: float | None, currency: str | None) -> str:
+    if amount is None:
+        return "unknown"
+    return f"${amount:,.2f}" if currency in (None, "USD") else f"{amount:,.2f} {currency}"
+
+
+# -- offerings -----------------------------------------------------------------------------------------------
+
+
+def search_and_remember(sagemaker: Any, query: dict[str, Any]) -> list[training_plans.Offering]:
+    """SageMaker's offerings for ``query`` (instance type, count, hours, window), each kept on this host with
+    the query that found it, so ``plans reserve`` can ask again for the same one."""
+    offerings = training_plans.search(
+        sagemaker,
+        query["instance_type"],
+        query["count"],
+        query["hours"],
+        dt.datetime.fromisoformat(query["after"]),
+        dt.datetime.fromisoformat(query["before"]),
+    )
+    _remember(offerings, query)
+    return offerings
+
+
+def window(after: dt.datetime | None, within: dt.timedelta) -> tuple[dt.datetime, dt.datetime]:
+    start = after.astimezone(dt.UTC) if after is not None else dt.datetime.now(dt.UTC)
+    return start, start + within
+
+
+def _offerings(args: argparse.Namespace, say: Say) -> int:
+    after, before = window(args.after, dt.timedelta(days=args.within))
+    query = {
+        "instance_type": args.instance_type,
+        "count": args.count,
+        "hours": args.hours,
+        "after": after.isoformat(),
+        "before": before.isoformat(),
+    }
+    try:
+        offerings = search_and_remember(_client(args), query)
+    except Exception as error:
+        raise _failed("searching training plan offerings", error) from None
+    if args.format == "json":
+        say(json.dumps([offering.as_dict() for offering in offerings], indent=2))
+        return 0
+    if not offerings:
+        say(f"No offering of {args.count} x {args.instance_type} for {args.hours}h between {after} and {before}.")
+    for offering in offerings:
+        say(_offering_line(offering))
+    if offerings:
+        say("Buy one with: airflow-sm-prefs plans reserve OFFERING_ID --max-usd AMOUNT")
+    return 0
+
+
+def _offering_line(offering: training_plans.Offering) -> str:
+    start = offering.start.isoformat() if offering.start else "?"
+    return (
+        f"{offering.offering_id}  {offering.count} x {offering.instance_type}  from {start} for "
+        f"{offering.duration_hours:g}h  upfront {_fee(offering.upfront_fee, offering.currency)}"
+    )
+
+
+def _shown_file() -> Path:
+    from airflow_sm_prefs.storage import paths
+
+    return Path(paths.default_file("cache")) / "training-plan-offerings.json"
+
+
+def _shown() -> dict[str, Any]:
+    try:
+        kept = json.loads(_shown_file().read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
+def _remember(offerings: list[training_plans.Offering], query: dict[str, Any]) -> None:
+    from airflow_sm_prefs.storage import object_storage
+
+    now = dt.datetime.now(dt.UTC)
+    kept = {key: value for key, value in _shown().items() if isinstance(value, dict) and now - _when(value) < SHOWN_FOR}
+    for offering in offerings:
+        kept[offering.offering_id] = {"query": query, "shown_at": now.isoformat()}
+    newest = dict(sorted(kept.items(), key=lambda item: item[1]["shown_at"])[-KEPT_SEARCHES * 4 :])
+    try:
+        object_storage.replace_whole(_shown_file(), json.dumps(newest), prefix=".offerings-")
+    except OSError as error:  # reserve then says to search again
+        print(f"airflow-sm-prefs: warning: could not keep the offerings shown: {error}", file=sys.stderr)
+
+
+def _when(kept: dict[str, Any]) -> dt.datetime:
+    try:
+        return dt.datetime.fromisoformat(str(kept["shown_at"]))
+    except (KeyError, ValueError):
+        return dt.datetime.min.replace(tzinfo=dt.UTC)
+
+
+# -- reserve -------------------------------------------------------------------------------------------------
+
+
+def derived_name(offering: training_plans.Offering) -> str:
+    """``p5-48xlarge-x2-20261205-2100``: the type, count and start, as a plan name may be written."""
+    family = re.sub(r"[^a-zA-Z0-9]+", "-", offering.instance_type.removeprefix("ml.")).strip("-")
+    start = offering.start.strftime("%Y%m%d-%H%M") if offering.start else "unscheduled"
+    return f"{family}-x{offering.count}-{start}"[:64].rstrip("-")
+
+
+def _reserve(args: argparse.Namespace, say: Say) -> int:
+    shown = _shown().get(args.offering_id)
+    if not isinstance(shown, dict) or dt.datetime.now(dt.UTC) - _when(shown) >= SHOWN_FOR:
+        raise PlanCommandError(
+            f"offering {args.offering_id[:80]!r} was not shown on this host in the last {SHOWN_FOR.seconds // 3600}h; "
+            "find it with `airflow-sm-prefs plans offerings` or `plans advise` first (nothing was bought)"
+        )
+    sagemaker = _client(args)
+    try:
+        fresh = {offering.offering_id: offering for offering in search_and_remember(sagemaker, shown["query"])}
+    except Exception as error:
+        raise _failed("searching the offering again", error, buying=True) from None
+    offering = fresh.get(args.offering_id)
+    if offering is None:
+        raise PlanCommandError(f"SageMaker no longer offers {args.offering_id[:80]}; search again (nothing was bought)")
+    if offering.upfront_fee is None or offering.currency not in (None, "USD"):
+        raise PlanCommandError(
+            f"the offering's fee is {_fee(offering.upfront_fee, offering.currency)}, which --max-usd cannot bound "
+            "(nothing was bought)"
+        )
+    if offering.upfront_fee > args.max_usd:
+        raise PlanCommandError(
+            f"the offering's upfront fee is {_fee(offering.upfront_fee, 'USD')}, more than --max-usd "
+            f"{_fee(args.max_usd, 'USD')} (nothing was bought)"
+        )
+    name = args.name or derived_name(offering)
+    if not PLAN_NAME.match(name):
+        raise PlanCommandError(
+            f"--name {name[:80]!r}: letters, digits and single hyphens, at most 64 characters (nothing was bought)"
+        )
+    summary = f"training plan {name}: {_offering_line(offering)}"
+    if not args.yes and not _confirmed(f"Buy {summary}? [y/N] "):
+        raise PlanCommandError("not confirmed (run it at a terminal, or add --yes); nothing was bought")
+    try:
+        arn = sagemaker.create_training_plan(TrainingPlanName=name, TrainingPlanOfferingId=offering.offering_id)[
+            "TrainingPlanArn"
+        ]
+    except Exception as error:
+        raise _failed("buying the training plan", error, buying=True) from None
+    say(f"Bought {summary}")
+    say(f"ARN: {arn}")
+    say("Its status is Pending until SageMaker settles the purchase; `airflow-sm-prefs plans list` shows it.")
+    return 0
+
+
+def _confirmed(question: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    print(question, end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")

@@ -1,0 +1,141 @@
+"""``airflow-sm-prefs plans`` against the emulator: offerings shown and kept, the account's plans listed, and
+``plans reserve``, which calls ``CreateTrainingPlan`` only for an offering this host was shown, at a fee within
+``--max-usd``, confirmed by a person (or ``--yes``)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from airflow_sm_prefs.surface import cli
+from sm_prefs_devkit.emulator.scenario import parse_faults
+from tests.helpers import boto_client
+
+pytestmark = pytest.mark.emulator
+
+P5 = "ml.p5.48xlarge"
+SUPPLY = f"""
+speed: 1
+capacity: {{{P5}: 0}}
+plan_supply:
+  - {{instance_type: {P5}, count: 2, start: 3600, end: 2592000, usd_per_instance_hour: 30}}
+"""
+
+
+@pytest.fixture
+def emulated(start_emulator, aws_connection, tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))  # where the offerings shown are kept
+    scenario = tmp_path / "supply.yaml"
+    scenario.write_text(SUPPLY)
+    server = start_emulator(str(scenario))
+    return server, aws_connection(server)
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        status = cli.main(list(argv))
+    except SystemExit as exit_:
+        status = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return status, out, err
+
+
+def _shown(capsys, conn: str, count: int = 2) -> list[dict]:
+    status, out, _ = _run(
+        capsys, "plans", "offerings", "--aws-conn-id", conn, "--instance-type", P5, "--count", str(count),
+        "--format", "json",
+    )  # fmt: skip
+    assert status == 0
+    return json.loads(out)
+
+
+def _bought(server) -> int:
+    return server.engine.calls["CreateTrainingPlan"]
+
+
+def test_offerings_are_shown_with_their_fee_and_how_to_buy_one(emulated, capsys):
+    _, conn = emulated
+    status, out, _ = _run(capsys, "plans", "offerings", "--aws-conn-id", conn, "--instance-type", P5, "--count", "2")
+    assert status == 0
+    lines = out.splitlines()
+    assert len(lines) == 4 and all("2 x ml.p5.48xlarge" in line and "$1,440.00" in line for line in lines[:3])
+    assert lines[-1] == "Buy one with: airflow-sm-prefs plans reserve OFFERING_ID --max-usd AMOUNT"
+
+
+def test_reserve_buys_within_the_cap_when_told_yes_and_list_shows_it(emulated, capsys):
+    server, conn = emulated
+    offering = _shown(capsys, conn)[0]
+    status, out, err = _run(
+        capsys, "plans", "reserve", offering["offering_id"], "--max-usd", "1500", "--yes", "--aws-conn-id", conn
+    )
+    assert status == 0, err
+    start = offering["start"][:16].replace("-", "").replace(":", "").replace("T", "-")
+    name = f"p5-48xlarge-x2-{start}"
+    assert out.splitlines()[0].startswith(f"Bought training plan {name}: {offering['offering_id']}")
+    assert f"ARN: arn:aws:sagemaker:us-east-1:123456789012:training-plan/{name}" in out
+    assert _bought(server) == 1
+    status, out, _ = _run(capsys, "plans", "list", "--aws-conn-id", conn, "--format", "json")
+    (plan,) = json.loads(out)
+    assert (plan["name"], plan["status"], plan["instance_count"], plan["upfront_fee"]) == (name, "Pending", 2, 1440.0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--max-usd", "1000", "--yes"],
+            "upfront fee is $1,440.00, more than --max-usd $1,000.00 (nothing was bought)",
+        ),
+        (["--max-usd", "1500"], "not confirmed (run it at a terminal, or add --yes); nothing was bought"),
+        (["--max-usd", "1500", "--yes", "--name", "no spaces"], "--name 'no spaces': letters, digits"),
+        (["--yes"], "the following arguments are required: --max-usd"),
+        (["--max-usd", "-5", "--yes"], "a positive amount of US dollars, not '-5'"),
+    ],
+)
+def test_reserve_refuses_without_buying(emulated, capsys, argv, message):
+    server, conn = emulated
+    offering = _shown(capsys, conn)[0]
+    status, _, err = _run(capsys, "plans", "reserve", offering["offering_id"], "--aws-conn-id", conn, *argv)
+    assert status == 2 and message in err, err
+    assert _bought(server) == 0
+
+
+def test_reserve_asks_a_person_at_a_terminal(emulated, capsys, monkeypatch):
+    server, conn = emulated
+    offering = _shown(capsys, conn)[0]["offering_id"]
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
+    status, _, err = _run(capsys, "plans", "reserve", offering, "--max-usd", "1500", "--aws-conn-id", conn)
+    assert status == 2 and "Buy training plan" in err and _bought(server) == 0
+    monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+    status, _, err = _run(capsys, "plans", "reserve", offering, "--max-usd", "1500", "--aws-conn-id", conn)
+    assert status == 0 and _bought(server) == 1
+
+
+def test_reserve_refuses_an_offering_never_shown_here_or_gone_since(emulated, capsys):
+    server, conn = emulated
+    status, _, err = _run(capsys, "plans", "reserve", "tpo-made-up", "--max-usd", "9", "--yes", "--aws-conn-id", conn)
+    assert status == 2 and "was not shown on this host" in err
+    offering = _shown(capsys, conn)[0]["offering_id"]
+    # Another team buys the whole supply for that window meanwhile.
+    boto_client(server.endpoint_url).create_training_plan(TrainingPlanName="theirs", TrainingPlanOfferingId=offering)
+    status, _, err = _run(capsys, "plans", "reserve", offering, "--max-usd", "1500", "--yes", "--aws-conn-id", conn)
+    assert status == 2 and f"SageMaker no longer offers {offering}" in err
+    assert _bought(server) == 1  # theirs only
+
+
+def test_a_refused_listing_is_one_line_naming_the_code(emulated, capsys):
+    server, conn = emulated
+    server.emulator.faults = parse_faults({"deny": ["ListTrainingPlans"]})
+    status, _, err = _run(capsys, "plans", "list", "--aws-conn-id", conn)
+    assert status == 2
+    (said,) = [line for line in err.splitlines() if line.startswith("airflow-sm-prefs:")]
+    assert said.startswith("airflow-sm-prefs: error: listing training plans failed: AccessDeniedException")
+    assert said.endswith("sagemaker:ListTrainingPlans action (check the connection's role)")
