@@ -92,6 +92,20 @@ class Offering:
             currency=offered.get("CurrencyCode"),
         )
 
+    @classmethod
+    def from_dict(cls, kept: Mapping[str, Any]) -> Offering:
+        """The inverse of ``as_dict``: an offering kept between runs."""
+        return cls(
+            offering_id=str(kept["offering_id"]),
+            instance_type=str(kept["instance_type"]),
+            count=int(kept["instance_count"]),
+            start=_utc(kept.get("start")),
+            end=_utc(kept.get("end")),
+            duration_hours=float(kept["duration_hours"]),
+            upfront_fee=_amount(kept.get("upfront_fee")),
+            currency=kept.get("currency"),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "offering_id": self.offering_id,

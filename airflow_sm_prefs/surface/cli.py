@@ -404,7 +404,7 @@ def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> ar
     show.set_defaults(handler=_show_prices)
     from airflow_sm_prefs.surface import plans_commands
 
-    plans_commands.add_commands(commands, _saying)
+    plans_commands.add_commands(commands, _saying, _read_ledger)
     for extension in _extensions() if extensions is None else extensions:
         extension.load()(commands)
     return parser

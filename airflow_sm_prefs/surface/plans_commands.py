@@ -10,6 +10,7 @@ a terminal). Nothing in a DAG or an operator ever calls ``CreateTrainingPlan``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import re
@@ -33,9 +34,11 @@ Say = Callable[[str], None]
 Handler = Callable[[argparse.Namespace, Say], int]
 
 
-def add_commands(commands: Any, wrap: Callable[[Handler], Callable[[argparse.Namespace], int]]) -> None:
+def add_commands(
+    commands: Any, wrap: Callable[[Handler], Callable[[argparse.Namespace], int]], read_ledger: Callable[[], Any]
+) -> None:
     """The ``plans`` command and its actions, added to the CLI's subparsers; ``wrap`` gives each handler the
-    CLI's way of saying a result and of failing in one line."""
+    CLI's way of saying a result and of failing in one line, ``read_ledger`` its reading of the ledger."""
     plans = commands.add_parser("plans", help="Flexible Training Plans: the account's, offerings, advice, reserve")
     actions = plans.add_subparsers(dest="plans_command", required=True)
     listing = actions.add_parser("list", help="the account's plans: status, instances in use, window, fee")
@@ -51,6 +54,16 @@ def add_commands(commands: Any, wrap: Callable[[Handler], Callable[[argparse.Nam
     offerings.add_argument("--within", type=_days, default=14, help="days from --after to the latest end (14)")
     offerings.add_argument("--format", choices=("table", "json"), default="table")
     offerings.set_defaults(handler=wrap(_offerings))
+    advise = actions.add_parser("advise", help="when a plan would pay: the ledger's evidence against offerings")
+    _connection(advise)
+    advise.add_argument("--dag-id", default=None)
+    advise.add_argument("--task-id", default=None, help="with --dag-id: only the group holding this task")
+    advise.add_argument("--horizon-days", type=_days, default=7, help="the plan's length to weigh (default 7)")
+    advise.add_argument(
+        "--value-per-hour", type=_amount_or_zero, default=0.0, help="USD an hour of delay costs (default 0)"
+    )
+    advise.add_argument("--format", choices=("table", "json"), default="table")
+    advise.set_defaults(handler=wrap(lambda args, say: _advise(args, say, read_ledger)))
     reserve = actions.add_parser("reserve", help="buy an offering shown by `plans offerings` or `plans advise`")
     _connection(reserve)
     reserve.add_argument("offering_id")
@@ -95,8 +108,12 @@ def _amount(text: str) -> float:
     return value
 
 
-def _client(args: argparse.Namespace) -> Any:
-    return training_plans.client({"aws_conn_id": args.aws_conn_id, "region_name": args.region})
+def _amount_or_zero(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "0.0") else _amount(text)
+
+
+def _client(args: argparse.Namespace, region: str | None = None) -> Any:
+    return training_plans.client({"aws_conn_id": args.aws_conn_id, "region_name": region or args.region})
 
 
 def _failed(action: str, error: BaseException, buying: bool = False) -> PlanCommandError:
@@ -245,6 +262,113 @@ def _when(kept: dict[str, Any]) -> dt.datetime:
         return dt.datetime.min.replace(tzinfo=dt.UTC)
 
 
+# -- advise ----------------------------------------------------------------------------------------------------
+
+SEARCH_KEPT_FOR = dt.timedelta(hours=1)  # one search per group and window an hour, however often advise runs
+MAX_SEARCHES = 10  # per run: the rest of the groups are advised without offerings, and told so
+SEARCH_SPACING_SECONDS = 0.5  # between two searches of one run: SearchTrainingPlanOfferings is rate-limited
+
+
+def _advise(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) -> int:
+    from airflow_sm_prefs.evidence import plan_advice
+
+    tasks = None
+    if args.dag_id is not None:
+        tasks = {f"{args.dag_id}.{args.task_id}"} if args.task_id else None
+    reading = read_ledger()
+    entries = [
+        entry
+        for entry in reading.entries
+        if (args.dag_id is None or entry["dag_id"] == args.dag_id)
+        and (args.region is None or entry["region"] == args.region)
+    ]
+    searches = _Searches(args)
+    advice = plan_advice.advise(
+        entries, searches.offerings, horizon_days=args.horizon_days, value_per_hour=args.value_per_hour, tasks=tasks
+    )
+    say(plan_advice.render(advice, args.format))
+    if searches.skipped:
+        print(
+            f"airflow-sm-prefs: warning: {searches.skipped} group(s) advised without offerings: at most "
+            f"{MAX_SEARCHES} searches a run (narrow it with --dag-id)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+class _Searches:
+    """``SearchTrainingPlanOfferings`` for ``plans advise``: one per group and window, kept an hour on this host
+    with the offerings shown (so ``plans reserve`` may buy one), at most ``MAX_SEARCHES`` a run."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.made = 0
+        self.skipped = 0
+
+    def offerings(self, region: str | None, configuration: tuple[str, int], _: Any) -> list[training_plans.Offering]:
+        import time
+
+        now = dt.datetime.now(dt.UTC)
+        start = (now + dt.timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
+        query = {
+            "instance_type": configuration[0],
+            "count": configuration[1],
+            "hours": self.args.horizon_days * 24,
+            "after": start.isoformat(),
+            "before": (start + dt.timedelta(days=self.args.horizon_days + 7)).isoformat(),
+            "region": region,
+        }
+        kept = _kept_search(query, now)
+        if kept is not None:
+            return kept
+        if self.made >= MAX_SEARCHES:
+            self.skipped += 1
+            return []
+        if self.made:
+            time.sleep(SEARCH_SPACING_SECONDS)
+        self.made += 1
+        try:
+            offerings = search_and_remember(_client(self.args, region), query)
+        except Exception as error:
+            raise _failed(f"searching offerings of {configuration[1]} x {configuration[0]}", error) from None
+        _keep_search(query, offerings, now)
+        return offerings
+
+
+def _searches_file() -> Path:
+    return _shown_file().with_name("training-plan-searches.json")
+
+
+def _query_key(query: dict[str, Any]) -> str:
+    # The window moves with the clock: a search an hour old stands for the same question.
+    return json.dumps({key: value for key, value in query.items() if key not in ("after", "before")}, sort_keys=True)
+
+
+def _kept_search(query: dict[str, Any], now: dt.datetime) -> list[training_plans.Offering] | None:
+    try:
+        kept = json.loads(_searches_file().read_bytes()).get(_query_key(query))
+        if now - dt.datetime.fromisoformat(kept["at"]) < SEARCH_KEPT_FOR:
+            return [training_plans.Offering.from_dict(offered) for offered in kept["offerings"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return None
+
+
+def _keep_search(query: dict[str, Any], offerings: list[training_plans.Offering], now: dt.datetime) -> None:
+    from airflow_sm_prefs.storage import object_storage
+
+    try:
+        kept = json.loads(_searches_file().read_bytes())
+        kept = {
+            key: value for key, value in kept.items() if now - dt.datetime.fromisoformat(value["at"]) < SEARCH_KEPT_FOR
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        kept = {}
+    kept[_query_key(query)] = {"at": now.isoformat(), "offerings": [offering.as_dict() for offering in offerings]}
+    with contextlib.suppress(OSError):  # not kept: the next run searches again
+        object_storage.replace_whole(_searches_file(), json.dumps(kept), prefix=".searches-")
+
+
 # -- reserve -------------------------------------------------------------------------------------------------
 
 
@@ -262,7 +386,7 @@ def _reserve(args: argparse.Namespace, say: Say) -> int:
             f"offering {args.offering_id[:80]!r} was not shown on this host in the last {SHOWN_FOR.seconds // 3600}h; "
             "find it with `airflow-sm-prefs plans offerings` or `plans advise` first (nothing was bought)"
         )
-    sagemaker = _client(args)
+    sagemaker = _client(args, shown["query"].get("region"))  # where the offering was shown
     try:
         fresh = {offering.offering_id: offering for offering in search_and_remember(sagemaker, shown["query"])}
     except Exception as error:

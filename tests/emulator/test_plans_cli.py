@@ -139,3 +139,53 @@ def test_a_refused_listing_is_one_line_naming_the_code(emulated, capsys):
     (said,) = [line for line in err.splitlines() if line.startswith("airflow-sm-prefs:")]
     assert said.startswith("airflow-sm-prefs: error: listing training plans failed: AccessDeniedException")
     assert said.endswith("sagemaker:ListTrainingPlans action (check the connection's role)")
+
+
+def test_advise_weighs_the_ledger_against_an_offering_that_reserve_then_buys(emulated, capsys, monkeypatch, tmp_path):
+    """The demo's story in one test: eight of ten nights sold out, an offering whose fee repays it, bought."""
+    from airflow_sm_prefs.evidence import ledger
+    from tests.unit.test_plan_advice import _ledger
+
+    server, conn = emulated
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path / 'ledger'}")
+    for night in _ledger(10, 8):
+        ledger.write(
+            {  # type: ignore[typeddict-item]
+                **night,
+                "format": 1,
+                "run_id": night["job_name"],
+                "map_index": -1,
+                "selected_instance_count": night["selected_instance_count"],
+                "plan_backed": False,
+                "billable_instance_seconds": None,
+                "cost_basis": "on-demand",
+                "workload": None,
+                "certified_run_seconds": None,
+                "failure_reason": None,
+                "started_at": None,
+                "ended_at": None,
+                "recorded_at": night["created_at"],
+                "source": "task",
+            }
+        )
+    status, out, err = _run(capsys, "plans", "advise", "--aws-conn-id", conn, "--format", "json")
+    assert status == 0, err
+    (group,) = json.loads(out)
+    # 1 x p5 for 7 days at $30 an instance-hour: $5,040, $720 a job against $100 on demand: it does not pay.
+    assert (group["first_choice"], group["verdict"]) == ("1 x ml.p5.48xlarge", "do not reserve")
+    assert group["offering"]["upfront_fee"] == 5040.0 and group["break_even_share"] > 1
+    searched = server.engine.calls["SearchTrainingPlanOfferings"]
+    _run(capsys, "plans", "advise", "--aws-conn-id", conn)
+    assert server.engine.calls["SearchTrainingPlanOfferings"] == searched  # kept for the hour
+    status, out, err = _run(
+        capsys,
+        "plans",
+        "reserve",
+        group["offering"]["offering_id"],
+        "--max-usd",
+        "6000",
+        "--yes",
+        "--aws-conn-id",
+        conn,
+    )
+    assert status == 0 and out.startswith("Bought training plan p5-48xlarge-x1-"), err

@@ -1,0 +1,123 @@
+"""``plans advise`` on synthetic ledgers whose right answer is known: a plan that pays, one that does not, one
+the evidence cannot settle, too little evidence, and a fallback as cheap as the first choice."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from airflow_sm_prefs.evidence import plan_advice
+from airflow_sm_prefs.sagemaker.training_plans import Offering
+
+P5, P4D = "ml.p5.48xlarge", "ml.p4d.24xlarge"
+START = dt.datetime(2026, 11, 1, 21, 0, tzinfo=dt.UTC)
+
+
+def _night(index: int, sold_out: bool, first_cost: float = 100.0, fallback_cost: float = 160.0) -> dict:
+    """One nightly job: on room nights 1 x p5 at once for an hour; on sold-out nights 2 x p4d for two hours."""
+    return {
+        "dag_id": "nightly",
+        "task_id": "train",
+        "job_name": f"train-{index}",
+        "job_arn": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/train-{index}",
+        "job_kind": "training",
+        "region": "us-east-1",
+        "outcome": "completed",
+        "preferences": [{"InstanceType": P5, "InstanceCount": 1}, {"InstanceType": P4D, "InstanceCount": 2}],
+        "selected_instance_type": P4D if sold_out else P5,
+        "selected_instance_count": 2 if sold_out else 1,
+        "selected_rank": 1 if sold_out else 0,
+        "pending_seconds": 300.0 if sold_out else 60.0,
+        "run_seconds": 7200.0 if sold_out else 3600.0,
+        "estimated_cost_usd": fallback_cost if sold_out else first_cost,
+        "created_at": (START + dt.timedelta(days=index)).isoformat(),
+    }
+
+
+def _ledger(nights: int, sold_out: int, **costs: float) -> list[dict]:
+    return [_night(index, index < sold_out, **costs) for index in range(nights)]
+
+
+def _offering(fee: float | None, days: int = 7) -> Offering:
+    start = START + dt.timedelta(days=30)
+    return Offering("tpo-week", P5, 1, start, start + dt.timedelta(days=days), days * 24.0, fee, "USD")
+
+
+def _advice(entries: list[dict], offering: Offering | None, value_per_hour: float = 0.0) -> dict:
+    (group,) = plan_advice.advise(entries, lambda *_: [offering] if offering else [], value_per_hour=value_per_hour)
+    return group
+
+
+def test_a_plan_that_pays():
+    # 7 jobs in the window, fee $910: $130 a job. A room night costs $100, a sold-out one $160: p* = 30 / 60 = 0.5.
+    # 8 of 10 nights sold out: the 90 % interval (0.54, 0.93) lies above it.
+    group = _advice(_ledger(10, 8), _offering(910.0))
+    assert (group["jobs_in_window"], group["break_even_share"], group["verdict"]) == (7, 0.5, "reserve")
+    assert group["sold_out_share_90"] == [0.541, 0.931]
+    assert group["in_words"].startswith(f"a plan pays if {P5} stays sold out on more than 5 of 10 nights;")
+    keep, wait, reserve = group["options"]
+    assert keep["expected_cost_usd"] == 7 * (0.2 * 100 + 0.8 * 160)
+    assert wait["expected_cost_usd"] == 700.0 and reserve["expected_cost_usd"] == 910.0
+    assert reserve["time_to_result_p50_seconds"] == 3600.0  # the first choice's run, no wait
+    assert keep["time_to_result_p50_seconds"] == 7500.0 and keep["time_to_result_p90_seconds"] == 7500.0
+
+
+def test_a_plan_that_does_not_pay():
+    group = _advice(_ledger(10, 1), _offering(910.0))
+    assert group["verdict"] == "do not reserve" and group["sold_out_share_90"][1] < 0.5
+
+
+def test_evidence_that_cannot_settle_it():
+    group = _advice(_ledger(10, 5), _offering(910.0))
+    assert group["verdict"] == "cannot tell"
+    assert group["in_words"].endswith("(90 % interval 27% to 73%), which does not settle it yet")
+
+
+def test_too_little_evidence_says_so():
+    group = _advice(_ledger(4, 4), _offering(910.0))
+    assert group["verdict"] == "too little evidence"
+    assert group["in_words"] == "4 job(s) of evidence; at least 5 are needed to say"
+
+
+def test_a_fee_no_share_of_sold_out_nights_can_repay():
+    group = _advice(_ledger(10, 9), _offering(7 * 170.0))  # $170 a job, more than even a sold-out night
+    assert group["verdict"] == "do not reserve" and group["break_even_share"] == pytest.approx(70 / 60, abs=1e-3)
+    assert "would not pay even if ml.p5.48xlarge were sold out every night" in group["in_words"]
+
+
+def test_a_fallback_as_cheap_as_the_first_choice_pays_only_for_time():
+    entries = _ledger(10, 8, fallback_cost=100.0)
+    group = _advice(entries, _offering(910.0))
+    assert group["verdict"] == "do not reserve" and group["break_even_share"] is None
+    assert "--value-per-hour" in group["in_words"]
+    # At $100 an hour of delay, a sold-out night costs $100 + 100 x (7500 - 3600) / 3600 = $208.33: p* = 0.277.
+    priced = _advice(entries, _offering(910.0), value_per_hour=100.0)
+    assert priced["break_even_share"] == pytest.approx(30 / (100 * 3900 / 3600), abs=1e-3)
+    assert priced["verdict"] == "reserve"
+
+
+def test_unknown_costs_and_no_offering_are_said():
+    assert _advice(_ledger(10, 8), _offering(None))["verdict"] == "unknown cost"
+    # Sold out every night: the first choice never ran for this task, so its cost is not known.
+    assert _advice(_ledger(10, 10), _offering(910.0))["verdict"] == "unknown cost"
+    group = _advice(_ledger(10, 8), None)
+    assert (group["verdict"], len(group["options"])) == ("no offering", 2)
+
+
+def test_the_demand_is_counted_by_hour_of_week_and_jobs_per_day():
+    found = plan_advice.demand(_ledger(14, 0), plan_advice.Timeline(_ledger(14, 0)))
+    assert found.jobs_per_day == 1.0
+    # Every night at 21:00 UTC, one p5 for an hour: two jobs on each weekday's 21st hour in two weeks.
+    assert found.instance_hours_by_hour_of_week == {day * 24 + 21: 2.0 for day in range(7)}
+
+
+def test_a_job_that_waited_long_for_its_first_choice_was_sold_out():
+    assert plan_advice.was_sold_out({"selected_rank": 0, "pending_seconds": plan_advice.SOLD_OUT_WAIT + 1})
+    assert not plan_advice.was_sold_out({"selected_rank": 0, "pending_seconds": plan_advice.SOLD_OUT_WAIT})
+    assert plan_advice.was_sold_out({"selected_rank": None, "pending_seconds": 0.0})
+
+
+def test_processing_jobs_are_not_advised():
+    entries = [{**entry, "job_kind": "processing"} for entry in _ledger(10, 8)]
+    assert plan_advice.advise(entries, lambda *_: []) == []
