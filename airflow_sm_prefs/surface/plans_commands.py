@@ -64,6 +64,10 @@ def add_commands(
     )
     advise.add_argument("--format", choices=("table", "json"), default="table")
     advise.set_defaults(handler=wrap(lambda args, say: _advise(args, say, read_ledger)))
+    used = actions.add_parser("used", help="what each plan bought: instance-hours held and used, jobs served")
+    _connection(used)
+    used.add_argument("--format", choices=("table", "json"), default="table")
+    used.set_defaults(handler=wrap(lambda args, say: _used(args, say, read_ledger)))
     reserve = actions.add_parser("reserve", help="buy an offering shown by `plans offerings` or `plans advise`")
     _connection(reserve)
     reserve.add_argument("offering_id")
@@ -146,6 +150,18 @@ def _list(args: argparse.Namespace, say: Say) -> int:
             f"in use {plan.in_use}, free {plan.available}  {row['start'] or '?'} -> {row['end'] or '?'}  "
             f"fee {_fee(plan.upfront_fee, plan.currency)}"
         )
+    return 0
+
+
+def _used(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) -> int:
+    from airflow_sm_prefs.evidence import plan_usage
+
+    try:
+        plans = training_plans.account_plans(_client(args))
+    except Exception as error:
+        raise _failed("listing training plans", error) from None
+    rows = plan_usage.usage(read_ledger().entries, plans, dt.datetime.now(dt.UTC))
+    say(plan_usage.render(rows, args.format))
     return 0
 
 

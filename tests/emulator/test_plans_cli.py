@@ -80,6 +80,8 @@ def test_reserve_buys_within_the_cap_when_told_yes_and_list_shows_it(emulated, c
     status, out, _ = _run(capsys, "plans", "list", "--aws-conn-id", conn, "--format", "json")
     (plan,) = json.loads(out)
     assert (plan["name"], plan["status"], plan["instance_count"], plan["upfront_fee"]) == (name, "Pending", 2, 1440.0)
+    status, out, _ = _run(capsys, "plans", "used", "--aws-conn-id", conn)
+    assert (status, out.strip()) == (0, f"{name} is Pending: it has held no instance-hours yet")
 
 
 @pytest.mark.parametrize(

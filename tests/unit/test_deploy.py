@@ -41,6 +41,44 @@ def test_the_iam_policy_grants_every_call_the_provider_makes():
     assert {"logs:FilterLogEvents", "logs:DescribeLogStreams", "logs:GetLogEvents", "pricing:GetProducts"} <= allowed
 
 
+def _sagemaker_calls() -> dict[str, set[str]]:
+    """Every SageMaker operation the package calls by its client method's name (``client.list_training_plans(``),
+    by the file that calls it: found in the source, so a new call without its IAM action fails here."""
+    import re
+
+    import botocore.session
+
+    methods = (
+        botocore.session.get_session()
+        .create_client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+        .meta.method_to_api_mapping
+    )
+    package = ROOT / "airflow_sm_prefs"
+    sources = {path: path.read_text() for path in package.rglob("*.py")}
+    # The package's own functions of the same names (its hook's ``create_job``, ``training_plans.search``).
+    own = {name for text in sources.values() for name in re.findall(r"def ([a-z_]+)\(", text)}
+    found: dict[str, set[str]] = {}
+    for path, text in sources.items():
+        for name in re.findall(r"\.([a-z_]+)\(", text):
+            if name in methods and name not in own:
+                found.setdefault(methods[name], set()).add(path.name)
+    return found
+
+
+def test_the_policies_grant_every_sagemaker_call_in_the_source_and_only_a_person_buys_a_plan():
+    calls = _sagemaker_calls()
+    assert {"ListTrainingPlans", "DescribeTrainingPlan", "SearchTrainingPlanOfferings", "CreateTrainingPlan"} <= set(
+        calls
+    )
+    allowed = {action for statement in POLICY["Statement"] for action in _list(statement["Action"])}
+    buyer = json.loads((ROOT / "deploy" / "iam-policy-plan-buyer.json").read_text())
+    by_hand = {action for statement in buyer["Statement"] for action in _list(statement["Action"])}
+    assert calls["CreateTrainingPlan"] == {"plans_commands.py"}
+    assert {f"sagemaker:{operation}" for operation in calls if operation != "CreateTrainingPlan"} <= allowed
+    assert "sagemaker:CreateTrainingPlan" not in allowed  # the tasks' role never buys
+    assert "sagemaker:CreateTrainingPlan" in by_hand and "sagemaker:SearchTrainingPlanOfferings" in by_hand
+
+
 def _list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else value
 
