@@ -43,6 +43,10 @@ Z_90 = 1.6449  # the normal quantile of a two-sided 90 % interval
 DAY = 86400.0
 
 
+class NoOfferings(Exception):
+    """Why a group was advised without offerings (a type no plan reserves, a search that failed): said as is."""
+
+
 @dataclass(frozen=True)
 class Demand:
     """What a group of tasks sharing a first choice asked of it, and how the first choice answered."""
@@ -176,7 +180,13 @@ def _quantiles(points: Sequence[tuple[float, bool]]) -> tuple[float | None, floa
     return curve.quantile(0.5), curve.quantile(0.9)
 
 
-def options(found: Demand, offering: Offering | None, horizon_days: float, value_per_hour: float) -> dict[str, Any]:
+def options(
+    found: Demand,
+    offering: Offering | None,
+    horizon_days: float,
+    value_per_hour: float,
+    no_offering: str = "SageMaker offered no plan for this window",
+) -> dict[str, Any]:
     """Keep falling back, keep waiting, reserve ``offering``: time to result and expected cost over its window
     (``horizon_days`` without an offering), the break-even share and the verdict, each said in words."""
     days = offering.duration_hours / 24.0 if offering is not None else horizon_days
@@ -222,7 +232,7 @@ def options(found: Demand, offering: Offering | None, horizon_days: float, value
         "options": rows,
     }
     if offering is None:
-        result["verdict"], result["in_words"] = "no offering", "SageMaker offered no plan for this window"
+        result["verdict"], result["in_words"] = "no offering", no_offering
         return result
     fee = offering.upfront_fee
     plan_quantiles = _quantiles([(seconds, True) for seconds in found.first_run_seconds])
@@ -295,11 +305,15 @@ def advise(
         if tasks is not None and not tasks & {counterfactual.task_of(entry) for entry in group}:
             continue
         found = demand(group, timeline)
-        offered = sorted(
-            offerings_of(found.region, found.first_choice, found),
-            key=lambda offering: (offering.upfront_fee is None, offering.upfront_fee or 0.0, offering.offering_id),
-        )
-        result = options(found, offered[0] if offered else None, horizon_days, value_per_hour)
+        why = "SageMaker offered no plan for this window"
+        try:
+            offered = sorted(
+                offerings_of(found.region, found.first_choice, found),
+                key=lambda offering: (offering.upfront_fee is None, offering.upfront_fee or 0.0, offering.offering_id),
+            )
+        except NoOfferings as reason:
+            offered, why = [], str(reason)
+        result = options(found, offered[0] if offered else None, horizon_days, value_per_hour, why)
         result["other_offerings"] = [offering.as_dict() for offering in offered[1:]]
         advice.append(result)
     return advice

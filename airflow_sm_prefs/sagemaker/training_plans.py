@@ -57,6 +57,38 @@ class PlanState:
             currency=described.get("CurrencyCode"),
         )
 
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arn": self.arn,
+            "status": self.status,
+            "instance_type": self.instance_type,
+            "instance_count": self.total,
+            "in_use": self.in_use,
+            "available": self.available,
+            "start": self.start.isoformat() if self.start else None,
+            "end": self.end.isoformat() if self.end else None,
+            "upfront_fee": self.upfront_fee,
+            "currency": self.currency,
+        }
+
+    @classmethod
+    def from_dict(cls, kept: Mapping[str, Any]) -> PlanState:
+        """The inverse of ``as_dict``: a plan as it was listed, kept in the shared store."""
+        return cls(
+            arn=str(kept["arn"]),
+            name=str(kept["name"]),
+            status=str(kept["status"]),
+            instance_type=None if kept.get("instance_type") is None else str(kept["instance_type"]),
+            total=int(kept["instance_count"]),
+            available=int(kept.get("available") or 0),
+            in_use=int(kept.get("in_use") or 0),
+            start=_utc(kept.get("start")),
+            end=_utc(kept.get("end")),
+            upfront_fee=_amount(kept.get("upfront_fee")),
+            currency=kept.get("currency"),
+        )
+
     def instance_hours(self) -> float | None:
         """What the plan reserves, in instance-hours; None when its window is not known."""
         if self.start is None or self.end is None:
@@ -127,17 +159,39 @@ def client(hook_kwargs: Mapping[str, Any]) -> Any:
     return SageMakerPreferenceHook(**{**hook_kwargs, "config": config}).conn
 
 
+def reservable_types() -> frozenset[str] | None:
+    """The instance types a plan can reserve, as the installed botocore's model lists them (a search for any
+    other is refused); None when the model does not say."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    try:
+        return frozenset(model.shape_for("ReservedCapacityInstanceType").enum)
+    except Exception:  # an older botocore without training plans: let SageMaker say
+        return None
+
+
 def account_plans(sagemaker: Any) -> list[PlanState]:
     """Every plan of the account in the client's Region."""
+    return listed_plans(sagemaker)[0]
+
+
+def listed_plans(sagemaker: Any) -> tuple[list[PlanState], dt.datetime]:
+    """Every plan of the account in the client's Region, and the service's clock when it listed them (its Date
+    header; this host's clock without one): how long a plan has held its instances is counted to then."""
+    from airflow_sm_prefs.sagemaker.hooks import service_time
+
     plans: list[PlanState] = []
     token = None
+    answered_at = None
     for _ in range(MAX_PAGES):
         page = sagemaker.list_training_plans(MaxResults=100, **({"NextToken": token} if token else {}))
+        answered_at = answered_at or service_time(page)
         plans.extend(PlanState.of(summary) for summary in page.get("TrainingPlanSummaries", []))
         token = page.get("NextToken")
         if not token:
             break
-    return plans
+    return plans, dt.datetime.fromtimestamp(answered_at, dt.UTC) if answered_at else dt.datetime.now(dt.UTC)
 
 
 def plan_named(sagemaker: Any, name_or_arn: str) -> PlanState | None:

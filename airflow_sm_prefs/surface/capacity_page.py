@@ -92,7 +92,8 @@ def create_app() -> FastAPI:
                 bad = reading.bad
                 skipped = f"<p>{bad} ledger entries could not be read and were skipped.</p>" if bad else ""
                 weather_link = (
-                    "<p><a href='capacity/weather'>Capacity weather</a>: how often each configuration had room.</p>"
+                    "<p><a href='capacity/weather'>Capacity weather</a>: how often each configuration had room. "
+                    "<a href='capacity/plans'>Training plans</a>: would one pay, and what each bought.</p>"
                 )
                 return skipped + weather_link + _capacity_body(rows, reading.entries)
 
@@ -116,6 +117,17 @@ def create_app() -> FastAPI:
             return _VIEWS.view(reading, ("weather", dags, since), body)
 
         return _answered("SageMaker capacity weather", _VIEWS.latest(("weather", dags, days), page))
+
+    @app.get("/capacity/plans", response_class=HTMLResponse)
+    def capacity_plans(user: Any = user_dependency) -> str:
+        from airflow_sm_prefs.surface import plans_page
+
+        dags = frozenset(readable_dags(user))
+
+        def page() -> str:  # the snapshots change apart from the ledger: computed afresh, never a kept view
+            return plans_page.body(_VIEWS.reading(dags).entries, dags)
+
+        return _answered("SageMaker training plans", _VIEWS.latest(("plans", dags), page))
 
     @app.get("/capacity/report")
     def capacity_report(

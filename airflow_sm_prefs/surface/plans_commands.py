@@ -133,18 +133,39 @@ def _failed(action: str, error: BaseException, buying: bool = False) -> PlanComm
 # -- list ----------------------------------------------------------------------------------------------------
 
 
-def _list(args: argparse.Namespace, say: Say) -> int:
+def _account_plans(args: argparse.Namespace) -> tuple[list[training_plans.PlanState], dt.datetime]:
+    """The account's plans and the service's clock when it listed them, kept in the shared store for the
+    Capacity page as well."""
+    from airflow_sm_prefs.evidence import plan_snapshots
+
+    sagemaker = _client(args)
     try:
-        plans = training_plans.account_plans(_client(args))
+        plans, listed_at = training_plans.listed_plans(sagemaker)
     except Exception as error:
         raise _failed("listing training plans", error) from None
+    _kept_for_the_page(lambda: plan_snapshots.save_plans(plans, sagemaker.meta.region_name, listed_at))
+    return plans, listed_at
+
+
+def _kept_for_the_page(save: Callable[[], None]) -> None:
+    try:
+        save()
+    except Exception as error:  # the store's failure costs the page its freshness, never the command
+        print(
+            f"airflow-sm-prefs: warning: not kept for the Capacity page: {type(error).__name__}: {str(error)[:200]}",
+            file=sys.stderr,
+        )
+
+
+def _list(args: argparse.Namespace, say: Say) -> int:
+    plans, _ = _account_plans(args)
     if args.format == "json":
-        say(json.dumps([_plan_row(plan) for plan in plans], indent=2))
+        say(json.dumps([plan.as_dict() for plan in plans], indent=2))
         return 0
     if not plans:
         say("No training plans in this account and Region.")
     for plan in sorted(plans, key=lambda plan: (plan.start or dt.datetime.max.replace(tzinfo=dt.UTC), plan.name)):
-        row = _plan_row(plan)
+        row = plan.as_dict()
         say(
             f"{plan.name:<28} {plan.status:<9} {plan.total} x {plan.instance_type or '?':<20} "
             f"in use {plan.in_use}, free {plan.available}  {row['start'] or '?'} -> {row['end'] or '?'}  "
@@ -156,29 +177,10 @@ def _list(args: argparse.Namespace, say: Say) -> int:
 def _used(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) -> int:
     from airflow_sm_prefs.evidence import plan_usage
 
-    try:
-        plans = training_plans.account_plans(_client(args))
-    except Exception as error:
-        raise _failed("listing training plans", error) from None
-    rows = plan_usage.usage(read_ledger().entries, plans, dt.datetime.now(dt.UTC))
+    plans, listed_at = _account_plans(args)
+    rows = plan_usage.usage(read_ledger().entries, plans, listed_at)
     say(plan_usage.render(rows, args.format))
     return 0
-
-
-def _plan_row(plan: training_plans.PlanState) -> dict[str, Any]:
-    return {
-        "name": plan.name,
-        "arn": plan.arn,
-        "status": plan.status,
-        "instance_type": plan.instance_type,
-        "instance_count": plan.total,
-        "in_use": plan.in_use,
-        "available": plan.available,
-        "start": plan.start.isoformat() if plan.start else None,
-        "end": plan.end.isoformat() if plan.end else None,
-        "upfront_fee": plan.upfront_fee,
-        "currency": plan.currency,
-    }
 
 
 def _fee(amount: float | None, currency: str | None) -> str:
@@ -303,6 +305,10 @@ def _advise(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) 
         entries, searches.offerings, horizon_days=args.horizon_days, value_per_hour=args.value_per_hour, tasks=tasks
     )
     say(plan_advice.render(advice, args.format))
+    if args.dag_id is None:  # the whole picture, for the Capacity page
+        from airflow_sm_prefs.evidence import plan_snapshots
+
+        _kept_for_the_page(lambda: plan_snapshots.save_advice(advice, dt.datetime.now(dt.UTC)))
     if searches.skipped:
         print(
             f"airflow-sm-prefs: warning: {searches.skipped} group(s) advised without offerings: at most "
@@ -323,6 +329,12 @@ class _Searches:
 
     def offerings(self, region: str | None, configuration: tuple[str, int], _: Any) -> list[training_plans.Offering]:
         import time
+
+        from airflow_sm_prefs.evidence.plan_advice import NoOfferings
+
+        reservable = training_plans.reservable_types()
+        if reservable is not None and configuration[0] not in reservable:
+            raise NoOfferings(f"SageMaker reserves training plans of {', '.join(sorted(reservable))} only")
 
         now = dt.datetime.now(dt.UTC)
         start = (now + dt.timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
@@ -345,8 +357,8 @@ class _Searches:
         self.made += 1
         try:
             offerings = search_and_remember(_client(self.args, region), query)
-        except Exception as error:
-            raise _failed(f"searching offerings of {configuration[1]} x {configuration[0]}", error) from None
+        except Exception as error:  # this group is advised without offerings; the others still are
+            raise NoOfferings(str(_failed("the search for offerings", error))) from None
         _keep_search(query, offerings, now)
         return offerings
 

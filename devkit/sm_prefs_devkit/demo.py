@@ -191,6 +191,27 @@ def capacity_report(stack: LocalStack) -> str:
     return report.render(report.summarize(ledger.read(stack.ledger_root).entries), "table")
 
 
+def plans_chapter(stack: LocalStack) -> str:
+    """What `airflow-sm-prefs plans advise` and `plans used` print for this stack (SageMaker's offerings and
+    plans from the emulator); both keep what they found for the Capacity page's training plans view."""
+    import subprocess
+
+    said = []
+    for command in (["plans", "advise"], ["plans", "used"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "airflow_sm_prefs.surface.cli", *command],
+            env=stack.airflow_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise StackError(f"`airflow-sm-prefs {' '.join(command)}` failed: {done.stderr.strip()[-500:]}")
+        said.append(f"$ airflow-sm-prefs {' '.join(command)}\n{done.stdout.rstrip()}")
+    return "\n\n".join(said)
+
+
 def main(project_dir: Path, exit_when_done: bool) -> int:
     stack = LocalStack(project_dir=project_dir, workdir=project_dir / ".demo", scenario=WEATHER_SCENARIO)
     print(f"Starting the SageMaker emulator ({stack.scenario}) and Airflow on 127.0.0.1 ...", flush=True)
@@ -224,9 +245,11 @@ def main(project_dir: Path, exit_when_done: bool) -> int:
                 print(f"\nModel written by fine_tune: {model['model_artifact']} ({model['bytes']} bytes: {files})")
             print("\nThe capacity report (`airflow-sm-prefs report`):\n")
             print(capacity_report(stack))
+            print("\nWould a Flexible Training Plan pay? (docs/capacity-planning.md)\n")
+            print(plans_chapter(stack))
             print()
             print("Times are the emulator's virtual seconds (its scenarios run 60x faster than real time).")
-            print(f"Capacity page: {stack.api_url}/plugin/sm-prefs-capacity")
+            print(f"Capacity page: {stack.api_url}/plugin/sm-prefs-capacity (training plans: /sm-prefs/capacity/plans)")
             print(f"Log in as admin with the password generated for this run: {stack.admin_password()}")
             if exit_when_done:
                 return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sm_prefs_devkit.demo import WEATHER_SCENARIO, certify, night_record, refresh_prices, run_nights
+from sm_prefs_devkit.demo import WEATHER_SCENARIO, certify, night_record, plans_chapter, refresh_prices, run_nights
 from sm_prefs_devkit.local_stack import LocalStack
 from tests.helpers import listening_addresses
 
@@ -249,6 +249,7 @@ def test_every_capacity_route_refuses_an_unauthenticated_request(demo):
         "/sm-prefs/capacity",
         "/sm-prefs/capacity/report",
         "/sm-prefs/capacity/weather",
+        "/sm-prefs/capacity/plans",
         f"/sm-prefs/capacity/task-instance?dag_id={stack.dag_id}&run_id={urllib.parse.quote(run_id)}&task_id=fine_tune",
     ):
         with pytest.raises(urllib.error.HTTPError) as refused:
@@ -293,5 +294,29 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
             page.get_by_role("heading", name="Advice").wait_for(timeout=10_000)
             page.get_by_text("the first choice alone").wait_for(timeout=10_000)
             page.screenshot(path=str(screenshots / "capacity_task_instance.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+def test_plans_advise_and_used_then_the_training_plans_view(demo, screenshots):
+    """What `make demo` prints last: the plan advice for the first choice the nights fell back from (the
+    fine-tuning step and the other team share it), and the account's one plan, which no DAG names, idle; a user's
+    command keeps both in the shared store, where the Capacity page's training plans view shows them."""
+    from playwright.sync_api import sync_playwright
+
+    stack, _ = demo
+    said = plans_chapter(stack)
+    group = next(line for line in said.splitlines() if line.startswith("1 x ml.p5.48xlarge in us-east-1 ("))
+    assert "nightly_evaluation.fine_tune" in group and "team_b_pretraining." in group, said
+    assert "spare-p4d sat idle: none of the" in said, said
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = _signed_in_page(browser, stack, height=1100)
+            page.goto(f"{stack.api_url}/sm-prefs/capacity/plans")
+            page.get_by_role("heading", name="Would a plan pay?").wait_for(timeout=30_000)
+            page.get_by_text("1 x ml.p5.48xlarge in us-east-1").first.wait_for(timeout=10_000)
+            page.get_by_text("spare-p4d sat idle").first.wait_for(timeout=10_000)
+            page.screenshot(path=str(screenshots / "capacity_plans.png"), full_page=True)
         finally:
             browser.close()

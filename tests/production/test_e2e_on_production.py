@@ -53,6 +53,7 @@ test_every_capacity_route_refuses_an_unauthenticated_request = (
     e2e.test_every_capacity_route_refuses_an_unauthenticated_request
 )
 test_the_capacity_page_in_the_airflow_ui = e2e.test_the_capacity_page_in_the_airflow_ui
+test_plans_advise_and_used_then_the_training_plans_view = e2e.test_plans_advise_and_used_then_the_training_plans_view
 
 
 def test_the_demo_ran_on_postgres_and_celery(stack: LocalStack) -> None:

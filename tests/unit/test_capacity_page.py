@@ -14,6 +14,7 @@ ROUTES = (
     "/capacity/report",
     "/capacity/weather",
     "/capacity/task-instance?dag_id=nightly&run_id=scheduled__a&task_id=fine_tune",
+    "/capacity/plans",
 )
 
 
@@ -175,3 +176,61 @@ def test_a_ledger_whose_filesystem_is_missing_is_one_sentence_to_a_signed_in_use
 def test_a_missing_filesystem_tells_no_anonymous_caller_about_the_ledger(without_s3fs):
     response = TestClient(capacity_page.create_app()).get("/capacity")
     assert response.status_code == 401 and "ledger" not in response.text
+
+
+def test_the_plans_view_says_what_is_missing_then_shows_the_advice_and_what_plans_bought(
+    ledger_with_two_dags, signed_in, tmp_path, monkeypatch
+):
+    import datetime as dt
+
+    from airflow_sm_prefs.evidence import plan_snapshots
+    from airflow_sm_prefs.sagemaker.training_plans import PlanState
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE", str(tmp_path / "store"))
+    page = signed_in.get("/capacity/plans").text
+    assert "No advice yet: run <code>airflow-sm-prefs plans advise</code>" in page
+    assert "The account's plans have not been listed yet" in page
+    now = dt.datetime.now(dt.UTC)
+    group = {
+        "first_choice": "1 x ml.p5.48xlarge",
+        "region": "us-east-1",
+        "tasks": ["nightly.fine_tune", "finance_forecast.train", "nightly.<script>alert(1)</script>"],
+        "verdict": "reserve",
+        "in_words": "a plan pays if ml.p5.48xlarge stays sold out on more than 5 of 10 nights; ...",
+        "evidence_jobs": 10,
+        "jobs_per_day": 1.0,
+        "sold_out_jobs": 8,
+        "sold_out_share": 0.8,
+        "sold_out_share_90": [0.541, 0.931],
+        "window_days": 7.0,
+        "jobs_in_window": 7,
+        "options": [
+            {
+                "option": "reserve tpo-1",
+                "time_to_result_p50_seconds": 3600.0,
+                "time_to_result_p90_seconds": None,
+                "expected_cost_usd": 910.0,
+            },
+        ],
+    }
+    secret = {**group, "tasks": ["finance_forecast.train"], "first_choice": "8 x ml.trn1.32xlarge"}
+    plan_snapshots.save_advice([group, secret], now)
+    idle = PlanState(
+        "arn:aws:sagemaker:us-east-1:1:training-plan/spare",
+        "spare",
+        "Active",
+        "ml.p5.48xlarge",
+        2,
+        2,
+        0,
+        now - dt.timedelta(hours=10),
+        now + dt.timedelta(days=1),
+        500.0,
+        "USD",
+    )
+    plan_snapshots.save_plans([idle], "us-east-1", now)
+    page = signed_in.get("/capacity/plans").text
+    assert "1 x ml.p5.48xlarge in us-east-1: reserve" in page and "$910.00" in page and "1h00m00s" in page
+    assert "8 x ml.trn1.32xlarge" not in page and "finance_forecast" not in page, "only the readable DAGs' tasks"
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "spare sat idle: none of the 20 instance-hours it has held so far was used by a job" in page

@@ -121,3 +121,21 @@ def test_a_job_that_waited_long_for_its_first_choice_was_sold_out():
 def test_processing_jobs_are_not_advised():
     entries = [{**entry, "job_kind": "processing"} for entry in _ledger(10, 8)]
     assert plan_advice.advise(entries, lambda *_: []) == []
+
+
+def test_a_group_advised_without_offerings_says_why():
+    def refused(*_: object) -> list[Offering]:
+        raise plan_advice.NoOfferings("SageMaker reserves training plans of ml.p5.48xlarge only")
+
+    (group,) = plan_advice.advise(_ledger(10, 8), refused)
+    assert (group["verdict"], group["in_words"]) == (
+        "no offering",
+        "SageMaker reserves training plans of ml.p5.48xlarge only",
+    )
+
+
+def test_the_reservable_types_are_the_models():
+    from airflow_sm_prefs.sagemaker.training_plans import reservable_types
+
+    types = reservable_types()
+    assert types is not None and P5 in types and "ml.g5.48xlarge" not in types
