@@ -198,8 +198,8 @@ def options(
     if fallback is not None:
         sold_out_night = fallback + value_per_hour * (found.fallback_delay_seconds or 0.0) / 3600.0
     keep_list = None
-    if first is not None and sold_out_night is not None:
-        keep_list = jobs * ((1 - share) * first + share * sold_out_night)
+    if first is not None and (sold_out_night is not None or found.sold_out == 0):
+        keep_list = jobs * ((1 - share) * first + share * (sold_out_night or 0.0))
     # Waiting for the first choice alone: the nights it had room as they were; the sold-out nights its estimated
     # wait, then its run (unknown without a run on it).
     waiting_points = (

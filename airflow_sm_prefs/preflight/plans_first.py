@@ -147,9 +147,15 @@ class PlansReader:
     """The account's plans, read once per create call through ``client`` (a SageMaker client factory); a
     failure to read is logged once and read as "unknown" (None), never raised."""
 
-    client: Callable[[], Any]
+    client_factory: Callable[[], Any]
     log: Any
     _named: dict[str, PlanState | None] = field(default_factory=dict)
+    _client: Any = None
+
+    def client(self) -> Any:
+        if self._client is None:  # one client (one read of the connection) per create call
+            self._client = self.client_factory()
+        return self._client
 
     def account_plans(self) -> list[PlanState] | None:
         from airflow_sm_prefs.sagemaker import training_plans

@@ -139,3 +139,10 @@ def test_the_reservable_types_are_the_models():
 
     types = reservable_types()
     assert types is not None and P5 in types and "ml.g5.48xlarge" not in types
+
+
+def test_a_list_never_sold_out_costs_the_first_choice_every_night():
+    group = _advice(_ledger(10, 0), _offering(910.0))
+    keep, wait, _ = group["options"]
+    assert keep["expected_cost_usd"] == wait["expected_cost_usd"] == 700.0
+    assert group["verdict"] == "unknown cost"  # no night fell back: what a sold-out night costs is not known
