@@ -198,10 +198,13 @@ def plan_named(sagemaker: Any, name_or_arn: str) -> PlanState | None:
     """The plan, or None when SageMaker has none of that name or ARN."""
     from airflow_sm_prefs.sagemaker.hooks import error_code
 
+    # By name: botocore models before the ARN was accepted (1.41, MWAA 3.1.6's pin) hold the member to a
+    # name's pattern, and a name is what every model accepts.
+    name = name_or_arn.rpartition(":training-plan/")[2] if name_or_arn.startswith("arn:") else name_or_arn
     try:
-        return PlanState.of(sagemaker.describe_training_plan(TrainingPlanName=name_or_arn))
+        return PlanState.of(sagemaker.describe_training_plan(TrainingPlanName=name))
     except Exception as error:
-        if error_code(error) in ("ResourceNotFound", "ValidationException"):
+        if error_code(error) == "ResourceNotFound":
             return None
         raise
 
