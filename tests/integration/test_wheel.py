@@ -32,6 +32,8 @@ RUNTIME_WHEEL_ALLOWS = [
     # The subpackages are the layers' contract's (pyproject.toml), named once: a new layer needs no edit here.
     rf"airflow_sm_prefs/({'|'.join(sorted(Layers.from_pyproject().subpackages()))})/[a-z_]+\.py",
     r"airflow_sm_prefs/py\.typed",
+    # The Capacity page's views are Jinja templates (autoescaped HTML), shipped as package data.
+    r"airflow_sm_prefs/surface/templates/[a-z_]+\.html",
     r"airflow_sm_prefs/data/(instances|prices)\.json",
     r"airflow_sm_prefs/data/botocore/sagemaker/\d{4}-\d{2}-\d{2}/service-2\.sdk-extras\.json",
     r"airflow_sm_prefs-[\d.]+\.dist-info/(METADATA|WHEEL|RECORD|entry_points\.txt|top_level\.txt|licenses/LICENSE)",
