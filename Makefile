@@ -138,6 +138,7 @@ bench: venv
 	  --output artifacts/triggerer_at_scale_production.md
 	$(BIN)/python -m benchmarks.start_latency --repeats 3 --patience 60 --output artifacts/start_latency.md
 	$(BIN)/python -m benchmarks.log_streaming --jobs 200 --window 240 --output artifacts/log_streaming.md
+	$(BIN)/python -m benchmarks.long_log --output artifacts/long_log.md
 	$(BIN)/python -m benchmarks.report_at_scale --output artifacts/report_at_scale.md
 
 emulator: venv

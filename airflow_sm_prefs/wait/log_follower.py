@@ -37,7 +37,9 @@ LOGS_CALLS_PER_SECOND = 5.0
 NOT_YET = ("ResourceNotFoundException",)  # no group or stream yet: the job has not logged
 MAX_LINE_CHARS = 8192  # CloudWatch takes 1 MB events; a task log line that long helps nobody
 MAX_STREAM_CHARS = 512
-MAX_DRAIN_PAGES = 100  # a job's last lines, read at its end: a bound on pages, not on lines that matter
+# A job's last lines are read at its end, page after page (a page a call, within the calls' rate), for at most
+# this long: the task's end waits on it. What is left is in CloudWatch, and the task log says where.
+DRAIN_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -62,40 +64,72 @@ class LogLine:
 
 
 def events_in_order(page: dict[str, Any]) -> list[dict[str, Any]]:
-    """A ``FilterLogEvents`` page's events by time (then stream, then id): the order they are shown in."""
-    return sorted(page.get("events", []), key=lambda e: (e["timestamp"], e.get("logStreamName", ""), e["eventId"]))
+    """A ``FilterLogEvents`` page's events by time, then stream: the order they are shown in. The sort is
+    stable, so the events of one stream at one millisecond keep the listing's order, the order they were
+    written in, which the cursor counts by."""
+    return sorted(page.get("events", []), key=lambda e: (e["timestamp"], e.get("logStreamName", "")))
 
 
 @dataclass(frozen=True)
 class LogCursor:
-    """Events before ``after`` (ms), and those at ``after`` whose ids are in ``seen``, have been read."""
+    """Every event before ``after`` (ms) has been read, and of those at ``after``, the first ``read_at_after``
+    of each stream, in the listing's order. Counts, not event ids: the cursor is saved to XCom with every
+    batch, and a job that writes 30,000 lines in one millisecond would otherwise carry 30,000 ids each time."""
 
     after: int = 0
-    seen: tuple[str, ...] = ()
+    read_at_after: tuple[tuple[str, int], ...] = ()
 
-    def advanced(self, events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], LogCursor]:
-        """The events not read yet, in order, and the cursor after them."""
-        fresh = [
-            e
-            for e in events
-            if e["timestamp"] > self.after or (e["timestamp"] == self.after and e["eventId"] not in self.seen)
-        ]
-        if not fresh:
-            return [], self
-        last = max(e["timestamp"] for e in fresh)
-        at_last = {e["eventId"] for e in fresh if e["timestamp"] == last}
-        if last == self.after:
-            at_last |= set(self.seen)
-        return fresh, LogCursor(last, tuple(sorted(at_last)))
+    def read_of(self, stream: str) -> int:
+        return dict(self.read_at_after).get(stream, 0)
 
     def to_json(self) -> dict[str, Any]:
-        return {"after": self.after, "seen": list(self.seen)}
+        return {"after": self.after, "read_at_after": dict(self.read_at_after)}
 
     @classmethod
     def from_json(cls, raw: Any) -> LogCursor | None:
+        """The saved cursor; a cursor saved by an earlier release (event ids under ``seen``) restarts at its
+        millisecond, which can show that millisecond's lines again but never loses one."""
         if not isinstance(raw, dict) or not isinstance(raw.get("after"), int):
             return None
-        return cls(raw["after"], tuple(str(i) for i in raw.get("seen") or ()))
+        counts = raw.get("read_at_after")
+        if not isinstance(counts, dict):
+            return cls(raw["after"])
+        return cls(
+            raw["after"],
+            tuple(sorted((str(stream), n) for stream, n in counts.items() if isinstance(n, int) and n > 0)),
+        )
+
+
+class LogListing:
+    """One ``FilterLogEvents`` listing from a cursor's time, read page after page in its order: which events
+    are new, and the cursor after them. A listing that starts again from a cursor passes over, in each stream,
+    as many events at the cursor's millisecond as the cursor says were read."""
+
+    def __init__(self, start: LogCursor) -> None:
+        self.start = start
+        self.cursor = start
+        self._time = start.after
+        self._passed: dict[str, int] = {}  # events of each stream at ``_time`` this listing went through
+
+    def page(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The page's events not read before (``events`` in order, as ``events_in_order`` gives them)."""
+        fresh = []
+        for event in events:
+            timestamp, stream = event["timestamp"], str(event.get("logStreamName", ""))
+            if timestamp < self._time:
+                continue  # before the cursor: a listing from startTime holds none, a fake or a clock skew might
+            if timestamp > self._time:
+                self._time, self._passed = timestamp, {}
+            self._passed[stream] = self._passed.get(stream, 0) + 1
+            read_before = self.start.read_of(stream) if timestamp == self.start.after else 0
+            if self._passed[stream] > read_before:
+                fresh.append(event)
+        if fresh:
+            counts = dict(self.start.read_at_after) if self._time == self.start.after else {}
+            for stream, passed in self._passed.items():
+                counts[stream] = max(counts.get(stream, 0), passed)
+            self.cursor = LogCursor(self._time, tuple(sorted(counts.items())))
+        return fresh
 
 
 @dataclass(frozen=True)
@@ -105,6 +139,7 @@ class LogBatch:
     lines: tuple[LogLine, ...] = ()
     cursor: LogCursor | None = None
     unavailable: str | None = None
+    left_unread: str | None = None  # the end's reading stopped at its bound: where the rest of the lines are
 
 
 @dataclass
@@ -117,10 +152,10 @@ class _Followed:
     last_read: float = 0.0
     next_due: float = 0.0
     failures: int = 0
-    # Mid-way through a listing: its next page's token and the start time it was asked with. Without it, a
-    # second at which more lines were written than one page holds would be read from its start for ever.
+    # Mid-way through a listing: it, and its next page's token. Without them, a millisecond at which more
+    # lines were written than one page holds would be read from its start for ever.
+    listing: LogListing | None = None
     page_token: str | None = None
-    page_start: int = 0
 
 
 class LogFollower(LoopShared):
@@ -183,10 +218,15 @@ class LogFollower(LoopShared):
         job = self._jobs.get(job_name)
         if job is None or self.unavailable is not None:
             return
+        loop = asyncio.get_running_loop()
+        stop_at = loop.time() + DRAIN_SECONDS
         async with await self._client_factory() as client:
-            for _ in range(MAX_DRAIN_PAGES):
-                if not await self._read(client, job):
-                    break
+            while await self._read(client, job):
+                if loop.time() >= stop_at:
+                    left = LogBatch(left_unread=unread_lines_note(job.job_name, self.log_group, DRAIN_SECONDS))
+                    for queue in job.queues:
+                        queue.put_nowait(left)
+                    return
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -220,32 +260,26 @@ class LogFollower(LoopShared):
         await self._limiter.acquire()
         self.calls += 1
         job.last_read = asyncio.get_running_loop().time()
-        request: dict[str, Any] = {
-            "logGroupName": self.log_group,
-            "logStreamNamePrefix": f"{job.job_name}/",
-            "startTime": job.page_start if job.page_token else job.cursor.after,
-            "limit": EVENTS_PER_CALL,
-        }
-        if job.page_token:
-            request["nextToken"] = job.page_token
+        listing = job.listing or LogListing(job.cursor)
+        request = listing_request(self.log_group, job.job_name, listing, job.page_token)
         try:
             page = await client.filter_log_events(**request)
         except Exception as error:
             if job.page_token and error_code(error) == "InvalidParameterException":
-                job.page_token = None  # an expired token: list again from the cursor, which skips what was shown
+                # An expired token: list again from the cursor, which passes over what was shown.
+                job.listing, job.page_token = None, None
             self._failed(job, error)
             return False
         self._limiter.succeeded()
         job.failures = 0
-        events = events_in_order(page)
-        fresh, cursor = job.cursor.advanced(events)
+        fresh = listing.page(events_in_order(page))
         if fresh:
-            job.cursor = cursor
+            job.cursor = listing.cursor
             lines = tuple(LogLine.of(e) for e in fresh)
             for queue in job.queues:
-                queue.put_nowait(LogBatch(lines, cursor))
+                queue.put_nowait(LogBatch(lines, listing.cursor))
         token = page.get("nextToken")
-        job.page_token, job.page_start = (token, request["startTime"]) if token else (None, 0)
+        job.listing, job.page_token = (listing, token) if token else (None, None)
         more = bool(token)
         job.next_due = asyncio.get_running_loop().time() + (0.0 if more else job.interval)
         return more
@@ -278,6 +312,26 @@ class LogFollower(LoopShared):
         for followed in self._jobs.values():
             for queue in followed.queues:
                 queue.put_nowait(LogBatch(unavailable=why))
+
+
+def listing_request(log_group: str, job_name: str, listing: LogListing, token: str | None) -> dict[str, Any]:
+    """A ``FilterLogEvents`` page of the job's streams (they share the prefix ``<job name>/``)."""
+    request: dict[str, Any] = {
+        "logGroupName": log_group,
+        "logStreamNamePrefix": f"{job_name}/",
+        "startTime": listing.start.after,
+        "limit": EVENTS_PER_CALL,
+    }
+    if token:
+        request["nextToken"] = token
+    return request
+
+
+def unread_lines_note(job_name: str, log_group: str, seconds: float) -> str:
+    return (
+        f"SageMaker job {job_name} wrote more lines than {seconds:.0f} s of reading shows; the rest are in "
+        f"CloudWatch Logs, group {log_group}, streams {job_name}/*"
+    )
 
 
 def _logs_client_factory(hook_kwargs: dict[str, Any]) -> ClientFactory:

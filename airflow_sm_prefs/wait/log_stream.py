@@ -53,6 +53,9 @@ class TriggerLogStream:
                 self._told_unavailable = True
                 await self._write([f"SageMaker job {self.job_name}: {batch.unavailable}"], "warning")
             return
+        if batch.left_unread is not None:
+            await self._write([batch.left_unread], "warning")
+            return
         if batch.cursor is not None:
             await self._save(batch.cursor)
         if batch.lines:

@@ -5,17 +5,20 @@ while a blocking wait (``deferrable=False``) runs. The deferred wait reads throu
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.wait.log_follower import (
-    EVENTS_PER_CALL,
-    MAX_DRAIN_PAGES,
+    DRAIN_SECONDS,
     NOT_YET,
     LogCursor,
     LogLine,
+    LogListing,
     events_in_order,
+    listing_request,
+    unread_lines_note,
 )
 
 if TYPE_CHECKING:
@@ -61,7 +64,8 @@ def last_lines(client: Any, kind: JobKind, job_name: str, log: Any, count: int =
 
 
 class BlockingLogReader:
-    """A blocking wait's log reading: each call shows the lines written since the last."""
+    """A blocking wait's log reading: each call shows the lines written since the last, for at most
+    ``DRAIN_SECONDS``; a listing cut there goes on at the next call, from the page it stopped at."""
 
     def __init__(self, client: Any, kind: JobKind, job_name: str, log: logging.Logger | Any, cursor: LogCursor) -> None:
         self.client = client
@@ -70,24 +74,22 @@ class BlockingLogReader:
         self.log = log
         self.cursor = cursor
         self.unavailable = False
+        self._listing: LogListing | None = None
+        self._page_token: str | None = None
 
-    def read(self) -> None:
+    def read(self, last: bool = False) -> None:
+        """Show the new lines; ``last``: the job has ended, so lines left unread are said to be in CloudWatch."""
         from airflow_sm_prefs.sagemaker.hooks import ErrorClass, classify, error_code
 
-        request: dict[str, Any] = {
-            "logGroupName": self.kind.log_group,
-            "logStreamNamePrefix": f"{self.job_name}/",
-            "startTime": self.cursor.after,
-            "limit": EVENTS_PER_CALL,
-        }
-        # Page by token, not by time: a second may hold more lines than a page, and starting again from it
-        # would read its first page for ever.
-        for _ in range(MAX_DRAIN_PAGES):
-            if self.unavailable:
-                return
+        stop_at = time.monotonic() + DRAIN_SECONDS
+        while not self.unavailable:
+            listing = self._listing or LogListing(self.cursor)
+            request = listing_request(self.kind.log_group, self.job_name, listing, self._page_token)
             try:
                 page = self.client.filter_log_events(**request)
             except Exception as error:
+                if self._page_token and error_code(error) == "InvalidParameterException":
+                    self._listing, self._page_token = None, None
                 if error_code(error) in NOT_YET or classify(error) in (ErrorClass.THROTTLED, ErrorClass.TRANSIENT):
                     return
                 self.unavailable = True
@@ -99,14 +101,18 @@ class BlockingLogReader:
                     self.kind.log_group,
                 )
                 return
-            events = events_in_order(page)
-            fresh, self.cursor = self.cursor.advanced(events)
+            fresh = listing.page(events_in_order(page))
+            self.cursor = listing.cursor
             for event in fresh:
                 self.log.info(LogLine.of(event).render())
             token = page.get("nextToken")
+            self._listing, self._page_token = (listing, token) if token else (None, None)
             if not token:
                 return
-            request["nextToken"] = token
+            if time.monotonic() >= stop_at:
+                if last:
+                    self.log.warning(unread_lines_note(self.job_name, self.kind.log_group, DRAIN_SECONDS))
+                return
 
 
 def saved_cursor(ti: Any) -> dict[str, Any] | None:
@@ -142,6 +148,6 @@ def blocking_reader(
 
     def observed(view: JobView) -> None:
         if view.started is not None:
-            reader.read()
+            reader.read(last=view.terminal)
 
     return observed

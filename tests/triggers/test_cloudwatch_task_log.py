@@ -133,3 +133,39 @@ def test_calls_stay_within_putlogevents_limits():
     big = "é" * 262_131  # 524,262 bytes: with its 26, two fill a call exactly
     assert [len(batch) for batch in batches([big, big, big])] == [2, 1]
     assert [len(batch) for batch in batches([big + "é", big])] == [1, 1]
+
+
+@pytest.mark.emulator
+async def test_twenty_thousand_lines_land_in_the_try_stream_in_calls_the_service_takes(start_emulator, aws_connection):
+    """The emulator counts a batch as CloudWatch documents it (messages' UTF-8 bytes + 26 an event), so
+    ``batches`` and the service agree: a call at the limit is taken, one byte over is refused."""
+    server = start_emulator("ample")
+    logs = boto_client(server.endpoint_url, service="logs")
+    logs.create_log_group(logGroupName=GROUP)
+    target = TryStream(GROUP, "us-east-1", "attempt=1.log", aws_connection(server))
+    lines = [f"[job/algo-1-1] step {n}: " + 'é"\\' * 20 for n in range(20_000)]
+    await target.put(lines)
+    described = logs.describe_log_streams(logGroupName=GROUP)["logStreams"]
+    assert [s["logStreamName"] for s in described] == [target.stream]
+    every = []
+    token = None
+    while True:
+        page = logs.get_log_events(
+            logGroupName=GROUP,
+            logStreamName=target.stream,
+            startFromHead=True,
+            **({"nextToken": token} if token else {}),
+        )
+        if not page["events"] or page["nextForwardToken"] == token:
+            break
+        every += page["events"]
+        token = page["nextForwardToken"]
+    assert [json.loads(e["message"])["event"] for e in every] == lines
+
+    at_limit = ["x" * (1_048_576 // 2 - 26)] * 2
+    logs.put_log_events(
+        logGroupName=GROUP, logStreamName=target.stream, logEvents=[{"timestamp": 1, "message": m} for m in at_limit]
+    )
+    over = [{"timestamp": 1, "message": m} for m in (at_limit[0] + "x", at_limit[1])]
+    with pytest.raises(logs.exceptions.InvalidParameterException, match="Upload too large: 1048577 bytes"):
+        logs.put_log_events(logGroupName=GROUP, logStreamName=target.stream, logEvents=over)

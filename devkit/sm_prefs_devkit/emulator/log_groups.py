@@ -31,6 +31,27 @@ WRITES = (
 )
 
 
+# PutLogEvents' batch limits, as its API reference states them: the size is the events' messages in UTF-8 plus
+# 26 bytes an event (not the request's body, whose JSON adds quotes, escapes and timestamps).
+MAX_BATCH_EVENTS = 10_000
+MAX_BATCH_BYTES = 1_048_576
+EVENT_OVERHEAD_BYTES = 26
+
+
+class InvalidParameterException(ServiceError):
+    code = "InvalidParameterException"
+
+
+def check_batch(request: Mapping[str, Any]) -> None:
+    """A PutLogEvents batch within the documented limits; InvalidParameterException naming the one it breaks."""
+    events = request.get("logEvents") or []
+    if len(events) > MAX_BATCH_EVENTS:
+        raise InvalidParameterException(f"Too many log events in the batch: {len(events)} exceeds {MAX_BATCH_EVENTS}")
+    size = sum(len(str(event.get("message", "")).encode()) + EVENT_OVERHEAD_BYTES for event in events)
+    if size > MAX_BATCH_BYTES:
+        raise InvalidParameterException(f"Upload too large: {size} bytes exceeds limit of {MAX_BATCH_BYTES}")
+
+
 class LogsUnavailable(RuntimeError):
     """moto is not installed: the emulator then serves only the jobs' own log groups."""
 
@@ -62,6 +83,8 @@ class LogGroupStore(MotoStore):
 
     def call(self, operation: str, request: dict[str, Any], region: str) -> dict[str, Any]:
         """One call on a group of the client's own, answered as CloudWatch Logs would."""
+        if operation == "PutLogEvents":
+            check_batch(request)
         from botocore.awsrequest import AWSPreparedRequest
         from botocore.compat import HTTPHeaders
         from moto.core.request import normalize_request

@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 
 from sm_prefs_devkit.emulator import control, s3
+from sm_prefs_devkit.emulator import logs as logs_api
 from sm_prefs_devkit.emulator.errors import (
     InternalFailure,
     SerializationException,
@@ -35,6 +36,9 @@ PLAIN_JSON = "application/json"
 # Limits that make the emulator safe to leave listening: SageMaker's largest requests (100 hyperparameters,
 # 100 environment variables) are far below these.
 MAX_BODY_BYTES = 1024 * 1024
+# A full PutLogEvents batch (1 MiB of messages by CloudWatch's own count) is a larger JSON body; the service's
+# limit on the body itself is not documented (docs/emulator.md, E16).
+LOGS_MAX_BODY_BYTES = 4 * MAX_BODY_BYTES
 MAX_JSON_DEPTH = 32
 REQUEST_TIMEOUT_SECONDS = 30.0
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -132,7 +136,8 @@ class RequestHandler(BaseHTTPRequestHandler):
         """The JSON object a POST carries; BodyRefused (and nothing read) when it breaks a limit."""
         if self.command != "POST":
             return {}
-        raw = self._declared_body(MAX_BODY_BYTES, length_required=True)
+        logs = self.headers.get("X-Amz-Target", "").startswith(f"{logs_api.TARGET_PREFIX}.")
+        raw = self._declared_body(LOGS_MAX_BODY_BYTES if logs else MAX_BODY_BYTES, length_required=True)
         if not raw:
             return {}
         try:
