@@ -1,12 +1,13 @@
 """The capacity ledger: every job's end, kept outside Airflow's metadata database.
 
-One JSON object per job, at ``<ledger>/<dag_id>/<job name>.json``, through Airflow's ``ObjectStoragePath``:
+One JSON object per job, at ``<ledger>/<dag_id>/<job name>.<region>.json``, through Airflow's ``ObjectStoragePath``:
 a local folder by default (``$AIRFLOW_HOME/sm_prefs/ledger``, what ``make demo``, ``airflow standalone`` and
 ``airflow dags test`` share with no configuration), or one shared location for every host, set in
 ``[sm_prefs] ledger_path`` (``AIRFLOW__SM_PREFS__LEDGER_PATH``), e.g. ``s3://team-bucket/sm-prefs-ledger``
-with ``[sm_prefs] ledger_conn_id`` naming its connection. A job's entry is named by the job, so writing it
-again (a retry's record, a backfill) replaces it and nothing is counted twice; and it lives outside the
-database, so task clears and ``airflow db clean`` leave it alone.
+with ``[sm_prefs] ledger_conn_id`` naming its connection. A job's entry is named by the job and its Region
+(SageMaker's names are unique per account and Region), so writing it again (a retry's record, a backfill)
+replaces it and nothing is counted twice; and it lives outside the database, so task clears and ``airflow db
+clean`` leave it alone.
 
 Writing never decides a task's outcome: a ledger that cannot be written logs a warning and the task goes on.
 
@@ -23,10 +24,11 @@ import errno
 import json
 import logging
 import os
+import re
 import threading
 import time
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
@@ -210,10 +212,20 @@ def write(entry: LedgerEntry, root: Any = None) -> bool:
     return True
 
 
+def job_file_name(entry: LedgerEntry | dict[str, Any]) -> str:
+    """A job's own object in its DAG's folder: ``<job name>.<region>.json``. SageMaker's names are unique per
+    account and Region only, so one DAG's two jobs of one name in two Regions keep two objects. An entry with
+    no Region (and every entry written before the Region was in the name) is ``<job name>.json``."""
+    region = entry.get("region")
+    if isinstance(region, str) and region:
+        return f"{_safe(entry['job_name'])}.{_safe(region)}.json"
+    return f"{_safe(entry['job_name'])}.json"
+
+
 def _put(entry: LedgerEntry | dict[str, Any], root: Any) -> None:
     folder = root / _safe(entry["dag_id"])
     object_storage.make_folder(folder)
-    replace_file(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
+    replace_file(folder / job_file_name(entry), json.dumps(entry, sort_keys=True))
 
 
 # -- entries a shared store refused, kept on the host that wrote them -------------------------------------------
@@ -232,7 +244,7 @@ def _spooled(entry: LedgerEntry) -> bool:
         if sum(1 for _ in spool_folder().glob("*/*.json")) >= MAX_SPOOLED:
             return False
         folder.mkdir(parents=True, exist_ok=True)
-        replace_file(folder / f"{_safe(entry['job_name'])}.json", json.dumps(entry, sort_keys=True))
+        replace_file(folder / job_file_name(entry), json.dumps(entry, sort_keys=True))
         return True
     except OSError as error:
         log.warning("Could not keep SageMaker job %s's ledger entry on this host: %s", entry.get("job_name"), error)
@@ -439,6 +451,12 @@ def read(
 JobKey = tuple[str, str | None, str]
 
 
+def job_identity(raw: Mapping[str, Any]) -> tuple[str | None, str]:
+    """What tells one job of a DAG from another: its Region (None where an entry has none) and its name."""
+    region = raw.get("region")
+    return (region if isinstance(region, str) else None, str(raw["job_name"]))
+
+
 @dataclass(frozen=True)
 class _FolderReading:
     by_job: dict[JobKey, LedgerEntry]
@@ -480,8 +498,7 @@ def _file_reading(
         for key in ("region", "dag_id", "task_id", "job_kind", "outcome", "selected_instance_type", "cost_basis"):
             if isinstance(kept.get(key), str):
                 kept[key] = shared.setdefault(kept[key], kept[key])
-        region = raw.get("region")
-        entries.append(((folder_name, region if isinstance(region, str) else None, raw["job_name"]), kept))  # type: ignore[arg-type]
+        entries.append(((folder_name, *job_identity(raw)), kept))  # type: ignore[arg-type]
 
     if file_name.endswith(".jsonl"):
         for number, line in enumerate(body.splitlines(), start=1):
@@ -656,8 +673,9 @@ def why_misplaced(raw: Any, folder_name: str, file_name: str | None) -> str | No
     name is not the job's. Such an entry would add a run to another DAG or replace another job's entry."""
     if _safe(raw["dag_id"]) != folder_name:
         return f"its dag_id {raw['dag_id']!r:.80} is not this folder's DAG ({folder_name:.80})"
-    if file_name is not None and file_name != f"{_safe(raw['job_name'])}.json":
-        return f"its job_name {raw['job_name']!r:.80} is not the file's ({file_name:.80})"
+    if file_name is not None and file_name not in (job_file_name(raw), f"{_safe(raw['job_name'])}.json"):
+        job, region = f"{raw['job_name']!r:.80}", f"{raw.get('region')!r:.40}"
+        return f"its job_name and region ({job}, {region}) are not the file's ({file_name:.80})"
     return None
 
 
@@ -761,7 +779,9 @@ class LedgerError(OSError):
 
 
 def job_paths(folder: Any) -> Iterator[Any]:
-    for path in folder.iterdir():
+    """A DAG folder's job objects in name order: a job's ``<name>.json`` from before the Region was in the name
+    comes before its ``<name>.<region>.json``, which replaces it in a reading."""
+    for path in sorted(folder.iterdir(), key=lambda path: path.name):
         if path.name.endswith(".json") and not path.name.startswith("."):  # a leading "." is a temporary file
             yield path
 
@@ -797,10 +817,37 @@ def replace_file(target: Any, data: str | bytes) -> None:
         target.write_bytes(data)
 
 
-def known_jobs(root: Any = None) -> set[str]:
+class KnownJobs:
+    """The jobs the ledger has an entry for, by name and Region (None: an object named before the Region was)."""
+
+    def __init__(self) -> None:
+        self._regions: dict[str, set[str | None]] = {}
+
+    def add(self, name: str, region: str | None) -> None:
+        self._regions.setdefault(name, set()).add(region)
+
+    @property
+    def names(self) -> set[str]:
+        return set(self._regions)
+
+    def has(self, name: str, region: str | None) -> bool:
+        regions = self._regions.get(name, set())
+        return bool(regions) and (region is None or None in regions or region in regions)
+
+
+_REGIONAL_FILE = re.compile(r"(?P<name>.+)\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.json")
+
+
+def known_jobs(root: Any = None) -> KnownJobs:
     """The jobs the ledger has an entry for, in their own file or compacted."""
     root = root if root is not None else location()
-    known = {path.name[: -len(".json")] for path in _entry_paths(root, None)}
+    known = KnownJobs()
+    for path in _entry_paths(root, None):
+        regional = _REGIONAL_FILE.fullmatch(path.name)
+        if regional:
+            known.add(regional["name"], regional["region"])
+        else:
+            known.add(path.name[: -len(".json")], None)
     for folder in dag_folders(root, None):
         for path in _compacted_paths(folder):
             try:
@@ -809,7 +856,8 @@ def known_jobs(root: Any = None) -> set[str]:
                 continue
             for line in lines:
                 try:
-                    known.add(str(untrusted_files.load_json(line, path)["job_name"]))
-                except (untrusted_files.UntrustedFileError, KeyError, TypeError):
+                    region, name = job_identity(untrusted_files.load_json(line, path))
+                    known.add(name, region)
+                except (untrusted_files.UntrustedFileError, KeyError, TypeError, AttributeError):
                     continue
     return known

@@ -45,7 +45,7 @@ def backfill(hook: Any, since: pendulum.DateTime, root: Any = None, region: str 
             for summary in page.get(kind.summaries_field, []):
                 counts.listed += 1
                 name = summary[kind.name_field]
-                if name in known:
+                if known.has(name, region):
                     counts.already += 1
                     continue
                 if not job_status.has_ended(summary.get(kind.status_field)):
@@ -66,5 +66,5 @@ def backfill(hook: Any, since: pendulum.DateTime, root: Any = None, region: str 
                 )
                 if ledger.write(entry, root):
                     counts.added += 1
-                    known.add(name)
+                    known.add(name, region)
     return counts

@@ -172,14 +172,14 @@ def _merge_into_month(target: Any, moved: list[dict[str, Any]]) -> bool:
 def _merged(existing: bytes, moved: list[dict[str, Any]], where: Any) -> bytes:
     """The month's lines by job, the moved entries over the old lines of the same jobs; lines that are not
     entries are kept as they are (the reader counts them as bad)."""
-    lines: dict[str, bytes] = {}
+    lines: dict[tuple[str | None, str], bytes] = {}
     for line in existing.splitlines():
         try:
-            lines[str(untrusted_files.load_json(line, where)["job_name"])] = line
-        except (untrusted_files.UntrustedFileError, KeyError, TypeError):
-            lines[f"?{len(lines)}"] = line
+            lines[ledger.job_identity(untrusted_files.load_json(line, where))] = line
+        except (untrusted_files.UntrustedFileError, KeyError, TypeError, AttributeError):
+            lines[("?", str(len(lines)))] = line
     for raw in moved:
-        lines[raw["job_name"]] = json.dumps(raw, sort_keys=True).encode()
+        lines[ledger.job_identity(raw)] = json.dumps(raw, sort_keys=True).encode()
     return b"\n".join(lines.values()) + b"\n"
 
 

@@ -33,7 +33,7 @@ def _keys(s3) -> list[str]:
 def test_jobs_recorded_on_one_host_are_reported_from_the_bucket(s3_ledger):
     for name, rank, pending in (("a", 0, 7200), ("b", 1, 300), ("c", 1, 200)):
         assert ledger.write(entry(name, rank, pending=pending))
-    assert _keys(s3_ledger) == [f"sm-prefs/ledger/nightly/{name}.json" for name in "abc"]
+    assert _keys(s3_ledger) == [f"sm-prefs/ledger/nightly/{name}.us-east-1.json" for name in "abc"]
     # The installed command in a process of its own, as a user pipes it to jq: nothing but JSON on stdout.
     command = [str(Path(sys.executable).with_name("airflow-sm-prefs")), "report", "--format", "json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
@@ -52,7 +52,7 @@ def test_compaction_folds_the_bucket_into_month_objects_and_loses_nothing(s3_led
     assert (folded.folded, folded.files) == (2, 1)
     assert _keys(s3_ledger) == [
         "sm-prefs/ledger/nightly/compacted/2026-10.jsonl",
-        "sm-prefs/ledger/nightly/recent.json",
+        "sm-prefs/ledger/nightly/recent.us-east-1.json",
     ]
     assert sorted(e["job_name"] for e in ledger.read().entries) == before
 
@@ -145,14 +145,14 @@ def test_a_reading_with_a_memo_fetches_only_what_changed_since(s3_ledger_server)
     assert server.engine.calls["s3.LIST"] == listings + 1, "one listing: the store says what is current"
     ledger.write(entry("d", 0))  # one more job ended
     ledger.write(entry("b", 0, pending=5))  # and one was written again (a retry's record): a new ETag
-    s3.delete_object(Bucket="team-bucket", Key="sm-prefs/ledger/nightly/c.json")
+    s3.delete_object(Bucket="team-bucket", Key="sm-prefs/ledger/nightly/c.us-east-1.json")
     before = _gets(server)
     reading = ledger.read(fields=ledger.REPORT_FIELDS, memo=memo)
     assert _gets(server) - before == 2, "only the new and the replaced objects"
     assert sorted((e["job_name"], e["selected_rank"]) for e in reading.entries) == [("a", 1), ("b", 0), ("d", 0)]
     assert reading.signature != first.signature
     assert set(memo.objects(str(ledger.location()), ledger.REPORT_FIELDS)) == {
-        f"nightly/{name}.json" for name in "abd"
+        f"nightly/{name}.us-east-1.json" for name in "abd"
     }, "what was removed is no longer held"
 
 
@@ -196,7 +196,9 @@ def test_a_second_report_fetches_only_the_objects_changed_since_the_first(s3_led
     assert _report_json()[0]["runs"] == 99
     rows.unlink()
     # Another host writes a job again in place: its ETag changes, so the cache's copy is not used.
-    s3.put_object(Bucket="team-bucket", Key="sm-prefs/ledger/nightly/a.json", Body=json.dumps(entry("a", 1)).encode())
+    s3.put_object(
+        Bucket="team-bucket", Key="sm-prefs/ledger/nightly/a.us-east-1.json", Body=json.dumps(entry("a", 1)).encode()
+    )
     before = _gets(server)
     changed = _report_json()
     assert _gets(server) - before == 1 and changed != first
@@ -233,7 +235,7 @@ def test_compaction_keeps_an_entry_written_again_while_it_folds(s3_ledger_server
     monkeypatch.setattr(object_listing, "fetch_many", a_retry_lands_meanwhile)
     result = ledger_compaction.compact(now=AFTER_OCTOBER)
     assert (result.folded, result.kept, result.files) == (2, 1, 1)
-    assert _keys(s3) == ["sm-prefs/ledger/nightly/b.json", "sm-prefs/ledger/nightly/compacted/2026-10.jsonl"]
+    assert _keys(s3) == ["sm-prefs/ledger/nightly/b.us-east-1.json", "sm-prefs/ledger/nightly/compacted/2026-10.jsonl"]
     monkeypatch.setattr(object_listing, "fetch_many", fetch)
     b = next(e for e in ledger.read().entries if e["job_name"] == "b")
     assert (b["selected_rank"], b["pending_seconds"]) == (0, 5), "the newer entry, not the folded one"
@@ -307,7 +309,7 @@ def test_a_report_past_the_threshold_folds_the_ledger_for_every_later_reading(s3
     # The objects' age is the store's: here they were written in October, as their entries say.
     stored = server.emulator.s3._backend().buckets["team-bucket"].keys
     for name in ("a", "b", "c"):
-        stored[f"sm-prefs/ledger/nightly/{name}.json"].last_modified = dt.datetime(2026, 10, 3, 2)
+        stored[f"sm-prefs/ledger/nightly/{name}.us-east-1.json"].last_modified = dt.datetime(2026, 10, 3, 2)
     command = [str(Path(sys.executable).with_name("airflow-sm-prefs")), "report", "--format", "json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
@@ -333,7 +335,7 @@ def test_the_capacity_page_folds_the_ledger_in_a_thread_of_its_own(s3_ledger_ser
     assert len(views.reading({"nightly"}).entries) == 3
     assert views._compacting is None, "objects the store wrote today are not old"
     for name in ("a", "b", "c"):
-        stored[f"sm-prefs/ledger/nightly/{name}.json"].last_modified = dt.datetime(2026, 10, 3, 2)
+        stored[f"sm-prefs/ledger/nightly/{name}.us-east-1.json"].last_modified = dt.datetime(2026, 10, 3, 2)
     assert len(views.reading({"nightly"}).entries) == 3, "the page is answered from what was read"
     folded = views._compacting.result(timeout=60)
     assert (folded.folded, folded.files) == (3, 1)

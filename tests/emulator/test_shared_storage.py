@@ -68,7 +68,7 @@ def test_what_one_home_records_and_refreshes_another_reports_and_prices_with(sha
     assert "second: not certified for workload 'eval' in s3://team-bucket/sm-prefs/certified.yaml" in refused
     assert "first" not in refused
     listed = boto_client(server.endpoint_url, service="s3").list_objects_v2(Bucket="team-bucket")["Contents"]
-    ledger_keys = {f"sm-prefs/ledger/nightly/{name}.json" for name in "abc"}
+    ledger_keys = {f"sm-prefs/ledger/nightly/{name}.us-east-1.json" for name in "abc"}
     assert {item["Key"] for item in listed} == {"sm-prefs/prices.json", "sm-prefs/certified.yaml", *ledger_keys}
     # Nothing kept on a host but the CLI's cache of what it fetched, which the store's listing overrules.
     kept = [

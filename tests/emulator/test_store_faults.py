@@ -170,7 +170,7 @@ def test_an_entry_the_store_refused_is_kept_on_the_host_and_sent_with_the_next(s
     proxy.fault = fault
     with caplog.at_level(logging.WARNING):
         assert ledger.write(entry("d", 0, pending=60)) is False
-    kept = ledger.spool_folder() / "nightly" / "d.json"
+    kept = ledger.spool_folder() / "nightly" / "d.us-east-1.json"
     assert kept.is_file()
     assert any("kept on this host in" in record.getMessage() for record in caplog.records)
     proxy.fault = None  # the store is back

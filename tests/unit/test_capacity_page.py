@@ -132,7 +132,7 @@ def test_a_page_asked_again_is_not_computed_again_until_a_ledger_file_changes(
     assert "<td>4</td>" in signed_in.get("/capacity").text, "the new job is counted at the next request"
     assert len(computed) == 2 and sorted(read_folders) == ["finance_forecast", "nightly", "nightly"]
 
-    edited = tmp_path / "ledger" / "nightly" / "d.json"
+    edited = tmp_path / "ledger" / "nightly" / "d.us-east-1.json"
     edited.write_text(edited.read_text() + " ")
     signed_in.get("/capacity")
     assert len(computed) == 3 and read_folders.count("nightly") == 3, "an edit in place is a change"

@@ -204,7 +204,7 @@ def test_compaction_and_backfill_pass_over_a_planted_file(root, kind):
     compacted = root / "nightly" / ledger.COMPACTED
     compacted.mkdir()
     _plant(compacted, kind, "2026-10.jsonl")
-    assert _finishes(lambda: ledger.known_jobs(root)) >= {"a", "b", "c"}
+    assert _finishes(lambda: ledger.known_jobs(root).names) >= {"a", "b", "c"}
     result = _finishes(lambda: ledger_compaction.compact(root, older_than=dt.timedelta(0)))
     assert result.folded == 3 and result.kept == 1
     assert sorted(e["job_name"] for e in ledger.read(root).entries) == ["a", "b", "c"]
@@ -228,11 +228,39 @@ def test_an_entry_naming_another_dag_is_refused_where_it_lies_naming_both(root):
     assert reading.bad_examples == ["d.json: its dag_id 'nightly' is not this folder's DAG (other)"]
 
 
+def test_one_dags_two_jobs_of_one_name_in_two_regions_keep_two_objects_and_count_twice(root):
+    """SageMaker's job names are unique per account and Region: the same name in another Region is another job."""
+    ledger.write({**entry("a", 1, pending=30.0), "region": "eu-west-1"}, root)  # type: ignore[arg-type]
+    assert sorted(p.name for p in (root / "nightly").glob("a.*")) == ["a.eu-west-1.json", "a.us-east-1.json"]
+    assert _runs(root) == 4
+    by_region = {e["region"]: e["pending_seconds"] for e in ledger.read(root).entries if e["job_name"] == "a"}
+    assert by_region == {"us-east-1": 600.0, "eu-west-1": 30.0}
+    known = ledger.known_jobs(root)
+    assert known.has("a", "eu-west-1") and known.has("a", "us-east-1") and not known.has("a", "ap-south-1")
+    assert not known.has("b", "eu-west-1") and known.has("b", None)
+
+
+def test_an_object_named_before_the_region_was_is_read_and_a_newer_object_of_the_job_replaces_it(root):
+    (root / "nightly" / "old.json").write_text(json.dumps(entry("old", 0, pending=5.0)))
+    assert _runs(root) == 4 and ledger.read(root).bad == 0
+    known = ledger.known_jobs(root)
+    assert known.has("old", "us-east-1") and known.has("old", "eu-west-1"), "its Region is not in its name"
+    ledger.write(entry("old", 1, pending=7.0), root)  # type: ignore[arg-type]  # its retry, after the upgrade
+    (kept,) = [e for e in ledger.read(root).entries if e["job_name"] == "old"]
+    assert kept["pending_seconds"] == 7.0 and _runs(root) == 4
+    (root / "nightly" / "a.eu-west-1.json").write_text(json.dumps(entry("a", 0)))  # says us-east-1
+    assert ledger.read(root).bad_examples == [
+        "a.eu-west-1.json: its job_name and region ('a', 'us-east-1') are not the file's (a.eu-west-1.json)"
+    ]
+
+
 def test_an_entry_whose_job_is_not_its_files_cannot_replace_that_job(root):
     forged = entry("a", 0, pending=999_999)
     (root / "nightly" / "forged.json").write_text(json.dumps(forged))
     reading = ledger.read(root)
-    assert reading.bad_examples == ["forged.json: its job_name 'a' is not the file's (forged.json)"]
+    assert reading.bad_examples == [
+        "forged.json: its job_name and region ('a', 'us-east-1') are not the file's (forged.json)"
+    ]
     (kept,) = [e for e in reading.entries if e["job_name"] == "a"]
     assert kept["pending_seconds"] == 600.0
 

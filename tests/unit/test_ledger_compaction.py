@@ -95,10 +95,26 @@ def test_a_local_fold_keeps_an_entry_written_again_while_it_folds(tmp_path, monk
     result = ledger_compaction.compact(root, now=AFTER_OCTOBER)
     assert (result.folded, result.kept, result.files) == (2, 1, 1)
     monkeypatch.setattr(ledger, "replace_file", merge)
-    assert sorted(p.name for p in (root / "nightly").iterdir()) == ["b.json", "compacted"]
+    assert sorted(p.name for p in (root / "nightly").iterdir()) == ["b.us-east-1.json", "compacted"]
     b = next(e for e in ledger.read(root).entries if e["job_name"] == "b")
     assert (b["selected_rank"], b["pending_seconds"]) == (0, 5), "the newer entry, not the folded one"
     assert not list(root.rglob("*.folding")), "nothing left aside"
+
+
+def test_a_fold_keeps_one_line_per_job_and_region_and_an_objects_older_name_gives_way(tmp_path):
+    root = tmp_path / "ledger"
+    ledger.write(_old("a", pending=1), root)
+    ledger.write({**_old("a", pending=2), "region": "eu-west-1"}, root)
+    (root / "nightly" / "b.json").write_text(json.dumps(_old("b", pending=3)))  # named before the Region was
+    ledger.write(_old("b", pending=4), root)
+    assert ledger_compaction.compact(root, now=AFTER_OCTOBER).folded == 4
+    assert sorted(p.name for p in (root / "nightly").iterdir()) == ["compacted"]
+    folded = {(e["job_name"], e["region"]): e["pending_seconds"] for e in ledger.read(root).entries}
+    assert folded == {("a", "us-east-1"): 1, ("a", "eu-west-1"): 2, ("b", "us-east-1"): 4}
+    ledger.write({**_old("a", pending=5), "region": "eu-west-1"}, root)
+    ledger_compaction.compact(root, now=AFTER_OCTOBER)
+    again = {(e["job_name"], e["region"]): e["pending_seconds"] for e in ledger.read(root).entries}
+    assert again == {**folded, ("a", "eu-west-1"): 5}
 
 
 def test_a_local_fold_waits_for_no_one_while_another_holds_the_lease(tmp_path):
@@ -130,4 +146,4 @@ def test_four_threads_rewriting_one_entry_leave_one_whole_entry(tmp_path):
     assert failures == [], "every write reached the ledger"
     (only,) = ledger.read(root).entries
     assert only["pending_seconds"] % 100 == 49, "the last write of one of the threads"
-    assert [p.name for p in (root / "nightly").iterdir()] == ["same-job.json"], "no temporary file left"
+    assert [p.name for p in (root / "nightly").iterdir()] == ["same-job.us-east-1.json"], "no temporary file left"

@@ -31,14 +31,14 @@ def test_kept_entries_are_one_per_job_however_often_the_job_is_written(store_dow
     for _ in range(3):
         assert ledger.write(entry("d", 0)) is False  # type: ignore[arg-type]
     assert ledger.write(entry("e", 1)) is False  # type: ignore[arg-type]
-    assert _kept() == ["d.json", "e.json"]
+    assert _kept() == ["d.us-east-1.json", "e.us-east-1.json"]
 
 
 def test_the_spool_stops_at_its_bound_and_says_nothing_was_kept(store_down, monkeypatch, caplog):
     monkeypatch.setattr(ledger, "MAX_SPOOLED", 2)
     for name in ("a", "b", "c"):
         ledger.write(entry(name, 0))  # type: ignore[arg-type]
-    assert _kept() == ["a.json", "b.json"]
+    assert _kept() == ["a.us-east-1.json", "b.us-east-1.json"]
     assert "kept on this host" not in caplog.records[-1].getMessage()
 
 

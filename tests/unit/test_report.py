@@ -143,7 +143,7 @@ def test_entries_round_trip_and_a_rewrite_does_not_count_twice(tmp_path):
     assert ledger.write(entry("a", 1), root) and ledger.write(entry("a", 1), root)
     reading = ledger.read(root)
     assert [e["job_name"] for e in reading.entries] == ["a"] and reading.bad == 0
-    assert ledger.known_jobs(root) == {"a"}
+    assert ledger.known_jobs(root).names == {"a"}
 
 
 def test_bad_entries_are_counted_and_skipped_never_fatal(tmp_path):
@@ -257,10 +257,10 @@ def test_compaction_folds_old_entries_by_month_and_the_report_reads_the_same(tmp
     result = ledger_compaction.compact(root, now=NOW)
     assert (result.folded, result.kept, result.files) == (6, 1, 2)
     assert sorted(p.name for p in (root / "nightly" / "compacted").iterdir()) == ["2026-10.jsonl", "2026-11.jsonl"]
-    assert sorted(p.name for p in (root / "nightly").glob("*.json")) == ["today.json"]
+    assert sorted(p.name for p in (root / "nightly").glob("*.json")) == ["today.us-east-1.json"]
     assert report.summarize(ledger.read(root).entries) == before
     assert ledger_compaction.compact(root, now=NOW).folded == 0  # nothing more to fold
-    assert ledger.known_jobs(root) == {f"n{night}" for night in range(6)} | {"today"}
+    assert ledger.known_jobs(root).names == {f"n{night}" for night in range(6)} | {"today"}
 
 
 def test_a_jobs_own_file_written_after_compaction_wins_and_a_second_compaction_merges(tmp_path):
