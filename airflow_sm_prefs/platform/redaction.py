@@ -3,13 +3,14 @@ masker before anything stores or logs it: a container that echoes a masked Varia
 password must not put it in an XCom, the ledger, a trigger event or a task log in clear.
 
 The masker knows what its process registered: in a worker, the connection's secrets and every masked
-Variable the task's templates read; in the triggerer, the secrets of the connections its triggers use. So the
-task remembers which Variables its templates read (names only: a value handed to the trigger would be stored
-with its kwargs), and the trigger reads them again in the triggerer through Airflow's own ``Variable.get``,
-which registers the masked ones with the triggerer's masker exactly as the worker's did. Job log lines and
-events the triggerer shows or stores are then masked like the worker's. What the task masks any other way
-(a Variable the DAG file's own code reads, a value given to ``mask_secret``) is not known to the trigger: read
-such a Variable in a template of the operator instead.
+Variable and connection the task's templates read; in the triggerer, the secrets of the connections its
+triggers use. So the task remembers which Variables and connections its templates read (names only: a value
+handed to the trigger would be stored with its kwargs), and the trigger reads them again in the triggerer
+through Airflow's own ``Variable.get`` and ``Connection.get``, which register the masked values with the
+triggerer's masker as the worker's did (a connection's password and extra). Job log lines and events the
+triggerer shows or stores are then masked like the worker's. What the task masks any other way (a Variable or
+connection the DAG file's own code reads, a value given to ``mask_secret``) is not known to the trigger: read
+it in a template of the operator instead.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from airflow_sm_prefs.platform import supervisor_calls
@@ -63,22 +65,55 @@ class _RecordingVariables:
         return value
 
 
+class _RecordingConnections:
+    """A template context's ``conn`` that hands every read to Airflow's accessor and remembers the id."""
+
+    def __init__(self, accessor: Any, read: set[str]) -> None:
+        self._accessor = accessor
+        self._read = read
+
+    def __getattr__(self, conn_id: str) -> Any:
+        if conn_id.startswith("__"):
+            raise AttributeError(conn_id)
+        connection = getattr(self._accessor, conn_id)
+        self._read.add(conn_id)
+        return connection
+
+    def get(self, conn_id: str, *default: Any) -> Any:
+        connection = self._accessor.get(conn_id, *default)
+        if connection is not None and (not default or connection is not default[0]):
+            self._read.add(conn_id)
+        return connection
+
+
+@dataclass
+class SecretsRead:
+    """What a task's templates read that Airflow masks: Variables as (key, read as JSON), connections by id."""
+
+    variables: set[VariableRead] = field(default_factory=set)
+    connections: set[str] = field(default_factory=set)
+
+
 @contextmanager
-def variables_read(context: MutableMapping[str, Any]) -> Iterator[set[VariableRead]]:
-    """While rendering templates with ``context``: the Variables they read, as (key, as JSON) pairs."""
-    read: set[VariableRead] = set()
-    accessors = context.get("var")
-    if not isinstance(accessors, dict) or not {"value", "json"} <= accessors.keys():
-        yield read  # a context without Airflow's accessors (a unit test's): nothing to record
-        return
-    context["var"] = {
-        "value": _RecordingVariables(accessors["value"], False, read),
-        "json": _RecordingVariables(accessors["json"], True, read),
-    }
+def secrets_read(context: MutableMapping[str, Any]) -> Iterator[SecretsRead]:
+    """While rendering templates with ``context``: the Variables and connections they read."""
+    read = SecretsRead()
+    variables, connections = context.get("var"), context.get("conn")
+    if isinstance(variables, dict) and {"value", "json"} <= variables.keys():
+        context["var"] = {
+            "value": _RecordingVariables(variables["value"], False, read.variables),
+            "json": _RecordingVariables(variables["json"], True, read.variables),
+        }
+    if connections is not None:
+        context["conn"] = _RecordingConnections(connections, read.connections)
+    # A context without Airflow's accessors (a unit test's) records nothing.
     try:
         yield read
     finally:
-        context["var"] = accessors
+        if variables is not None:
+            context["var"] = variables
+        if connections is not None:
+            context["conn"] = connections
 
 
 async def mask_variables(variables: list[VariableRead]) -> None:
@@ -93,3 +128,25 @@ async def mask_variables(variables: list[VariableRead]) -> None:
             await supervisor_calls.ask(Variable.get, key, deserialize_json=as_json)
         except Exception as error:  # gone since the task read it, or a secrets backend refusing the triggerer
             log.warning("Could not read Variable %r in the triggerer to mask it in the job's log lines: %s", key, error)
+
+
+async def mask_connections(conn_ids: list[str]) -> None:
+    """Read these connections in this process (the triggerer) and mask their password and extra, as reading
+    them in the task's worker did. A connection that cannot be read is named in the log, never fatal."""
+    if not conn_ids:
+        return
+    from airflow.providers.common.compat.sdk import mask_secret
+    from airflow.sdk import Connection
+
+    for conn_id in conn_ids:
+        try:
+            connection = await supervisor_calls.ask(Connection.get, conn_id)
+        except Exception as error:
+            log.warning(
+                "Could not read connection %r in the triggerer to mask it in the job's log lines: %s", conn_id, error
+            )
+            continue
+        # Airflow 3.3 masks these as it reads them; earlier Task SDKs leave it to the reader.
+        for secret in (connection.password, connection.extra):
+            if secret:
+                mask_secret(secret)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from airflow.sdk import BaseOperator
 
+from airflow_sm_prefs.platform.redaction import SecretsRead
 from airflow_sm_prefs.preflight import certification, guardrails
 from airflow_sm_prefs.preflight.requirements import InstanceRequirements
 from airflow_sm_prefs.preflight.runner import Account, Preflight
@@ -171,7 +172,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self._life: TaskLife | None = None
         self._request: dict[str, Any] | None = None
         self._lineage_description: Mapping[str, Any] = {}
-        self._variables_read: list[tuple[str, bool]] = []  # by the templates: the trigger masks them too
+        self._secrets_read = SecretsRead()  # what the templates read that Airflow masks: the trigger masks it too
         # Every argument is judged here, and every value of the request that is not templated: a bad list
         # fails the DAG import, not the 2 a.m. run (a mapped task's arguments are judged when it expands).
         markers = job_request.template_markers_of(self.get_dag())  # the DAG may change Jinja's delimiters
@@ -225,16 +226,16 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
 
     def _do_render_template_fields(self, parent: Any, *args: Any, **kwargs: Any) -> None:
         # Where both a task's and a mapped task's templates are rendered (a MappedOperator renders its
-        # unmapped task through this, not through render_template_fields): which Variables they read.
-        from airflow_sm_prefs.platform.redaction import variables_read
+        # unmapped task through this, not through render_template_fields): which Variables and connections
+        # they read.
+        from airflow_sm_prefs.platform.redaction import secrets_read
 
         if parent is not self:  # a nested templated object of this task's, inside the call below
             super()._do_render_template_fields(parent, *args, **kwargs)
             return
         context = kwargs["context"] if "context" in kwargs else args[1]
-        with variables_read(context) as read:
+        with secrets_read(context) as self._secrets_read:
             super()._do_render_template_fields(parent, *args, **kwargs)
-        self._variables_read = sorted(read)
 
     def _start_life(self, context: Context, preflight: Preflight) -> TaskLife:
         from airflow_sm_prefs.task.task_life import TaskLife, Waiting

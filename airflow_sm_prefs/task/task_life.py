@@ -66,8 +66,9 @@ class Waiting:
     retries: int
     # What the pending limit is called in the failure message.
     pending_bound: str = "within max_pending"
-    # The Variables the task's templates read, (key, read as JSON): the trigger masks them too.
+    # The Variables the task's templates read, (key, read as JSON), and the connections: the trigger masks them.
     mask_variables: tuple[tuple[str, bool], ...] = ()
+    mask_connections: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, task: Any) -> Waiting:
@@ -83,7 +84,8 @@ class Waiting:
             stream_logs=task.stream_logs,
             retries=task.retries or 0,
             pending_bound="in time to finish by finish_by" if task.finish_by is not None else "within max_pending",
-            mask_variables=tuple(task._variables_read),
+            mask_variables=tuple(sorted(task._secrets_read.variables)),
+            mask_connections=tuple(sorted(task._secrets_read.connections)),
         )
 
 
@@ -252,6 +254,7 @@ class TaskLife:
             stream_logs=self.waiting.stream_logs,
             log_cursor=log_cursor,
             mask_variables=[list(read) for read in self.waiting.mask_variables],
+            mask_connections=list(self.waiting.mask_connections),
         )
         now = pendulum.now("UTC")
         remaining = (to_time(wait.deadline) or now) - now

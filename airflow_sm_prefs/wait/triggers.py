@@ -41,6 +41,8 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         restart, a move to another triggerer), so no line is shown twice.
     :param mask_variables: the Variables the task's templates read, as ``[key, read as JSON]`` (names, never
         values), read again here so the triggerer masks in the job's log lines and events what the worker masks.
+    :param mask_connections: the ids of the connections the task's templates read, read again here for the same
+        reason.
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         stream_logs: bool = False,
         log_cursor: dict[str, Any] | None = None,
         mask_variables: list[list[Any]] | None = None,
+        mask_connections: list[str] | None = None,
     ) -> None:
         super().__init__()
         if job_kind not in KINDS:
@@ -79,6 +82,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         self.stream_logs = stream_logs
         self.log_cursor = log_cursor
         self.mask_variables = [[str(key), bool(as_json)] for key, as_json in mask_variables or []]
+        self.mask_connections = [str(conn_id) for conn_id in mask_connections or []]
 
     @property
     def kind(self) -> JobKind:
@@ -100,6 +104,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                 "stream_logs": self.stream_logs,
                 "log_cursor": self.log_cursor,
                 "mask_variables": self.mask_variables,
+                "mask_connections": self.mask_connections,
             },
         )
 
@@ -127,10 +132,11 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             raise
 
     async def _watch(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_sm_prefs.platform.redaction import mask_variables
+        from airflow_sm_prefs.platform.redaction import mask_connections, mask_variables
         from airflow_sm_prefs.wait.watcher import JobWatcher, KnownState
 
         await mask_variables([(str(key), bool(as_json)) for key, as_json in self.mask_variables])
+        await mask_connections(self.mask_connections)
 
         kind = self.kind
         watcher = JobWatcher.shared(kind, self.hook_kwargs)

@@ -35,6 +35,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         extra_env={
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW_VAR_SM_PREFS_API_TOKEN": "not-a-secret-here",
+            "AIRFLOW_CONN_SM_PREFS_REGISTRY": '{"conn_type": "generic", "password": "nor-here"}',
             "AIRFLOW__LOGGING__REMOTE_LOGGING": "True",
             "AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER": f"cloudwatch://arn:aws:logs:us-east-1:123456789012:log-group:{GROUP}",
             "AIRFLOW__LOGGING__REMOTE_LOG_CONN_ID": "aws_default",

@@ -1,12 +1,14 @@
 """A secret in a job's Environment and HyperParameters never lands in Airflow's metadata database or logs:
 not while the task is deferred waiting for capacity (the trigger's event and ``next_kwargs``), not after.
 
-The secret is an Airflow Variable's value, as users pass credentials; SageMaker itself (the emulator) has to
-receive it, which the test checks too, so a test that planted nothing cannot pass.
+The secrets are an Airflow Variable's value and a connection's password that the templates read, as users pass
+credentials; SageMaker itself (the emulator) has to receive them, which the test checks too, so a test that
+planted nothing cannot pass.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import sqlite3
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
 
 PROJECT = Path(__file__).resolve().parents[2]
 SECRET = "planted-" + secrets.token_hex(12)
+CONNECTION_SECRET = "planted-password-" + secrets.token_hex(12)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         scenario=str(scenario),
         dag_id="secret_in_job",
         dags_folder=PROJECT / "tests" / "e2e" / "dags",
-        extra_env={"AIRFLOW_VAR_SM_PREFS_API_TOKEN": SECRET, "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False"},
+        extra_env={
+            "AIRFLOW_VAR_SM_PREFS_API_TOKEN": SECRET,
+            "AIRFLOW_CONN_SM_PREFS_REGISTRY": json.dumps({"conn_type": "generic", "password": CONNECTION_SECRET}),
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        },
     )
     with stack:
         yield stack
@@ -78,13 +85,16 @@ def test_a_secret_in_the_job_stays_out_of_the_database_and_logs(stack):
     wait_for(deferred, 180, "the task to defer while its job waits for capacity")
     job = _emulated_job(stack)
     assert job["pending"] is True, "the job is queued while the task is deferred"
-    assert SECRET in (stack.workdir / "emulator-state.json").read_text(), "SageMaker received the secret"
-    assert _places_holding(stack, SECRET) == [], "while the job waits"
+    sent = (stack.workdir / "emulator-state.json").read_text()
+    assert SECRET in sent and CONNECTION_SECRET in sent, "SageMaker received the secrets"
+    assert _places_holding(stack, SECRET) == _places_holding(stack, CONNECTION_SECRET) == [], "while the job waits"
 
     stack.set_capacity({"ml.p4d.24xlarge": 1})
     assert stack.wait_run_done("secret_in_job", run_id, timeout=300) == "success"
     echoed = [m for m in stack.try_messages("secret_in_job", run_id, "train", 1) if "env WANDB_API_KEY=" in m]
     assert echoed and all(line.endswith("env WANDB_API_KEY=***") for line in echoed), "the triggerer masked it"
-    assert _places_holding(stack, SECRET) == [], "after the job ended"
+    password = [m for m in stack.try_messages("secret_in_job", run_id, "train", 1) if "env REGISTRY_PASSWORD=" in m]
+    assert password and all(line.endswith("env REGISTRY_PASSWORD=***") for line in password), "and the password"
+    assert _places_holding(stack, SECRET) == _places_holding(stack, CONNECTION_SECRET) == [], "after the job ended"
     record = stack.xcom("secret_in_job", run_id, "train")
     assert record["selected_instance_type"] == "ml.p4d.24xlarge"

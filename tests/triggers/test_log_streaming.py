@@ -185,3 +185,37 @@ async def test_a_masked_variable_the_templates_read_is_masked_in_the_lines_the_t
             assert value not in repr(payload), "the event kept while deferred is masked too"
         else:
             assert value in echoed[0], "the triggerer only masks what it was told"
+
+
+async def test_a_connection_the_templates_read_is_masked_in_the_lines_the_triggerer_shows(
+    start_emulator, aws_connection, tmp_path, monkeypatch
+):
+    """As for Variables: the worker masked the password of a connection its templates read (``{{
+    conn.registry.password }}``); the trigger reads the connection again by id, so a job that echoes the
+    password shows ``***``. Without the id the line is in clear: the value planted would be shown."""
+    import json
+    import secrets
+
+    value = f"registry-{secrets.token_hex(8)}"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SM_PREFS_REGISTRY", json.dumps({"conn_type": "generic", "login": "ci", "password": value})
+    )
+    failing = (
+        "failures:\n  - instance_type: ml.p5.48xlarge\n    after_seconds: 30\n"
+        "    reason: 'AlgorithmError: registry refused the login (exit code 1)'\n"
+        f"    log_lines: ['docker login -p {value} registry.example.com', 'giving up']\n"
+    )
+    server = start_emulator(_scenario(tmp_path, failing))
+    conn_id = aws_connection(server)
+    for name, read in (("echoes-in-clear", []), ("echoes-masked", ["sm_prefs_registry"])):
+        boto_client(server.endpoint_url).create_training_job(**training_request(name, GPU_PAIR))
+        task_log = TaskLog()
+        payload = await _run(_trigger(conn_id, name, task_log, mask_connections=read))
+        assert payload["status"] == "finished" and payload["description"]["TrainingJobStatus"] == "Failed"
+        echoed = [line for line in task_log.lines if "docker login -p" in line]
+        assert len(echoed) == 1, task_log.lines
+        if read:
+            assert value not in echoed[0] and echoed[0].endswith("docker login -p *** registry.example.com")
+            assert value not in repr(payload), "the event kept while deferred is masked too"
+        else:
+            assert value in echoed[0], "the triggerer only masks what it was told"

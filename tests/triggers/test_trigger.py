@@ -217,8 +217,9 @@ def test_serialize_carries_every_argument_the_constructor_takes():
         "stop_on_kill": False,
         "known_state": {"status": "InProgress", "secondary": "Pending", "selected": None, "last_modified": 1.0},
         "stream_logs": True,
-        "log_cursor": {"start_ms": 5, "seen": ["s/1"]},
+        "log_cursor": {"after": 5, "read_at_after": {"s/1": 2}},
         "mask_variables": [["api_token", False], ["service_secrets", True]],
+        "mask_connections": ["registry"],
     }
     legacy = {"aws_conn_id", "region_name"}  # 0.1.0's form, folded into hook_kwargs
     parameters = set(inspect.signature(SageMakerPreferenceJobTrigger.__init__).parameters) - {"self"}

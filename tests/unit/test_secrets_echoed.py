@@ -62,31 +62,40 @@ def test_a_secret_in_a_log_line_is_masked(secret):
     assert line.render() == "[job/algo-1-1] export TOKEN=***"
 
 
-def test_the_task_names_the_variables_its_templates_read_for_the_trigger(monkeypatch):
-    """Rendering remembers which Variables the templates read (names and JSON or not, never values), so the
-    trigger can read them again in the triggerer; the context's accessors are Airflow's again afterwards."""
-    from airflow.sdk.execution_time.context import VariableAccessor
+def test_the_task_names_the_variables_and_connections_its_templates_read_for_the_trigger(monkeypatch):
+    """Rendering remembers which Variables (names and JSON or not, never values) and connections (ids) the
+    templates read, so the trigger can read them again in the triggerer; the context's accessors are Airflow's
+    again afterwards."""
+    from airflow.sdk.execution_time.context import ConnectionAccessor, VariableAccessor
 
     from airflow_sm_prefs import SageMakerPreferenceTrainingOperator
+    from airflow_sm_prefs.platform.redaction import SecretsRead
     from tests.helpers import training_request
 
     monkeypatch.setenv("AIRFLOW_VAR_SM_PREFS_API_TOKEN", "token-value")
     monkeypatch.setenv("AIRFLOW_VAR_SETTINGS", '{"bucket": "team-bucket"}')
+    monkeypatch.setenv("AIRFLOW_CONN_SM_PREFS_REGISTRY", '{"conn_type": "generic", "password": "registry-pass"}')
     config = training_request("{{ var.json.settings.bucket }}-job")
     config["Environment"] = {
         "API_TOKEN": "{{ var.value.sm_prefs_api_token }}",
         "MISSING": "{{ var.value.get('x', '-') }}",
+        "REGISTRY_PASSWORD": "{{ conn.sm_prefs_registry.password }}",
+        "NO_CONNECTION": "{{ conn.get('absent') }}",
     }
     operator = SageMakerPreferenceTrainingOperator(
         task_id="train", config=config, preferences=[("ml.p5.48xlarge", 1), ("ml.p4d.24xlarge", 2)]
     )
     accessors = {"value": VariableAccessor(deserialize_json=False), "json": VariableAccessor(deserialize_json=True)}
-    context = {"var": dict(accessors), "ds": "2026-12-01"}
+    connections = ConnectionAccessor()
+    context = {"var": dict(accessors), "conn": connections, "ds": "2026-12-01"}
     operator.render_template_fields(context)  # type: ignore[arg-type]
     assert operator.config["Environment"]["API_TOKEN"] == "token-value"
+    assert operator.config["Environment"]["REGISTRY_PASSWORD"] == "registry-pass"
     assert operator.config["TrainingJobName"] == "team-bucket-job"
-    assert operator._variables_read == [("settings", True), ("sm_prefs_api_token", False)], "x does not exist"
+    read = SecretsRead({("settings", True), ("sm_prefs_api_token", False)}, {"sm_prefs_registry"})
+    assert operator._secrets_read == read, "neither x nor absent exists"
     assert context["var"] == accessors and all(type(a) is VariableAccessor for a in context["var"].values())
+    assert context["conn"] is connections
 
     # A mapped task's templates are rendered through the unmapped task's _do_render_template_fields.
     unmapped = SageMakerPreferenceTrainingOperator(
@@ -99,4 +108,4 @@ def test_the_task_names_the_variables_its_templates_read_for_the_trigger(monkeyp
         jinja_env=unmapped.get_template_env(),
         seen_oids=set(),
     )
-    assert unmapped._variables_read == [("settings", True), ("sm_prefs_api_token", False)]
+    assert unmapped._secrets_read == read

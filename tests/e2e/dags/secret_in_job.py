@@ -1,5 +1,6 @@
-"""A job whose Environment and HyperParameters carry a Variable's secret value (tests/e2e/test_secrets.py; also the
-job whose lines test_cloudwatch_task_logs.py follows into CloudWatch)."""
+"""A job whose Environment and HyperParameters carry a Variable's secret value, and its Environment a connection's
+password (tests/e2e/test_secrets.py; also the job whose lines test_cloudwatch_task_logs.py follows into
+CloudWatch)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,11 @@ with DAG(
                 "TrainingInputMode": "File",
             },
             "HyperParameters": {"api_token": SECRET, "epochs": "1"},
-            "Environment": {"WANDB_API_KEY": SECRET, "STAGE": "nightly"},
+            "Environment": {
+                "WANDB_API_KEY": SECRET,
+                "REGISTRY_PASSWORD": "{{ conn.sm_prefs_registry.password }}",
+                "STAGE": "nightly",
+            },
             "OutputDataConfig": {"S3OutputPath": "s3://sm-prefs-demo/models"},
             "ResourceConfig": {"InstanceCount": 1, "VolumeSizeInGB": 100},
             "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
