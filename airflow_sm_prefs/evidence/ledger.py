@@ -208,7 +208,7 @@ def write(entry: LedgerEntry, root: Any = None) -> bool:
             f"; kept on this host in {spool_folder()} until an entry from this host reaches the ledger" if kept else "",
         )
         return False
-    _drain(target[0])
+    send_kept(target[0])
     return True
 
 
@@ -251,13 +251,14 @@ def _spooled(entry: LedgerEntry) -> bool:
         return False
 
 
-def _drain(root: Any) -> None:
-    """Send what this host kept while the store failed, within one more deadline; what is left stays kept."""
+def send_kept(root: Any) -> int:
+    """Send what this host kept while the store failed, within one more deadline; what is left stays kept.
+    The number sent (an unreadable kept file counts: it is dropped, never sent again)."""
     from airflow_sm_prefs.storage import bounded
 
     kept = sorted(spool_folder().glob("*/*.json")) if spool_folder().is_dir() else []
     if not kept:
-        return
+        return 0
     sent: list[Path] = []
 
     def send() -> None:
@@ -277,6 +278,7 @@ def _drain(root: Any) -> None:
         log.warning("Could not send %d kept ledger entries yet: %s", len(kept) - len(sent), error)
     else:
         log.info("Sent %d ledger entries this host kept while the store failed", len(sent))
+    return len(sent)
 
 
 @dataclass

@@ -29,14 +29,15 @@ class Backfilled:
     already: int = 0
     running: int = 0
     not_ours: int = 0
+    kept_sent: int = 0  # entries this host kept while the store failed, sent first
 
 
 def backfill(hook: Any, since: pendulum.DateTime, root: Any = None, region: str | None = None) -> Backfilled:
     """Add the missing entries of jobs created since ``since`` (``hook``: a ``SageMakerPreferenceHook``)."""
     root = root if root is not None else ledger.location()
+    counts = Backfilled(kept_sent=ledger.send_kept(root))  # the tasks' own entries, before any rebuilt one
     known = ledger.known_jobs(root)
     client = hook.conn
-    counts = Backfilled()
     for kind in KINDS.values():
         pages = client.get_paginator(kind.list_method).paginate(
             CreationTimeAfter=since, PaginationConfig={"PageSize": PAGE_SIZE}

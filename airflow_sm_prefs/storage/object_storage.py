@@ -183,6 +183,15 @@ def _client_options(url: str) -> dict[str, Any]:
     }
 
 
+def store_named() -> str:
+    """The shared store as its settings name it, for a line about its failure."""
+    for option in ("storage", "ledger_path", "price_table", "certification_registry"):
+        value = setting(option)
+        if value:
+            return f"the shared store ([{SECTION}] {option} = {value})"
+    return "the local store under $AIRFLOW_HOME/sm_prefs"
+
+
 def setting(option: str) -> str | None:
     from airflow.configuration import conf
 

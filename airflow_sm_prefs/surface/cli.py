@@ -96,15 +96,6 @@ class CommandError(Exception):
     """A command cannot go on: said in one line, exit status 2."""
 
 
-def _store_named() -> str:
-    """The shared store as its settings name it, for a line about its failure."""
-    for option in ("storage", "ledger_path", "price_table", "certification_registry"):
-        value = object_storage.setting(option)
-        if value:
-            return f"the shared store ([{object_storage.SECTION}] {option} = {value})"
-    return "the local store under $AIRFLOW_HOME/sm_prefs"
-
-
 def _if_the_store_failed(error: BaseException) -> None:
     """Raise ``error`` again when it is the store's failure, for ``main`` to say in its one line."""
     from airflow_sm_prefs.storage import store_errors
@@ -163,7 +154,8 @@ def _read_through_the_cache(root: Any) -> Any:
         from airflow_sm_prefs.storage import store_errors
 
         problem = store_errors.explained(error)
-        warn("could not fold the ledger's old entries: " + (problem.line("the store") if problem else str(error)))
+        said = problem.line(object_storage.store_named()) if problem else str(error)
+        warn(f"could not fold the ledger's old entries: {said}")
         return reading
     if compacted is not None and compacted.folded:
         warn(
@@ -231,6 +223,8 @@ def _backfill(args: argparse.Namespace) -> int:
         counts = backfill(hook, args.since, region=hook.conn_region_name)
     except Exception as error:  # no connection, no permission, no service: one line, not a traceback
         return fail(f"backfill failed: {type(error).__name__}: {error}")
+    if counts.kept_sent:
+        say(f"{counts.kept_sent} entry(ies) this host kept while the store failed: sent")
     say(
         f"{counts.listed} job(s) listed: {counts.added} added, {counts.already} already in the ledger, "
         f"{counts.running} still running, {counts.not_ours} not launched by this provider"
@@ -482,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = store_errors.explained(error)
         if problem is None:
             raise  # not the store's: a bug, shown whole
-        fail(problem.line(_store_named()))
+        fail(problem.line(object_storage.store_named()))
         return 2 if problem.setting else 1
 
 

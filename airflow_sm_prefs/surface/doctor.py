@@ -52,13 +52,13 @@ def run(aws_conn_id: str, region: str | None) -> list[Finding]:
 
 
 def _checked(findings: list[Finding], check: str, probe: Callable[[], Any]) -> Any:
-    from airflow_sm_prefs.storage import store_errors
+    from airflow_sm_prefs.storage import object_storage, store_errors
 
     try:
         return probe()
     except Exception as error:  # each check says its own failure in one line
         problem = store_errors.explained(error) if check in ON_THE_STORE else None
-        said = problem.line("the store") if problem else f"{type(error).__name__}: {error}"
+        said = problem.line(object_storage.store_named()) if problem else f"{type(error).__name__}: {error}"
         findings.append(Finding(check, "fail", said.splitlines()[0][:300]))
         return None
 
@@ -208,7 +208,23 @@ def _prices() -> Finding:
     import datetime as dt
 
     from airflow_sm_prefs.reference import prices
+    from airflow_sm_prefs.storage import bounded, object_storage, store_errors, user_files
 
+    try:
+        where = prices.user_table_path()
+        bounded.within(f"the price table {where}", lambda: user_files.parsed(where, prices.read_file))
+    except FileNotFoundError:
+        pass  # no table of the team's: the shipped one alone, judged below
+    except Exception as error:  # what a task would leave out, with a warning, to price with the shipped table
+        problem = store_errors.explained(error)
+        said = problem.line(object_storage.store_named()) if problem else f"{type(error).__name__}: {error}"
+        return Finding(
+            "prices",
+            "warn",
+            f"the team's price table could not be read ({said.splitlines()[0][:200]}); tasks price with the "
+            "shipped table alone",
+            "fix what the store's line says, or the table",
+        )
     table = prices.current()
     if not table.entries:
         return Finding(

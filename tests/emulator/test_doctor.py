@@ -80,6 +80,9 @@ def test_a_store_that_fails_is_one_line_within_the_deadline(store, capsys, monke
     ((status, said),) = found["store"]
     assert status == "fail" and any(words in said for words in SAID[fault]), said
     assert found["sagemaker"][0][0] == "ok", "SageMaker is asked through its own connection"
+    ((status, said),) = found["prices"]
+    assert status == "warn" and "the team's price table could not be read" in said, said
+    assert "tasks price with the shipped table alone" in said, "not the shipped table's age, as if all were well"
 
 
 def test_stale_prices_warn_and_a_broken_registry_fails(store, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pendulum
 import pytest
 
 from airflow_sm_prefs.evidence import ledger
@@ -66,3 +67,30 @@ def test_the_spool_lives_under_airflow_home(monkeypatch, tmp_path):
 def test_the_docs_state_the_spools_bound():
     page = (Path(__file__).resolve().parents[2] / "docs" / "shared-store.md").read_text()
     assert f"at most {ledger.MAX_SPOOLED:,} entries" in page
+
+
+def test_a_backfill_on_the_host_sends_its_kept_entries_first_and_rebuilds_none_of_them(store_down, tmp_path):
+    """The store is back and no task of this host ends soon: ``ledger backfill`` there sends what it kept (the
+    task's own entry, not one rebuilt from tags) before it lists SageMaker's jobs."""
+    from airflow_sm_prefs.evidence.ledger_backfill import backfill
+
+    ledger.write(entry("d", 0, pending=42.0))  # type: ignore[arg-type]
+    listed = []
+
+    class SageMaker:
+        """Lists the kept job as SageMaker would: ended, and launched by this provider."""
+
+        class conn:
+            @staticmethod
+            def get_paginator(method: str):
+                listed.append(method)
+                summary = {"TrainingJobName": "d", "TrainingJobStatus": "Completed"}
+                pages = [{"TrainingJobSummaries": [summary]}] if method == "list_training_jobs" else [{}]
+                return type("Paginator", (), {"paginate": lambda self, **_: pages})()
+
+    root = tmp_path / "ledger"
+    counts = backfill(SageMaker(), pendulum.now("UTC").subtract(days=1), root, "us-east-1")
+    assert (counts.kept_sent, counts.listed, counts.already, counts.added) == (1, 1, 1, 0)
+    (kept,) = ledger.read(root).entries
+    assert kept["pending_seconds"] == 42.0 and _kept() == []
+    assert listed == ["list_training_jobs", "list_processing_jobs"]
