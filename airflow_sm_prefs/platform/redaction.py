@@ -135,8 +135,8 @@ async def mask_connections(conn_ids: list[str]) -> None:
     them in the task's worker did. A connection that cannot be read is named in the log, never fatal."""
     if not conn_ids:
         return
-    from airflow.providers.common.compat.sdk import mask_secret
     from airflow.sdk import Connection
+    from airflow.sdk.log import mask_secret  # where the Task SDK keeps it on 3.1 to 3.3 (common.compat: 3.2 on)
 
     for conn_id in conn_ids:
         try:

@@ -156,6 +156,9 @@ class _Followed:
     # lines were written than one page holds would be read from its start for ever.
     listing: LogListing | None = None
     page_token: str | None = None
+    # The end's reading (``drain``) and the follower's round may ask for one job at once: each listing starts
+    # from the cursor the other one may be moving, so one page at a time, or both show the same lines.
+    reading: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class LogFollower(LoopShared):
@@ -257,6 +260,10 @@ class LogFollower(LoopShared):
 
     async def _read(self, client: Any, job: _Followed) -> bool:
         """One page of the job's new lines, delivered; True when a full page suggests more are waiting."""
+        async with job.reading:
+            return await self._read_page(client, job)
+
+    async def _read_page(self, client: Any, job: _Followed) -> bool:
         await self._limiter.acquire()
         self.calls += 1
         job.last_read = asyncio.get_running_loop().time()
