@@ -360,5 +360,6 @@ def test_a_fold_the_store_refuses_costs_the_fold_not_the_report(s3_ledger_server
     said = capsys.readouterr()
     printed = said.out[said.out.index("[\n") :]  # after what Airflow's own loggers print in this process
     assert json.loads(printed)[0]["runs"] == 1
-    assert "airflow-sm-prefs: warning: could not fold the ledger's old entries: the store " in said.err
+    folded = "airflow-sm-prefs: warning: could not fold the ledger's old entries: the shared store ([sm_prefs] "
+    assert folded in said.err, "the line names the store by its setting"
     assert "Traceback" not in said.err and len(said.err.strip().splitlines()) == 1
