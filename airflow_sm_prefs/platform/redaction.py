@@ -16,7 +16,7 @@ it in a template of the operator instead.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -42,48 +42,28 @@ def redacted(value: T) -> T:
     return result  # type: ignore[no-any-return]
 
 
-class _RecordingVariables:
-    """A template context's ``var.value`` or ``var.json`` that hands every read to Airflow's accessor and
-    remembers the key: what the task's templates read, for the trigger to read again in the triggerer."""
+class _RecordingAccessor:
+    """A template context's accessor (``var.value``, ``var.json``, ``conn``) that hands every read to Airflow's
+    and remembers the name read: what the task's templates read, for the trigger to read again in the
+    triggerer."""
 
-    def __init__(self, accessor: Any, as_json: bool, read: set[VariableRead]) -> None:
+    def __init__(self, accessor: Any, remember: Callable[[str], None]) -> None:
         self._accessor = accessor
-        self._as_json = as_json
-        self._read = read
+        self._remember = remember
 
-    def __getattr__(self, key: str) -> Any:
-        if key.startswith("__"):  # Jinja and copy probe for protocols; those are never Variables
-            raise AttributeError(key)
-        value = getattr(self._accessor, key)
-        self._read.add((key, self._as_json))
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # Jinja and copy probe for protocols; those are never Variables or connections
+            raise AttributeError(name)
+        value = getattr(self._accessor, name)
+        self._remember(name)
         return value
 
-    def get(self, key: str, *default: Any) -> Any:
-        value = self._accessor.get(key, *default)
-        if not default or value is not default[0]:  # the default itself: no such Variable, nothing to mask
-            self._read.add((key, self._as_json))
+    def get(self, name: str, *default: Any) -> Any:
+        value = self._accessor.get(name, *default)
+        # The default itself (given, or the connection accessor's None): nothing of that name, nothing to mask.
+        if value is not (default[0] if default else None):
+            self._remember(name)
         return value
-
-
-class _RecordingConnections:
-    """A template context's ``conn`` that hands every read to Airflow's accessor and remembers the id."""
-
-    def __init__(self, accessor: Any, read: set[str]) -> None:
-        self._accessor = accessor
-        self._read = read
-
-    def __getattr__(self, conn_id: str) -> Any:
-        if conn_id.startswith("__"):
-            raise AttributeError(conn_id)
-        connection = getattr(self._accessor, conn_id)
-        self._read.add(conn_id)
-        return connection
-
-    def get(self, conn_id: str, *default: Any) -> Any:
-        connection = self._accessor.get(conn_id, *default)
-        if connection is not None and (not default or connection is not default[0]):
-            self._read.add(conn_id)
-        return connection
 
 
 @dataclass
@@ -101,11 +81,11 @@ def secrets_read(context: MutableMapping[str, Any]) -> Iterator[SecretsRead]:
     variables, connections = context.get("var"), context.get("conn")
     if isinstance(variables, dict) and {"value", "json"} <= variables.keys():
         context["var"] = {
-            "value": _RecordingVariables(variables["value"], False, read.variables),
-            "json": _RecordingVariables(variables["json"], True, read.variables),
+            "value": _RecordingAccessor(variables["value"], lambda key: read.variables.add((key, False))),
+            "json": _RecordingAccessor(variables["json"], lambda key: read.variables.add((key, True))),
         }
     if connections is not None:
-        context["conn"] = _RecordingConnections(connections, read.connections)
+        context["conn"] = _RecordingAccessor(connections, read.connections.add)
     # A context without Airflow's accessors (a unit test's) records nothing.
     try:
         yield read
