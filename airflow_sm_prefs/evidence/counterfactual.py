@@ -74,7 +74,7 @@ def created(entry: Mapping[str, Any]) -> float | None:
     return dt.datetime.fromisoformat(created).timestamp() if isinstance(created, str) else None
 
 
-class JobFacts(NamedTuple):
+class ListedJob(NamedTuple):
     """A job's list, account and Region, and creation: a tuple, as 100,000 of them are made per report."""
 
     listed: tuple[Configuration, ...]
@@ -100,11 +100,11 @@ class Timeline:
 
     def __init__(self, entries: Iterable[Mapping[str, Any]]) -> None:
         spells: dict[tuple[Any, ...], list[Spell]] = defaultdict(list)
-        self._facts: dict[str, JobFacts] = {}
+        self._jobs: dict[tuple[str, Any], ListedJob] = {}
         self._shared: dict[Any, Any] = {}
         self._listed: dict[int, tuple[Any, tuple[Configuration, ...]]] = {}
         for entry in entries:
-            facts = self.facts(entry)
+            facts = self.listed_job(entry)
             if facts.created is None:
                 continue
             rank = entry.get("selected_rank")
@@ -119,9 +119,11 @@ class Timeline:
         self._longest = {key: max(s.wait for s in found) for key, found in self._spells.items()}
         self._seen: dict[tuple[Scope, Configuration, float], Seen] = {}
 
-    def facts(self, entry: Mapping[str, Any]) -> JobFacts:
+    def listed_job(self, entry: Mapping[str, Any]) -> ListedJob:
         """The job's list, account and Region, and creation, read once per job (lists and scopes shared)."""
-        found = self._facts.get(entry["job_name"])
+        # SageMaker's names are unique per account and Region only: a namesake in another Region is another job.
+        key = (entry["job_name"], entry.get("region"))
+        found = self._jobs.get(key)
         if found is None:
             preferences = entry.get("preferences")
             # The ledger's reader hands one list object to every job that carried the same list.
@@ -132,7 +134,7 @@ class Timeline:
                 configurations = tuple(listed(entry))
                 self._listed[id(preferences)] = (preferences, configurations)
             scope = scope_of(entry)
-            found = self._facts[entry["job_name"]] = JobFacts(
+            found = self._jobs[key] = ListedJob(
                 self._shared.setdefault(configurations, configurations),
                 self._shared.setdefault(scope, scope),
                 created(entry),
@@ -151,12 +153,12 @@ class Timeline:
         (None for an entry with no creation time)."""
         by_scope: dict[Scope, list[int]] = defaultdict(list)
         for index, entry in enumerate(entries):
-            facts = self.facts(entry)
+            facts = self.listed_job(entry)
             if facts.created is not None:
                 by_scope[facts.scope].append(index)
         found: list[Seen | None] = [None] * len(entries)
         for scope, indexes in by_scope.items():
-            starts = [self.facts(entries[i]).created or 0.0 for i in indexes]
+            starts = [self.listed_job(entries[i]).created or 0.0 for i in indexes]
             for index, seen in zip(indexes, self.seen_from(scope, configuration, starts), strict=True):
                 found[index] = seen
         return found
@@ -273,7 +275,7 @@ def fallback_queries(
     """The starts whose first-choice evidence a report will ask for, by account, Region and first choice."""
     queries: dict[tuple[Scope, Configuration], list[float]] = defaultdict(list)
     for fallback in fallbacks:
-        facts = timeline.facts(fallback)
+        facts = timeline.listed_job(fallback)
         if facts.first_choice is not None and facts.created is not None:
             queries[(facts.scope, facts.first_choice)].append(facts.created)
     return queries
@@ -283,14 +285,14 @@ def estimate(
     task_entries: Sequence[Mapping[str, Any]], fallbacks: Sequence[Mapping[str, Any]], timeline: Timeline
 ) -> Estimate | None:
     """The first choice's wait at the times this task's jobs fell back."""
-    configuration = next((c for e in fallbacks if (c := timeline.facts(e).first_choice) is not None), None)
+    configuration = next((c for e in fallbacks if (c := timeline.listed_job(e).first_choice) is not None), None)
     if configuration is None:
         return None
     own = task_of(fallbacks[0])
     points: list[tuple[float, bool]] = []
     sources = {own}
     others = 0
-    mine = [e for e in fallbacks if timeline.facts(e).first_choice == configuration]
+    mine = [e for e in fallbacks if timeline.listed_job(e).first_choice == configuration]
     for fallback, seen in zip(mine, timeline.seen_by(mine, configuration), strict=True):
         if seen is None:
             continue
@@ -306,7 +308,7 @@ def estimate(
     past = kaplan_meier(
         (float(e["pending_seconds"]), e["selected_rank"] == 0)
         for e in task_entries
-        if timeline.facts(e).first_choice == configuration
+        if timeline.listed_job(e).first_choice == configuration
     )
     history = FirstChoiceWait(configuration, "same-task history", past, _limit(task_entries, past), (own,))
     return Estimate(at_fallbacks, others, history if past.observed else None)

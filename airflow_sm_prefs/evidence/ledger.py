@@ -47,8 +47,8 @@ log = logging.getLogger(__name__)
 
 FORMAT = 1
 CONFIG_SECTION = "sm_prefs"
-Outcome = Literal["completed", "failed_after_start", "no_capacity", "stopped"]
-OUTCOMES: tuple[Outcome, ...] = ("completed", "failed_after_start", "no_capacity", "stopped")
+JobOutcome = Literal["completed", "failed_after_start", "no_capacity", "stopped"]
+OUTCOMES: tuple[JobOutcome, ...] = ("completed", "failed_after_start", "no_capacity", "stopped")
 COMPACTED = "compacted"
 # What the report and the Capacity page read of each entry: holding only these keeps 100,000 jobs small.
 REPORT_FIELDS = (
@@ -87,7 +87,7 @@ class LedgerEntry(TypedDict):
     job_arn: str | None
     job_kind: str
     region: str | None
-    outcome: Outcome
+    outcome: JobOutcome
     preferences: list[dict[str, Any]]
     selected_instance_type: str | None
     selected_instance_count: int | None
@@ -109,7 +109,7 @@ class LedgerEntry(TypedDict):
     source: Literal["task", "backfill"]
 
 
-def outcome_of(view: JobView) -> Outcome:
+def outcome_of(view: JobView) -> JobOutcome:
     """How a job that ended, ended: what the report counts."""
     if job_status.succeeded(view.status):
         return "completed"

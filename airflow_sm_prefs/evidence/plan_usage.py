@@ -121,3 +121,27 @@ def render(rows: Sequence[Mapping[str, Any]], output_format: str) -> str:
     if not rows:
         return "No training plans in this account and Region."
     return "\n".join(in_words(row) for row in rows)
+
+
+def report_section(
+    entries: Sequence[Mapping[str, Any]], listed: tuple[dt.datetime, Sequence[PlanState]] | None
+) -> list[str]:
+    """The capacity report's lines on training plans: what each plan the CLI last listed bought (``listed``:
+    when and what), or, with no listing kept, the jobs the ledger says ran on a plan and how to see the rest.
+    No lines when no plan is listed and no job ran on one."""
+    on_plans: dict[str, int] = {}
+    for entry in entries:
+        arn = plan_of(entry)
+        if arn is not None:
+            on_plans[arn] = on_plans.get(arn, 0) + 1
+    if listed is not None and listed[1]:
+        taken_at, plans = listed
+        heading = f"Training plans, as SageMaker listed them at {taken_at.strftime('%Y-%m-%d %H:%M UTC')}:"
+        return [heading, *(f"  {in_words(row)}" for row in usage(entries, plans, taken_at))]
+    if not on_plans:
+        return []
+    ran = "; ".join(f"{count} job(s) on {arn.rpartition('/')[2]}" for arn, count in sorted(on_plans.items()))
+    return [
+        f"Training plans: {ran}. What each plan held is not known here: `airflow-sm-prefs plans used` asks "
+        "SageMaker (and keeps its listing for this report and the Capacity page)."
+    ]

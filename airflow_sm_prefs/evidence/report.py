@@ -87,6 +87,15 @@ def created_since(entry: LedgerEntry, since: dt.datetime | None) -> bool:
     return since is None or (entry["created_at"] is not None and _time(entry["created_at"]) >= since)
 
 
+def in_scope(entry: LedgerEntry, since: dt.datetime | None, dag_id: str | None, task_id: str | None) -> bool:
+    """Whether the report's filters (``--since``, ``--dag-id``, ``--task-id``) keep ``entry``."""
+    return (
+        (dag_id is None or entry["dag_id"] == dag_id)
+        and (task_id is None or entry["task_id"] == task_id)
+        and created_since(entry, since)
+    )
+
+
 def _cost(entry: LedgerEntry) -> float | None:
     cost = entry.get("estimated_cost_usd")
     return None if cost is None else float(cost)
@@ -281,13 +290,8 @@ def summarize(
     timeline = counterfactual.Timeline(given)
     groups: dict[tuple[str, str], list[LedgerEntry]] = defaultdict(list)
     for entry in given:
-        if dag_id is not None and entry["dag_id"] != dag_id:
-            continue
-        if task_id is not None and entry["task_id"] != task_id:
-            continue
-        if not created_since(entry, since):
-            continue
-        groups[(entry["dag_id"], entry["task_id"])].append(entry)
+        if in_scope(entry, since, dag_id, task_id):
+            groups[(entry["dag_id"], entry["task_id"])].append(entry)
     fallbacks = (e for group in groups.values() for e in group if e["selected_rank"])
     for (scope, configuration), starts in counterfactual.fallback_queries(fallbacks, timeline).items():
         timeline.prefetch(scope, configuration, starts)  # one sweep per first choice for every task's fallbacks

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.request import preferences as rules
 from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.request.preferences import is_templated
 
 DEFAULT_MAX_RUNTIME_SECONDS = 86400  # SageMaker's default MaxRuntimeInSeconds for both kinds
 
@@ -44,7 +44,7 @@ def entries(kind: JobKind, request: Mapping[str, Any]) -> list[Entry]:
         if not isinstance(api, dict):
             continue
         instance_type, count = api.get("InstanceType"), api.get("InstanceCount", uniform)
-        if isinstance(instance_type, str) and not rules.is_templated(instance_type) and type(count) is int:
+        if isinstance(instance_type, str) and not is_templated(instance_type) and type(count) is int:
             known.append(Entry(rank, dict(api), instance_type, count))
     return known
 

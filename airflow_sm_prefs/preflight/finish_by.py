@@ -22,8 +22,8 @@ from typing import Any
 import pendulum
 
 from airflow_sm_prefs.preflight import entries
-from airflow_sm_prefs.request import preferences as rules
 from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.request.preferences import PreferenceValidationError, is_accelerated, is_templated
 
 SERVICE_MIN_PENDING = 1800  # MaxPendingTimeInSeconds' floor (R23)
 SERVICE_MAX_PENDING = 28 * 86400
@@ -33,7 +33,7 @@ RunTimeHistory = Callable[[str, int], "tuple[float, int] | None"]  # (type, coun
 
 def judged(value: Any) -> pendulum.DateTime | str | None:
     """``finish_by`` as given: an aware datetime, an ISO 8601 time, or a template left for rendering."""
-    if value is None or (isinstance(value, str) and rules.is_templated(value)):
+    if value is None or (isinstance(value, str) and is_templated(value)):
         return value
     return deadline_of(value)
 
@@ -49,11 +49,11 @@ def deadline_of(value: Any) -> pendulum.DateTime:
         except (ValueError, TypeError, OverflowError):
             moment = None
     if not isinstance(moment, dt.datetime):
-        raise rules.PreferenceValidationError(
+        raise PreferenceValidationError(
             [f"finish_by must be a datetime or an ISO 8601 time (e.g. a template's rendering), got {value!r:.60}"]
         )
     if moment.tzinfo is None:
-        raise rules.PreferenceValidationError(
+        raise PreferenceValidationError(
             [f"finish_by={moment.isoformat()} has no time zone: give one (pendulum and Airflow's dates have it)"]
         )
     return pendulum.instance(moment).in_tz("UTC")
@@ -100,7 +100,7 @@ def plan(
         else:
             expected[entry.rank], explained[entry.rank] = seconds, source
     if not expected:
-        raise rules.PreferenceValidationError(
+        raise PreferenceValidationError(
             [
                 f"no preference can finish by finish_by={finish_by.to_iso8601_string()} "
                 f"({_duration(max(left, 0))} from now)",
@@ -123,7 +123,7 @@ def applied(
     kept_types = [entry.instance_type for entry in entries.entries(kind, request)]
     if (
         kind.service_enforces_pending_limit
-        and any(rules.is_accelerated(t) for t in kept_types)
+        and any(is_accelerated(t) for t in kept_types)
         and bound >= SERVICE_MIN_PENDING
     ):
         stopping["MaxPendingTimeInSeconds"] = min(bound, SERVICE_MAX_PENDING)

@@ -25,8 +25,8 @@ from airflow_sm_prefs.evidence.record import DroppedPreference
 from airflow_sm_prefs.preflight import cost_caps, requirements
 from airflow_sm_prefs.preflight.entries import entries
 from airflow_sm_prefs.preflight.requirements import InstanceRequirements
-from airflow_sm_prefs.request import preferences as rules
 from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.request.preferences import PreferenceValidationError, is_templated
 
 OnViolation = Literal["fail", "drop"]
 
@@ -54,7 +54,7 @@ class Guardrails:
         if not isinstance(quota_preflight, bool):
             problems.append(f"quota_preflight must be True or False, got {type(quota_preflight).__name__}")
         if problems:
-            raise rules.PreferenceValidationError(problems)
+            raise PreferenceValidationError(problems)
         return cls(hourly, worst, on_violation, quota_preflight, needs)
 
     @property
@@ -63,7 +63,7 @@ class Guardrails:
 
 
 def _limit(value: Any, name: str, problems: list[str]) -> float | None:
-    if value is None or (isinstance(value, str) and rules.is_templated(value)):
+    if value is None or (isinstance(value, str) and is_templated(value)):
         return None  # a template is judged once rendered
     if isinstance(value, str):  # what Jinja renders a number to
         try:
@@ -89,10 +89,10 @@ def apply(
     ordered = [violations[rank] for rank in sorted(violations)]
     listed = entries(kind, request)
     if on_violation == "fail":
-        raise rules.PreferenceValidationError([*ordered, "no SageMaker job was created (on_violation='fail')"])
+        raise PreferenceValidationError([*ordered, "no SageMaker job was created (on_violation='fail')"])
     kept = [entry.api for entry in listed if entry.rank not in violations]
     if not kept:
-        raise rules.PreferenceValidationError(
+        raise PreferenceValidationError(
             [*ordered, "every preference was dropped (on_violation='drop'); no SageMaker job was created"]
         )
     shortened = copy.deepcopy(request)

@@ -24,8 +24,8 @@ from typing import Any, Literal
 from airflow_sm_prefs.evidence.record import TrainingPlanChoice
 from airflow_sm_prefs.platform.formatting import format_seconds
 from airflow_sm_prefs.preflight.entries import Entry, entries
-from airflow_sm_prefs.request import preferences as rules
 from airflow_sm_prefs.request.jobs import DEFAULT_PENDING_SECONDS, JobKind
+from airflow_sm_prefs.request.preferences import PreferenceValidationError
 from airflow_sm_prefs.sagemaker.training_plans import BECOMING_USABLE, USABLE, PlanState
 
 Setting = Literal["auto"]
@@ -36,9 +36,9 @@ def judged(value: Any, kind: JobKind) -> Setting | None:
     if value is None:
         return None
     if value != "auto":
-        raise rules.PreferenceValidationError([f"training_plans must be 'auto' or None, got {value!r:.60}"])
+        raise PreferenceValidationError([f"training_plans must be 'auto' or None, got {value!r:.60}"])
     if not kind.takes_training_plans:
-        raise rules.PreferenceValidationError(
+        raise PreferenceValidationError(
             [
                 f"training_plans='auto' is for training jobs: SageMaker runs {kind.name} jobs on on-demand capacity "
                 "only (a processing entry cannot name a training plan)"
@@ -66,6 +66,12 @@ def unusable(plan: PlanState, entry: Entry, now: dt.datetime, pending: float) ->
         return f"reserves {plan.total} instance(s), fewer than the {entry.count} asked for"
     if plan.status == "Expired" or (plan.end is not None and plan.end <= now):
         return f"expired{f' at {plan.end.isoformat()}' if plan.end else ''}"
+    reclaimed = plan.reclaimed_from()
+    if reclaimed is not None and reclaimed <= now:
+        return (
+            f"ends within 30 minutes (at {plan.end.isoformat() if plan.end else reclaimed.isoformat()}): SageMaker "
+            "takes a plan's instances back from then on, and a job started now would be terminated"
+        )
     if plan.status in USABLE:
         if plan.available < entry.count:
             return f"is full: {plan.in_use} of its {plan.total} instances in use, {plan.available} free"

@@ -26,8 +26,8 @@ from airflow_sm_prefs.platform.formatting import format_seconds
 from airflow_sm_prefs.preflight import certification, entries, guardrails, requirements
 from airflow_sm_prefs.preflight import finish_by as finish_by_module
 from airflow_sm_prefs.request import job_request
-from airflow_sm_prefs.request import preferences as rules
 from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.request.preferences import PreferenceValidationError, template_markers
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -126,7 +126,7 @@ class Preflight:
                 self._refuse_uncertified(request)
         if self.guardrails.requires is not None and self.guardrails.on_violation == "fail":
             # A static list that cannot meet requires= fails the DAG import; with "drop", the run decides.
-            with job_request.refusing(), rules.template_markers(markers):
+            with job_request.refusing(), template_markers(markers):
                 violations = requirements.MeetsRequirements(self.guardrails.requires).violations(self.kind, request)
                 guardrails.apply(self.kind, request, violations, "fail")
 
@@ -197,7 +197,7 @@ class Preflight:
         try:
             return self.certification.uncertified(listed)
         except certification.RegistryError as error:
-            raise rules.PreferenceValidationError([str(error)]) from None
+            raise PreferenceValidationError([str(error)]) from None
         except certification.RegistryUnreachable as error:
             if if_unreadable == "refuse" or log is None:
                 raise certification.RegistryUnreachable(
@@ -209,7 +209,7 @@ class Preflight:
     def _refuse_uncertified(self, request: Mapping[str, Any]) -> None:
         uncertified = self._uncertified(request, "refuse")
         if uncertified:
-            raise rules.PreferenceValidationError(
+            raise PreferenceValidationError(
                 [*uncertified, "certified='strict' lists certified configurations only; no SageMaker job was created"]
             )
 

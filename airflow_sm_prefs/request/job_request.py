@@ -15,11 +15,18 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException
 
-from airflow_sm_prefs.request import preferences as rules
 from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.request.preferences import (
+    TEMPLATE_MARKERS,
+    PreferenceValidationError,
+    is_templated,
+    job_name_problems,
+    template_markers,
+    to_api_entries,
+)
 
 
-class InvalidJobRequest(rules.PreferenceValidationError, AirflowFailException):
+class InvalidJobRequest(PreferenceValidationError, AirflowFailException):
     """A request SageMaker would refuse. Wherever it is raised (a DAG file's parse, a task's run, a mapped
     task's expansion) retrying cannot help, so it fails the task without retries."""
 
@@ -31,14 +38,14 @@ def refusing() -> Iterator[None]:
         yield
     except InvalidJobRequest:
         raise
-    except rules.PreferenceValidationError as error:
+    except PreferenceValidationError as error:
         raise InvalidJobRequest(error.problems) from None
 
 
 def template_markers_of(dag: Any) -> tuple[str, ...]:
     """The delimiters Airflow will render a task's fields with: Jinja's, or the DAG's own."""
     options = (getattr(dag, "jinja_environment_kwargs", None) or {}) if dag is not None else {}
-    variable, block, comment = rules.TEMPLATE_MARKERS
+    variable, block, comment = TEMPLATE_MARKERS
     return (
         options.get("variable_start_string", variable),
         options.get("block_start_string", block),
@@ -51,7 +58,7 @@ def friendly_preferences(value: Any) -> Any:
     if value is None or isinstance(value, str):
         return value
     with refusing():
-        return rules.to_api_entries(value)
+        return to_api_entries(value)
 
 
 def prepare(
@@ -59,25 +66,25 @@ def prepare(
     config: Any,
     preferences: Any,
     max_pending: int | None,
-    markers: tuple[str, ...] = rules.TEMPLATE_MARKERS,
+    markers: tuple[str, ...] = TEMPLATE_MARKERS,
     job_name: Any = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """``markers`` are the Jinja delimiters still to be rendered; none once the task has rendered its fields.
     ``job_name`` is the operator's argument, judged like the request's own name field."""
-    with refusing(), rules.template_markers(markers):
-        named = rules.job_name_problems(job_name, "job_name")
+    with refusing(), template_markers(markers):
+        named = job_name_problems(job_name, "job_name")
         if named:
-            raise rules.PreferenceValidationError(named)
+            raise PreferenceValidationError(named)
         parsed = _parse_json(config, "config") if isinstance(config, str) else config
         if not isinstance(parsed, Mapping):
-            raise rules.PreferenceValidationError(
+            raise PreferenceValidationError(
                 [
                     f"config must be the {kind.name_field.removesuffix('JobName')}Job request as a mapping (or JSON "
                     f"text of one), got {type(parsed).__name__}"
                 ]
             )
-        if isinstance(preferences, str) and not rules.is_templated(preferences):
-            preferences = rules.to_api_entries(_parse_json(preferences, "preferences"))
+        if isinstance(preferences, str) and not is_templated(preferences):
+            preferences = to_api_entries(_parse_json(preferences, "preferences"))
         request = kind.prepare(parsed, preferences, max_pending)
         return request, kind.validate(request)
 
@@ -97,7 +104,7 @@ def rendered(
         request, warnings = prepare(kind, config, preferences, max_pending, markers=(), job_name=job_name)
         with refusing():
             check_instance_types(kind, request)
-    except rules.PreferenceValidationError as error:
+    except PreferenceValidationError as error:
         raise InvalidJobRequest([*error.problems, "no SageMaker job was created"]) from None
     for warning in warnings:
         log.warning(warning)
@@ -114,6 +121,6 @@ def _parse_json(text: str, what: str) -> Any:
             if text.lstrip().startswith(("[(", "['", '["', "[{")) or "'" in text
             else ""
         )
-        raise rules.PreferenceValidationError(
+        raise PreferenceValidationError(
             [f"{what} rendered to text that is not JSON ({error.msg}, at character {error.pos}).{hint}"]
         ) from None

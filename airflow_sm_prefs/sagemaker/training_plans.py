@@ -21,6 +21,9 @@ MAX_PAGES = 20  # 2,000 plans: more than any account holds; a listing that never
 USABLE = frozenset({"Active"})
 BECOMING_USABLE = frozenset({"Pending", "Scheduled"})
 ENDED = frozenset({"Expired", "Failed"})
+# SageMaker gives full access to a plan's instances until 30 minutes before its end, then terminates the jobs
+# running on them (the developer guide, "Training plans utilization for SageMaker training jobs").
+RECLAIMED_BEFORE_END = dt.timedelta(minutes=30)
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,10 @@ class PlanState:
     end: dt.datetime | None
     upfront_fee: float | None
     currency: str | None
+
+    def reclaimed_from(self) -> dt.datetime | None:
+        """When SageMaker starts taking the plan's instances back from the jobs on them (None: no end known)."""
+        return None if self.end is None else self.end - RECLAIMED_BEFORE_END
 
     @classmethod
     def of(cls, described: Mapping[str, Any]) -> PlanState:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import importlib.metadata
 import logging
 import os
@@ -104,6 +105,14 @@ def _if_the_store_failed(error: BaseException) -> None:
         raise error
 
 
+def _store_problem(error: BaseException) -> str:
+    """``error`` in the store's one line where it is the store's failure, else as it is."""
+    from airflow_sm_prefs.storage import store_errors
+
+    problem = store_errors.explained(error)
+    return problem.line(object_storage.store_named()) if problem else f"{type(error).__name__}: {error}"
+
+
 def _ledger_root() -> Any:
     """The ledger's root, refused when its bucket does not exist: else an empty report, as if no job had ended."""
     from airflow_sm_prefs.evidence import ledger
@@ -151,11 +160,7 @@ def _read_through_the_cache(root: Any) -> Any:
     except object_storage.StorageSettingError:
         raise  # a bad [sm_prefs] ledger_compact_after: said as the setting's error
     except OSError as error:  # the store refused the fold (a role that may not delete): the reading stands
-        from airflow_sm_prefs.storage import store_errors
-
-        problem = store_errors.explained(error)
-        said = problem.line(object_storage.store_named()) if problem else str(error)
-        warn(f"could not fold the ledger's old entries: {said}")
+        warn(f"could not fold the ledger's old entries: {_store_problem(error)}")
         return reading
     if compacted is not None and compacted.folded:
         warn(
@@ -183,7 +188,31 @@ def _report(args: argparse.Namespace) -> int:
         ),
     )
     say(report.render(rows, args.format))
+    if args.format == "table":
+        from airflow_sm_prefs.evidence import plan_usage
+
+        scoped = [e for e in reading.entries if report.in_scope(e, args.since, args.dag_id, args.task_id)]
+        section = plan_usage.report_section(scoped, _plans_last_listed())
+        if section:
+            say("\n" + "\n".join(section))
     return 0
+
+
+def _plans_last_listed() -> tuple[dt.datetime, list[Any]] | None:
+    """The account's plans as ``plans list|used`` last kept them in the shared store; None (and one warning)
+    when that listing cannot be read: the report stands without it."""
+    from airflow_sm_prefs.evidence import plan_snapshots
+    from airflow_sm_prefs.storage import bounded
+
+    try:
+        listed = bounded.within("the training plans last listed", plan_snapshots.load_plans)
+    except Exception as error:  # the store's failure costs the report its plans section, never the report
+        warn(f"training plans left out of the report: {_store_problem(error)}")
+        return None
+    if listed is None:
+        return None
+    taken_at, _, plans = listed
+    return dt.datetime.fromisoformat(taken_at), plans
 
 
 def _advise(args: argparse.Namespace) -> int:

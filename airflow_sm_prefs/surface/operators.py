@@ -20,8 +20,15 @@ from airflow_sm_prefs.preflight import certification, guardrails
 from airflow_sm_prefs.preflight.requirements import InstanceRequirements
 from airflow_sm_prefs.preflight.runner import Account, Preflight
 from airflow_sm_prefs.request import job_request
-from airflow_sm_prefs.request import preferences as rules
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING, JobKind
+from airflow_sm_prefs.request.preferences import (
+    PreferenceLike,
+    PreferenceValidationError,
+    duration_seconds,
+    interval_seconds,
+    job_name_problems,
+    template_markers,
+)
 from airflow_sm_prefs.surface import links
 from airflow_sm_prefs.surface.links import SageMakerConsoleLink, SageMakerLogsLink
 from airflow_sm_prefs.task import attempts
@@ -121,7 +128,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self,
         *,
         config: dict[str, Any] | str,
-        preferences: Sequence[rules.PreferenceLike] | str | None = None,
+        preferences: Sequence[PreferenceLike] | str | None = None,
         max_pending: timedelta | int | None = None,
         job_name: str | None = None,
         aws_conn_id: str | None = "aws_default",
@@ -176,19 +183,19 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         # Every argument is judged here, and every value of the request that is not templated: a bad list
         # fails the DAG import, not the 2 a.m. run (a mapped task's arguments are judged when it expands).
         markers = job_request.template_markers_of(self.get_dag())  # the DAG may change Jinja's delimiters
-        with job_request.refusing(), rules.template_markers(markers):
+        with job_request.refusing(), template_markers(markers):
             self.preferences = job_request.friendly_preferences(preferences)
-            self.max_pending = rules.duration_seconds(max_pending, "max_pending")
-            self.wait_timeout = rules.duration_seconds(wait_timeout, "wait_timeout")
-            self.check_interval = rules.interval_seconds(check_interval, "check_interval")
+            self.max_pending = duration_seconds(max_pending, "max_pending")
+            self.wait_timeout = duration_seconds(wait_timeout, "wait_timeout")
+            self.check_interval = interval_seconds(check_interval, "check_interval")
             preflight = Preflight.of(self)
-            problems = rules.job_name_problems(job_name, "job_name")
+            problems = job_name_problems(job_name, "job_name")
             if not isinstance(stream_logs, bool):
                 problems.append(f"stream_logs must be True or False, got {type(stream_logs).__name__}")
             if botocore_config is not None and not isinstance(botocore_config, dict):
                 problems.append("botocore_config must be a dict of botocore.config.Config keyword arguments")
             if problems:
-                raise rules.PreferenceValidationError(problems)
+                raise PreferenceValidationError(problems)
         if not isinstance(config, str):  # JSON text is judged once rendered
             self._request, warnings = job_request.prepare(
                 self.job_kind, config, self.preferences, self.max_pending, markers, job_name

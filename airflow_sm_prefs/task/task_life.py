@@ -36,7 +36,7 @@ from airflow_sm_prefs.task.deadlines import wait_deadlines
 from airflow_sm_prefs.task.outcomes import NoCapacityError, no_capacity_message, wait_timeout_message
 from airflow_sm_prefs.task.submission import Submission
 from airflow_sm_prefs.task.task_outcome import TaskOutcome, latest_view
-from airflow_sm_prefs.wait.polling import Outcome, WaitFor
+from airflow_sm_prefs.wait.polling import WaitFor, WaitOutcome
 from airflow_sm_prefs.wait.wait_event import WaitEnded
 
 if TYPE_CHECKING:
@@ -261,21 +261,21 @@ class TaskLife:
         # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.
         return Defer(trigger, timedelta(seconds=remaining.total_seconds()) + DEFER_TIMEOUT_MARGIN)
 
-    def _after(self, outcome: Outcome, view: JobView, wait: Wait, message: str | None = None) -> Step:
+    def _after(self, outcome: WaitOutcome, view: JobView, wait: Wait, message: str | None = None) -> Step:
         """What the task does once a wait ended, whichever way it waited."""
-        if outcome is Outcome.SELECTED:
+        if outcome is WaitOutcome.SELECTED:
             self.outcome.announce(view)
             claim = self.claims.load()
             if claim is not None:
                 self.claims.save(claim.advanced(attempts.DEFERRED if self.waiting.deferrable else attempts.BLOCKING))
             return self._wait(view, wait._replace(announced=True))
-        if outcome is Outcome.FINISHED:
+        if outcome is WaitOutcome.FINISHED:
             return self._finish(view, wait.announced)
         stop = self.waiting.stop_on_timeout
-        if outcome is Outcome.PENDING_TIMEOUT:
+        if outcome is WaitOutcome.PENDING_TIMEOUT:
             why = no_capacity_message(view, self.waiting.pending_bound)
             self.outcome.abandon(self.hook, view, NoCapacityError, why, stop, "queued")
-        if outcome is Outcome.TIMEOUT:
+        if outcome is WaitOutcome.TIMEOUT:
             self.outcome.abandon(self.hook, view, AirflowException, wait_timeout_message(view), stop, "running")
         raise RuntimeError(f"lost track of SageMaker job {view.name}: {message}; a retry reattaches")
 

@@ -96,7 +96,7 @@ class TaskOutcome:
         self.context["ti"].xcom_push(key="record", value=result)
         raise with_log_tail(outcome_error(view, result), log_tail)
 
-    def record_in_ledger(self, facts: JobFacts, outcome: ledger.Outcome | None = None) -> None:
+    def record_in_ledger(self, facts: JobFacts, outcome: ledger.JobOutcome | None = None) -> None:
         """The job's end, in the capacity ledger and as metrics; never a reason for the task to fail."""
         from airflow_sm_prefs.evidence.metrics import emit_end
 

@@ -16,7 +16,7 @@ import pendulum
 from airflow_sm_prefs.sagemaker import status_lines
 from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook, is_transient
 from airflow_sm_prefs.sagemaker.job_view import JobView
-from airflow_sm_prefs.wait.polling import Outcome, WaitFor, backoff_seconds, next_limit, observe, view_interval
+from airflow_sm_prefs.wait.polling import WaitFor, WaitOutcome, backoff_seconds, next_limit, observe, view_interval
 
 
 def wait(
@@ -29,7 +29,7 @@ def wait(
     log: logging.Logger | Any,
     sleep: Any = time.sleep,
     observed: Callable[[JobView], None] | None = None,
-) -> tuple[Outcome, JobView]:
+) -> tuple[WaitOutcome, JobView]:
     """Poll the job until an observation ends the wait or a limit passes; the outcome and the last view.
 
     ``observed`` is called with every fresh view (the operator shows the job's new log lines there).

@@ -20,7 +20,7 @@ MAX_BACKOFF_SECONDS = 300.0
 WaitFor = Literal["selection", "completion"]
 
 
-class Outcome(StrEnum):
+class WaitOutcome(StrEnum):
     """Why a wait ended: the ``status`` of a trigger event and of the blocking wait's result."""
 
     SELECTED = "selected"  # SageMaker picked a preference (when waiting for the selection)
@@ -50,29 +50,29 @@ def backoff_seconds(interval: float, failures: int) -> float:
     return min(MAX_BACKOFF_SECONDS, interval * 2.0 ** min(failures, 8) / 4)
 
 
-def observe(view: JobView, wait_for: WaitFor) -> Outcome | None:
+def observe(view: JobView, wait_for: WaitFor) -> WaitOutcome | None:
     """What a fresh observation of the job means for a wait; None: keep waiting."""
     if view.terminal:
-        return Outcome.FINISHED
+        return WaitOutcome.FINISHED
     if wait_for == "selection" and view.selected is not None:
-        return Outcome.SELECTED
+        return WaitOutcome.SELECTED
     return None
 
 
 def next_limit(
     now: pendulum.DateTime, deadline: str | None, pending_deadline: str | None, selected: bool
-) -> tuple[float | None, Outcome]:
+) -> tuple[float | None, WaitOutcome]:
     """Seconds until the nearest limit that applies (None: no limit), and what reaching it means.
 
     The pending deadline applies only until SageMaker selects a preference.
     """
-    limits: list[tuple[float, Outcome]] = []
+    limits: list[tuple[float, WaitOutcome]] = []
     if deadline:
-        limits.append((_seconds_until(now, deadline), Outcome.TIMEOUT))
+        limits.append((_seconds_until(now, deadline), WaitOutcome.TIMEOUT))
     if pending_deadline and not selected:
-        limits.append((_seconds_until(now, pending_deadline), Outcome.PENDING_TIMEOUT))
+        limits.append((_seconds_until(now, pending_deadline), WaitOutcome.PENDING_TIMEOUT))
     if not limits:
-        return None, Outcome.TIMEOUT
+        return None, WaitOutcome.TIMEOUT
     seconds, outcome = min(limits)
     return max(0.0, seconds), outcome
 

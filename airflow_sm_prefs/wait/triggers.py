@@ -14,7 +14,7 @@ from airflow_sm_prefs.platform import airflow_lines, supervisor_calls
 from airflow_sm_prefs.request.jobs import KINDS, JobKind
 from airflow_sm_prefs.sagemaker import status_lines
 from airflow_sm_prefs.sagemaker.job_view import JobView
-from airflow_sm_prefs.wait.polling import Outcome, WaitFor, next_limit, observe
+from airflow_sm_prefs.wait.polling import WaitFor, WaitOutcome, next_limit, observe
 from airflow_sm_prefs.wait.wait_event import WaitEnded
 
 # What a user's action leaves a deferred task in: marked failed, success or skipped, its run marked failed
@@ -108,7 +108,9 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             },
         )
 
-    def _event(self, status: Outcome, description: dict[str, Any] | None, message: str | None = None) -> TriggerEvent:
+    def _event(
+        self, status: WaitOutcome, description: dict[str, Any] | None, message: str | None = None
+    ) -> TriggerEvent:
         # What the operator needs to resume travels in the event itself: `airflow dags test` hands the resume
         # method only the event, not the kwargs given to defer().
         ended = WaitEnded(
@@ -163,7 +165,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                     update = waiting_for_update.result()
                     waiting_for_update = asyncio.ensure_future(updates.get())
                     if update.error is not None:
-                        yield self._event(Outcome.ERROR, description, update.error)
+                        yield self._event(WaitOutcome.ERROR, description, update.error)
                         return
                     description = update.description
                     assert description is not None
@@ -175,7 +177,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                         self.log.info(status_lines.status_line(view))
                         last_signature = view.signature
                     outcome = observe(view, self.wait_for)
-                    if outcome is Outcome.SELECTED:
+                    if outcome is WaitOutcome.SELECTED:
                         self.log.info(status_lines.selection_line(view))
                     if outcome is not None:
                         if lines is not None and waiting_for_lines is not None and view.terminal:

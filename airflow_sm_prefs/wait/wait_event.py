@@ -13,12 +13,12 @@ from typing import Any
 
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker.job_view import JobView
-from airflow_sm_prefs.wait.polling import Outcome
+from airflow_sm_prefs.wait.polling import WaitOutcome
 
 
 @dataclass(frozen=True)
 class WaitEnded:
-    outcome: Outcome
+    outcome: WaitOutcome
     job_name: str
     # The Describe fields the task reads (``JobKind.essentials``), or None when the trigger saw no change
     # since the deferral (a quiet queue): the task then asks SageMaker itself.
@@ -47,7 +47,7 @@ class WaitEnded:
         status = payload.get("status")
         description = payload.get("description")
         return cls(
-            outcome=Outcome(status) if status in tuple(Outcome) else Outcome.ERROR,
+            outcome=WaitOutcome(status) if status in tuple(WaitOutcome) else WaitOutcome.ERROR,
             job_name=str(payload["job_name"]),
             description=description if isinstance(description, Mapping) and description else None,
             announced=bool(payload.get("announced")),

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from sagemaker.core.resources import ProcessingJob, TrainingJob
+from sagemaker.core.resources import ProcessingJob, TrainingJob, TrainingPlan
 from sagemaker.core.shapes import (
     AlgorithmSpecification,
     AppSpecification,
@@ -26,6 +26,7 @@ from sagemaker.core.shapes import (
     ProcessingStoppingCondition,
     ResourceConfig,
     StoppingCondition,
+    TrainingPlanFilter,
 )
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -102,12 +103,60 @@ def listing_and_stopping() -> dict[str, Any]:
     return {"status": TrainingJob.get("sdk-stopped", region=REGION).training_job_status, "listed": names}
 
 
+def training_plan_bought_and_used() -> dict[str, Any]:
+    """A plan found, bought, waited on until Active, listed, and a job's plan-backed entry placed on it.
+    sagemaker-core wraps no search of offerings, so the search goes through its own client, as its users do."""
+    client = TrainingPlan.get_sagemaker_client(region_name=REGION)
+    offerings = client.search_training_plan_offerings(
+        InstanceType="ml.p5.48xlarge", InstanceCount=1, DurationHours=24, TargetResources=["training-job"]
+    )["TrainingPlanOfferings"]
+    plan = TrainingPlan.create(
+        training_plan_name="sdk-plan", training_plan_offering_id=offerings[0]["TrainingPlanOfferingId"], region=REGION
+    )
+    plan.wait_for_status("Active", poll=1, timeout=300)
+    active = [
+        p.training_plan_name
+        for p in TrainingPlan.get_all(filters=[TrainingPlanFilter(name="Status", value="Active")], region=REGION)
+    ]
+    job = TrainingJob.create(
+        training_job_name="sdk-on-plan",
+        role_arn=ROLE,
+        algorithm_specification=AlgorithmSpecification(training_image=IMAGE, training_input_mode="File"),
+        output_data_config=OutputDataConfig(s3_output_path="s3://bucket/output"),
+        resource_config=ResourceConfig(
+            volume_size_in_gb=100,
+            instance_preferences=[
+                InstancePreference(
+                    instance_type="ml.p5.48xlarge", instance_count=1, training_plan_arns=[plan.training_plan_arn]
+                ),
+                InstancePreference(instance_type="ml.p4d.24xlarge", instance_count=1),
+            ],
+        ),
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=3600),
+        region=REGION,
+    )
+    job.refresh()
+    busy = TrainingPlan.get("sdk-plan", region=REGION)
+    job.wait(poll=1, timeout=300)
+    done = TrainingPlan.get("sdk-plan", region=REGION)
+    return {
+        "status": plan.status,
+        "listed_active": active,
+        "selected": [job.resource_config.selected_instance_type, job.resource_config.selected_instance_count],
+        "job_status": TrainingJob.get("sdk-on-plan", region=REGION).training_job_status,
+        "in_use_while_running": busy.in_use_instance_count,
+        "available_after": done.available_instance_count,
+        "total": done.total_instance_count,
+    }
+
+
 def main() -> None:
     flows: dict[str, Callable[[], dict[str, Any]]] = {
         "training": training_runs,
         "processing": processing_runs,
         "stop_and_list": listing_and_stopping,
         "wait_with_logs": training_waits_with_logs,
+        "training_plan": training_plan_bought_and_used,
     }
     results: dict[str, Any] = {}
     for name in sys.argv[1:] or list(flows):

@@ -433,6 +433,32 @@ def test_sagemaker_core_creates_waits_lists_and_stops(start_emulator):
     assert results["stop_and_list"] == {"ok": True, "status": "Stopped", "listed": ["sdk-stopped", "sdk-training"]}
 
 
+# One p5 reservable from the first hour, none on demand; 600x, so the hour to the plan's start is 6 s.
+PLAN_SUPPLY = """
+speed: 600
+capacity: {ml.p5.48xlarge: 0, ml.p4d.24xlarge: 4}
+runtime_seconds: {default: 600}
+behaviour: {training_plan_pending_seconds: 120}
+plan_supply:
+  - {instance_type: ml.p5.48xlarge, count: 1, start: 0, end: 2592000, usd_per_instance_hour: 30}
+"""
+
+
+def test_sagemaker_core_buys_a_training_plan_waits_for_it_and_runs_a_job_on_it(start_emulator, tmp_path):
+    scenario = tmp_path / "supply.yaml"
+    scenario.write_text(PLAN_SUPPLY)
+    results = _sdk(start_emulator(str(scenario)), "training_plan")
+    flow = results["training_plan"]
+    assert flow["ok"], flow.get("trace")
+    assert (flow["listed_active"], flow["selected"], flow["job_status"]) == (
+        ["sdk-plan"],
+        ["ml.p5.48xlarge", 1],
+        "Completed",
+    )
+    # The plan's one instance taken while the job ran, back once it ended.
+    assert (flow["in_use_while_running"], flow["available_after"], flow["total"]) == (1, 1, 1)
+
+
 @pytest.mark.parametrize("reported", ["absent", "selected"])
 def test_what_sagemaker_core_meets_following_logs_with_per_entry_counts(start_emulator, tmp_path, reported):
     """The per-entry-count question again, for the SDK: `wait(logs=True)` sizes its log reader by

@@ -143,33 +143,72 @@ def test_a_refused_listing_is_one_line_naming_the_code(emulated, capsys):
     assert said.endswith("sagemaker:ListTrainingPlans action (check the connection's role)")
 
 
+def _record(night: dict, **fields: object) -> None:
+    """One of the unit tests' synthetic nights as the task would have written it to the ledger."""
+    from airflow_sm_prefs.evidence import ledger
+
+    assert ledger.write(
+        {  # type: ignore[typeddict-item]
+            **night,
+            "format": 1,
+            "run_id": night["job_name"],
+            "map_index": -1,
+            "plan_backed": False,
+            "billable_instance_seconds": None,
+            "cost_basis": "on-demand",
+            "workload": None,
+            "certified_run_seconds": None,
+            "failure_reason": None,
+            "started_at": None,
+            "ended_at": None,
+            "recorded_at": night["created_at"],
+            "source": "task",
+            **fields,
+        }
+    )
+
+
+def test_the_report_says_what_ran_on_plans_and_what_they_held_once_listed(emulated, capsys, monkeypatch, tmp_path):
+    """Without a listing kept, the report names the plans its jobs ran on and the command that asks SageMaker;
+    once ``plans list`` kept one, it says what each plan held against what the jobs used."""
+    from tests.unit.test_plan_advice import _night
+
+    server, conn = emulated
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path / 'ledger'}")
+    client = boto_client(server.endpoint_url)
+    (offering, *_) = client.search_training_plan_offerings(
+        InstanceType=P5, InstanceCount=1, DurationHours=24, TargetResources=["training-job"]
+    )["TrainingPlanOfferings"]
+    arn = client.create_training_plan(
+        TrainingPlanName="nightly-p5", TrainingPlanOfferingId=offering["TrainingPlanOfferingId"]
+    )["TrainingPlanArn"]
+    _record(_night(0, sold_out=True))
+    _record(_night(1, sold_out=False), training_plan_arn=arn, plan_backed=True, cost_basis="plan-backed")
+
+    status, out, err = _run(capsys, "report")
+    assert status == 0, err
+    assert out.rstrip().endswith(
+        "Training plans: 1 job(s) on nightly-p5. What each plan held is not known here: `airflow-sm-prefs plans "
+        "used` asks SageMaker (and keeps its listing for this report and the Capacity page)."
+    )
+    assert _run(capsys, "plans", "list", "--aws-conn-id", conn)[0] == 0
+    status, out, err = _run(capsys, "report")
+    assert status == 0, err
+    heading, line = out.rstrip().splitlines()[-2:]
+    assert heading.startswith("Training plans, as SageMaker listed them at ")
+    assert line == "  nightly-p5 is Pending: it has held no instance-hours yet"
+    status, out, _ = _run(capsys, "report", "--format", "json")
+    assert [row["task_id"] for row in json.loads(out)] == ["train"]  # the JSON report keeps its shape
+
+
 def test_advise_weighs_the_ledger_against_an_offering_that_reserve_then_buys(emulated, capsys, monkeypatch, tmp_path):
     """The demo's story in one test: eight of ten nights sold out, an offering whose fee repays it, bought."""
-    from airflow_sm_prefs.evidence import ledger
     from tests.unit.test_plan_advice import _ledger
 
     server, conn = emulated
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path / 'ledger'}")
     for night in _ledger(10, 8):
-        ledger.write(
-            {  # type: ignore[typeddict-item]
-                **night,
-                "format": 1,
-                "run_id": night["job_name"],
-                "map_index": -1,
-                "selected_instance_count": night["selected_instance_count"],
-                "plan_backed": False,
-                "billable_instance_seconds": None,
-                "cost_basis": "on-demand",
-                "workload": None,
-                "certified_run_seconds": None,
-                "failure_reason": None,
-                "started_at": None,
-                "ended_at": None,
-                "recorded_at": night["created_at"],
-                "source": "task",
-            }
-        )
+        _record(night)
     status, out, err = _run(capsys, "plans", "advise", "--aws-conn-id", conn, "--format", "json")
     assert status == 0, err
     (group,) = json.loads(out)

@@ -185,6 +185,26 @@ def test_a_job_waiting_on_a_scheduled_plan_starts_when_the_plan_does(supplied):
     assert _selected(client, "waits") == P5
 
 
+def test_a_plans_instances_are_reclaimed_from_30_minutes_before_its_end(supplied):
+    """The developer guide: full access until 30 minutes before the end, then SageMaker terminates what runs on
+    the plan. A job still running then fails (E11); a job created in those 30 minutes goes on down its list."""
+    server, client = supplied
+    arn = _active_plan(server, client, "ending", 1)
+    end = client.describe_training_plan(TrainingPlanName="ending")["EndTime"].timestamp()
+    reclaimed = end - 1800
+    control(server.endpoint_url, "advance", {"seconds": reclaimed - 300 - server.engine.clock.now()})
+    client.create_training_job(**training_request("cut-short", _on_plan_first(arn, 1)))  # runs 600 s
+    assert _selected(client, "cut-short") == P5
+    control(server.endpoint_url, "advance", {"seconds": 301})
+    ended = client.describe_training_job(TrainingJobName="cut-short")
+    assert ended["TrainingJobStatus"] == "Failed"
+    assert ended["FailureReason"].startswith("CapacityError: training plan ending's reserved capacity ends at ")
+    assert ended["TrainingEndTime"].timestamp() == pytest.approx(reclaimed, abs=1)
+    assert client.describe_training_plan(TrainingPlanName="ending")["InUseInstanceCount"] == 0
+    client.create_training_job(**training_request("too-late", _on_plan_first(arn, 1)))
+    assert _selected(client, "too-late") == "ml.p4d.24xlarge"
+
+
 def test_an_entry_asking_more_than_the_plan_holds_is_refused(supplied):
     server, client = supplied
     arn = _active_plan(server, client, "one-p5", 1)

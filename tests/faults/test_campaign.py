@@ -41,10 +41,18 @@ def rows(notes: list[str]) -> Iterator[list[Row]]:
     yield from collect_rows(SQLITE, ARTIFACTS / "stack" / "scheduler.log", notes)
 
 
+LEFT_OUT = (
+    "Not run on this topology: 1b, 2c and 2d (they need a second Celery worker or triggerer) and 9 (the shared "
+    "store down: it needs the store on S3 behind a connection of its own, as the split hosts have it; each reader "
+    "and writer of the store under each fault is tested on its own in [the shared store when it fails]"
+    "(shared-store.md))."
+)
+
+
 @pytest.fixture(scope="module")
 def notes() -> list[str]:
     """Checks that are not a scenario (security), in words, for the report."""
-    return []
+    return [LEFT_OUT]
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,11 @@ triggerers, plus the emulator; every one on 127.0.0.1.
 
 Each component is a host of its own: its own ``AIRFLOW_HOME`` and working folder, sharing with the others only
 what separate hosts share (PostgreSQL, Redis, the DAG folder, and the emulator's S3 for ``[sm_prefs] storage``
-and the task logs, shipped there by Airflow's remote logging). The test harness, and a user's ``airflow`` or
-``airflow-sm-prefs`` command, is one more host (``cli``). It reads the shared state and the task logs from S3,
-where the API server reads them.
+and the task logs, shipped there by Airflow's remote logging). The shared store is reached through a
+connection of its own (``[sm_prefs] storage_conn_id = sm_prefs_store``) whose endpoint is a proxy in front of
+the emulator's S3 (tests/faulty_store.py), so a scenario can stop the store while SageMaker keeps answering.
+The test harness, and a user's ``airflow`` or ``airflow-sm-prefs`` command, is one more host (``cli``). It
+reads the shared state and the task logs from S3, where the API server reads them.
 
 It is the fault campaign's stack (tests/faults) with those parts swapped in, so the campaign's scenarios run
 on it unchanged. The workers and triggerers do not serve logs (two on one host would clash on the port): the
@@ -27,11 +29,13 @@ from pathlib import Path
 
 from sm_prefs_devkit.local_stack import LocalStack, wait_for
 from tests.faults.stack import CampaignStack
+from tests.faulty_store import FaultyStore
 from tests.production.services import Services
 
 HEARTBEAT_TIMEOUT = 45
 SHARED_BUCKET = "sm-prefs-shared"  # [sm_prefs] storage
 SHARED_PREFIX = "team-a"
+STORE_CONN_ID = "sm_prefs_store"  # [sm_prefs] storage_conn_id: the emulator's S3 behind the proxy (``store``)
 LOGS_BUCKET = "airflow-logs"  # [logging] remote_base_log_folder
 LOG_SHIPPING_TIMEOUT = 60
 
@@ -73,6 +77,14 @@ class ProductionTopology:
     # home of its own would otherwise make its own, and no host could read what another encrypted or signed.
     fernet_key: str = field(default_factory=_new_fernet_key)
     api_secret_key: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    _store: FaultyStore | None = None
+
+    @property
+    def store(self) -> FaultyStore:
+        """The proxy every host reaches the shared store through: a scenario sets its ``fault``."""
+        if self._store is None:
+            self._store = FaultyStore(self.emulator_url)  # type: ignore[attr-defined]
+        return self._store
 
     # -- one host per component ---------------------------------------------------------------------------
 
@@ -97,13 +109,22 @@ class ProductionTopology:
                 "AIRFLOW__CORE__FERNET_KEY": self.fernet_key,
                 "AIRFLOW__API__SECRET_KEY": self.api_secret_key,
                 "AIRFLOW__SM_PREFS__STORAGE": f"s3://{SHARED_BUCKET}/{SHARED_PREFIX}",
-                "AIRFLOW__SM_PREFS__STORAGE_CONN_ID": "aws_default",
+                "AIRFLOW__SM_PREFS__STORAGE_CONN_ID": STORE_CONN_ID,
+                f"AIRFLOW_CONN_{STORE_CONN_ID.upper()}": self._store_connection(env),
                 "AIRFLOW__LOGGING__REMOTE_LOGGING": "True",
                 "AIRFLOW__LOGGING__REMOTE_BASE_LOG_FOLDER": f"s3://{LOGS_BUCKET}/logs",
                 "AIRFLOW__LOGGING__REMOTE_LOG_CONN_ID": "aws_default",
             }
         )
         return env
+
+    def _store_connection(self, env: dict[str, str]) -> str:
+        """The stack's AWS connection, its endpoint the store's proxy."""
+        import json
+
+        connection = json.loads(env["AIRFLOW_CONN_AWS_DEFAULT"])
+        connection["extra"] = {**connection["extra"], "endpoint_url": self.store.endpoint_url}
+        return json.dumps(connection)
 
     def component_env(self, component: str) -> dict[str, str]:
         home = self.home_of(component)
@@ -187,6 +208,8 @@ class ProductionTopology:
             super().stop()  # type: ignore[misc]
         finally:
             self.services.stop()
+            if self._store is not None:
+                self._store.stop()
 
 
 @dataclass

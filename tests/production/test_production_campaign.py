@@ -5,6 +5,9 @@ results fill the PostgreSQL + Celery column of the reliability report (tests/fau
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -16,7 +19,7 @@ from tests.faults import test_campaign as campaign
 from tests.faults.audit import Expect, Row, audit, jobs_of
 from tests.faults.report import PRODUCTION, collect_rows
 from tests.faults.stack import PROJECT_DIR
-from tests.production.stack import HEARTBEAT_TIMEOUT, ProductionStack
+from tests.production.stack import HEARTBEAT_TIMEOUT, SHARED_BUCKET, SHARED_PREFIX, ProductionStack
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -250,3 +253,107 @@ test_throttling_and_server_errors = campaign.test_throttling_and_server_errors
 test_emulator_restarts_while_jobs_wait = campaign.test_emulator_restarts_while_jobs_wait
 test_users_mark_failed_clear_and_fail_a_run = campaign.test_users_mark_failed_clear_and_fail_a_run
 test_pending_bound_and_incompatible_fallback = campaign.test_pending_bound_and_incompatible_fallback
+
+
+Finding = tuple[str, str, str]  # check, status, detail and fix
+
+
+def _sm_prefs(stack: ProductionStack, host: str, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``airflow-sm-prefs`` on one component's host, with that host's settings (and ``env`` over them)."""
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_sm_prefs.surface.cli", *argv],
+        env={**stack.component_env(host), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _doctor(stack: ProductionStack, host: str, **env: str) -> tuple[int, list[Finding]]:
+    done = _sm_prefs(stack, host, "doctor", "--format", "json", **env)
+    assert done.stdout.strip().startswith("["), f"{host}: {done.stdout[-1000:]}\n{done.stderr[-2000:]}"
+    findings = [(f["check"], f["status"], f"{f['detail']}; {f['fix']}") for f in json.loads(done.stdout)]
+    return done.returncode, findings
+
+
+def _failed(findings: list[Finding]) -> dict[str, str]:
+    return {check: said for check, status, said in findings if status == "fail"}
+
+
+def _kept_on(stack: ProductionStack) -> dict[str, list[str]]:
+    """The ledger entries each host keeps because the shared store refused them."""
+    kept = {
+        host.name: sorted(p.name for p in (host / "sm_prefs" / "ledger-spool").glob("*/*.json"))
+        for host in stack.hosts()
+    }
+    return {host: names for host, names in kept.items() if names}
+
+
+def test_the_shared_store_down_a_wrong_connection_and_a_denied_action(stack: ProductionStack, rows: list[Row]) -> None:
+    """``doctor`` on every component says nothing fails; with the shared store refusing every connection, with
+    ``storage_conn_id`` naming a connection that does not exist and with a SageMaker action denied, it fails
+    with the fix. Tasks whose jobs end while the store is down end as their jobs did, on their first try; their
+    ledger entries are kept on their workers' hosts, and ``ledger backfill`` there sends them once the store is
+    back: the tasks' own entries, none rebuilt."""
+    for host in stack.airflow_components:
+        code, findings = _doctor(stack, host)
+        assert code == 0 and _failed(findings) == {}, (host, findings)
+        assert any(check == "store" and status == "ok" for check, status, _ in findings), (host, findings)
+
+    store = f"s3://{SHARED_BUCKET}/{SHARED_PREFIX}"
+    stack.store.fault = "reset"
+    code, findings = _doctor(stack, "celery-worker-1")
+    assert code == 1 and set(_failed(findings)) == {"store", "registry"}, findings
+    statuses = {(check, status) for check, status, _ in findings}
+    assert ("prices", "warn") in statuses, "the tasks price with the shipped table"
+    said = _failed(findings)["store"]  # refused or reset, as the proxy's close meets the client
+    assert store in said and "check the endpoint in the store's connection" in said, findings
+    stack.store.fault = None
+    code, findings = _doctor(stack, "triggerer-1", AIRFLOW__SM_PREFS__STORAGE_CONN_ID="no_such_store")
+    assert code == 1 and "store" in _failed(findings), findings
+    assert "no_such_store" in _failed(findings)["store"] and "storage_conn_id" in _failed(findings)["store"], findings
+    stack.set_faults(deny=["DescribeTrainingJob"])
+    try:
+        code, findings = _doctor(stack, "api-server")
+    finally:
+        stack.set_faults()
+    assert code == 1 and set(_failed(findings)) == {"sagemaker"}, findings
+    assert "DescribeTrainingJob" in _failed(findings)["sagemaker"], findings
+
+    dag_id = "fault_store_down"
+    stack.store.fault = "reset"
+    try:
+        run_id = stack.trigger(dag_id)
+        stack.wait_run_done(dag_id, run_id)
+        kept = _kept_on(stack)
+    finally:
+        stack.store.fault = None
+    row = audit(
+        stack,
+        "9. the shared store refuses every connection while tasks wait and their jobs end",
+        "the store's proxy closes every connection at once; SageMaker answers; a deferred and a blocking wait",
+        Expect(dag_id, run_id, {"deferred": "success", "blocking": "success"}),
+    )
+    jobs = {task: campaign._job(stack, dag_id, run_id, task) for task in ("deferred", "blocking")}
+    for task in jobs:
+        tries = stack.task_logs(dag_id, run_id, task)
+        if len(tries) != 1:
+            row.problems.append(f"{task} ran {len(tries)} tries: the store's failure cost the task a try")
+        elif "kept on this host" not in tries[0]:
+            row.problems.append(f"{task}'s log does not say its ledger entry was kept: {tries[0][-600:]!r}")
+    names = sorted(f"{job['name']}.us-east-1.json" for job in jobs.values() if job)
+    if sorted(name for names_kept in kept.values() for name in names_kept) != names:
+        row.problems.append(f"the workers' hosts should keep {names}; they keep {kept}")
+
+    for host in kept:
+        sent = _sm_prefs(stack, host, "ledger", "backfill", "--since", "1d")
+        said = sent.stdout + sent.stderr
+        assert sent.returncode == 0 and "kept while the store failed: sent" in sent.stdout, (host, said)
+    ledger_folder = stack.shared_copy(f"ledger/{dag_id}")
+    recorded = {path.name: json.loads(path.read_text()) for path in ledger_folder.glob("*.json")}
+    if sorted(recorded) != names or any(entry["source"] != "task" for entry in recorded.values()):
+        row.problems.append(f"the store should hold the tasks' own entries {names}; it holds {recorded}")
+    if _kept_on(stack):
+        row.problems.append(f"entries still kept after the backfill: {_kept_on(stack)}")
+    campaign._record(rows, row)

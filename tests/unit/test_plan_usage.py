@@ -58,3 +58,18 @@ def test_the_plan_of_a_job_is_its_field_or_its_selected_entrys():
     assert plan_usage.plan_of({**_on_plan(0, "p"), "selected_rank": 1}) is None
     assert plan_usage.plan_of({"training_plan_arn": ARN + "x"}) == ARN + "x"
     assert plan_usage.plan_of({"selected_rank": 3, "preferences": []}) is None
+
+
+def test_the_reports_section_says_what_each_listed_plan_bought_or_where_to_ask():
+    entries = [_night(index, sold_out=index % 2 == 0) for index in range(10)]
+    entries += [{**_on_plan(10, "week"), "training_plan_arn": ARN + "week"}]
+    listed_at = NOW.replace(hour=6, minute=30)
+    heading, line = plan_usage.report_section(entries, (listed_at, [_plan("week", START + dt.timedelta(days=10))]))
+    assert heading == f"Training plans, as SageMaker listed them at {listed_at:%Y-%m-%d} 06:30 UTC:"
+    assert line.startswith("  week: 1 of ") and "by 1 job(s) of nightly.train" in line
+    (hint,) = plan_usage.report_section([*entries, _on_plan(11, "other")], None)
+    assert hint.startswith("Training plans: 1 job(s) on other; 1 job(s) on week. What each plan held is not known")
+    assert plan_usage.report_section(entries[:10], None) == []
+    assert plan_usage.report_section(entries[:10], (listed_at, [])) == []
+    # A listing kept with no plan in it still leaves the jobs that ran on one said.
+    assert plan_usage.report_section(entries, (listed_at, []))[0].startswith("Training plans: 1 job(s) on week.")

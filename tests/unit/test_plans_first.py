@@ -53,6 +53,11 @@ def test_the_pending_bound_is_the_requests_the_default_or_finish_bys():
         (_plan(instance_type="ml.p4d.24xlarge"), f"reserves ml.p4d.24xlarge, not {P5}"),
         (_plan(status="Expired"), f"expired at {(NOW + dt.timedelta(days=1)).isoformat()}"),
         (_plan(end=NOW), f"expired at {NOW.isoformat()}"),  # SageMaker has not said so yet; its end has come
+        (
+            _plan(end=NOW + dt.timedelta(minutes=30)),
+            f"ends within 30 minutes (at {(NOW + dt.timedelta(minutes=30)).isoformat()}): SageMaker takes",
+        ),
+        (_plan(end=NOW + dt.timedelta(minutes=31)), None),  # a minute of full access left
         (_plan(status="Failed"), "is Failed"),
         (_plan(status="Scheduled", available=0, start=NOW + dt.timedelta(hours=47)), None),
         (_plan(status="Pending", available=0, start=NOW + dt.timedelta(hours=1)), None),

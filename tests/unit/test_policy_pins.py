@@ -21,7 +21,7 @@ from airflow_sm_prefs.task import deadlines
 from airflow_sm_prefs.wait import watcher
 from airflow_sm_prefs.wait.polling import (
     MAX_BACKOFF_SECONDS,
-    Outcome,
+    WaitOutcome,
     backoff_seconds,
     interval_for,
     next_limit,
@@ -84,19 +84,21 @@ def test_what_an_observation_means_for_each_wait():
     chosen = JobView.parse(TRAINING, described("j", selected="ml.p4d.24xlarge"))
     ended = JobView.parse(TRAINING, described("j", "Failed"))
     assert (observe(queued, "selection"), observe(queued, "completion")) == (None, None)
-    assert (observe(chosen, "selection"), observe(chosen, "completion")) == (Outcome.SELECTED, None)
-    assert (observe(ended, "selection"), observe(ended, "completion")) == (Outcome.FINISHED, Outcome.FINISHED)
+    assert (observe(chosen, "selection"), observe(chosen, "completion")) == (WaitOutcome.SELECTED, None)
+    assert (observe(ended, "selection"), observe(ended, "completion")) == (WaitOutcome.FINISHED, WaitOutcome.FINISHED)
 
 
 def test_the_nearest_limit_ends_a_wait_and_the_pending_one_only_before_a_selection():
     now = pendulum.datetime(2026, 12, 1, 0, 0, tz="UTC")
     soon, later = "2026-12-01T00:10:00+00:00", "2026-12-01T01:00:00+00:00"
-    assert next_limit(now, None, None, False) == (None, Outcome.TIMEOUT)
-    assert next_limit(now, later, soon, False) == (600.0, Outcome.PENDING_TIMEOUT)
-    assert next_limit(now, later, soon, True) == (3600.0, Outcome.TIMEOUT)
-    assert next_limit(now, soon, later, False) == (600.0, Outcome.TIMEOUT)
-    assert next_limit(now, None, soon, False) == (600.0, Outcome.PENDING_TIMEOUT)
-    assert next_limit(now.add(hours=2), later, None, True) == (0.0, Outcome.TIMEOUT), "a limit passed is 0, never less"
+    assert next_limit(now, None, None, False) == (None, WaitOutcome.TIMEOUT)
+    assert next_limit(now, later, soon, False) == (600.0, WaitOutcome.PENDING_TIMEOUT)
+    assert next_limit(now, later, soon, True) == (3600.0, WaitOutcome.TIMEOUT)
+    assert next_limit(now, soon, later, False) == (600.0, WaitOutcome.TIMEOUT)
+    assert next_limit(now, None, soon, False) == (600.0, WaitOutcome.PENDING_TIMEOUT)
+    assert next_limit(now.add(hours=2), later, None, True) == (0.0, WaitOutcome.TIMEOUT), (
+        "a limit passed is 0, never less"
+    )
 
 
 # -- deadlines -------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from airflow_sm_prefs.request.jobs import TRAINING
 from airflow_sm_prefs.task import attempts
 from airflow_sm_prefs.task.outcomes import NoCapacityError
 from airflow_sm_prefs.task.task_life import Defer, Done, TaskLife, Waiting
-from airflow_sm_prefs.wait.polling import Outcome
+from airflow_sm_prefs.wait.polling import WaitOutcome
 from airflow_sm_prefs.wait.wait_event import WaitEnded
 from tests.helpers import FakeTI, TaskLog
 
@@ -96,14 +96,14 @@ def life(hook: FakeHook, waiting: Waiting = WAITING, claimed: str | None = "job-
     return task, context, log
 
 
-def ended(outcome: Outcome, name: str = "job-a", description: dict | None = None, **more: Any) -> WaitEnded:
+def ended(outcome: WaitOutcome, name: str = "job-a", description: dict | None = None, **more: Any) -> WaitEnded:
     return WaitEnded(outcome, name, description, more.pop("announced", False), DEADLINE, None, **more)
 
 
 def test_an_event_about_another_job_is_ignored_and_the_claimed_job_followed():
     hook = FakeHook(described("job-a"), described("job-b", "Completed"))
     task, context, log = life(hook, claimed="job-a")
-    step = task.resume(ended(Outcome.FINISHED, "job-b", described("job-b", "Completed")), lambda: {})
+    step = task.resume(ended(WaitOutcome.FINISHED, "job-b", described("job-b", "Completed")), lambda: {})
     assert isinstance(step, Defer) and step.trigger.job_name == "job-a"
     assert hook.described == ["job-a"], "the claimed job is looked at, not the one the stray event named"
     assert any("Ignoring an event about SageMaker job job-b" in m for m in log.messages)
@@ -113,7 +113,7 @@ def test_an_event_about_another_job_is_ignored_and_the_claimed_job_followed():
 def test_a_selection_is_announced_and_the_wait_goes_on_for_the_end():
     hook = FakeHook()
     task, context, _ = life(hook)
-    step = task.resume(ended(Outcome.SELECTED, description=described("job-a", selected="ml.p4d.24xlarge")), dict)
+    step = task.resume(ended(WaitOutcome.SELECTED, description=described("job-a", selected="ml.p4d.24xlarge")), dict)
     assert isinstance(step, Defer)
     assert (step.trigger.wait_for, step.trigger.deadline) == ("completion", DEADLINE)
     assert context["ti"].xcoms["selection"]["selected_instance_type"] == "ml.p4d.24xlarge"
@@ -125,7 +125,7 @@ def test_a_selection_is_announced_and_the_wait_goes_on_for_the_end():
 def test_a_finished_job_ends_the_task_with_its_record():
     job = described("job-a", "Completed", selected="ml.p4d.24xlarge")
     task, context, _ = life(FakeHook())
-    step = task.resume(ended(Outcome.FINISHED, description=job, announced=True), dict)
+    step = task.resume(ended(WaitOutcome.FINISHED, description=job, announced=True), dict)
     assert isinstance(step, Done)
     assert step.record["status"] == "Completed" and step.view.source == job
     assert context["task_state_store"][attempts.STATE_KEY]["phase"] == attempts.FINISHED
@@ -136,12 +136,12 @@ def test_an_event_without_a_description_asks_sagemaker_and_falls_back_to_the_nam
     hook = FakeHook(described("job-a"))
     task, context, _ = life(hook, replace(WAITING, stop_on_timeout=False))
     with pytest.raises(AirflowException, match="the job was left queued"):
-        task.resume(ended(Outcome.PENDING_TIMEOUT), dict)
+        task.resume(ended(WaitOutcome.PENDING_TIMEOUT), dict)
     assert hook.described == ["job-a"]
     assert context["ti"].xcoms["record"]["status"] == "InProgress"
     task, context, log = life(FakeHook(described("job-a"), reachable=False), replace(WAITING, stop_on_timeout=False))
     with pytest.raises(AirflowException, match="the job was left queued"):
-        task.resume(ended(Outcome.PENDING_TIMEOUT), dict)
+        task.resume(ended(WaitOutcome.PENDING_TIMEOUT), dict)
     assert context["ti"].xcoms["record"]["job_name"] == "job-a"
     assert any("recording the last status seen" in m for m in log.messages)
 
@@ -150,7 +150,7 @@ def test_no_capacity_in_time_stops_the_job_and_names_the_bound():
     hook = FakeHook(described("job-a"))
     task, context, _ = life(hook, replace(WAITING, pending_bound="in time to finish by finish_by"))
     with pytest.raises(NoCapacityError, match=r"in time to finish by finish_by.*the job was stopped"):
-        task.resume(ended(Outcome.PENDING_TIMEOUT, description=described("job-a")), dict)
+        task.resume(ended(WaitOutcome.PENDING_TIMEOUT, description=described("job-a")), dict)
     assert hook.stopped == ["job-a"]
     assert context["ti"].xcoms["record"]["status"] == "Stopped"
 
@@ -159,20 +159,20 @@ def test_stop_on_timeout_false_leaves_the_job_running_and_says_so():
     hook = FakeHook(described("job-a", selected="ml.p4d.24xlarge"))
     task, _, _ = life(hook, replace(WAITING, stop_on_timeout=False))
     with pytest.raises(AirflowException, match="the job was left running"):
-        task.resume(ended(Outcome.TIMEOUT, description=described("job-a", selected="ml.p4d.24xlarge")), dict)
+        task.resume(ended(WaitOutcome.TIMEOUT, description=described("job-a", selected="ml.p4d.24xlarge")), dict)
     assert hook.stopped == []
 
 
 def test_an_unknown_status_means_the_job_was_lost_and_a_retry_reattaches():
     event = WaitEnded.parse({"status": "from-a-newer-version", "job_name": "job-a", "description": None})
-    assert event.outcome is Outcome.ERROR
+    assert event.outcome is WaitOutcome.ERROR
     task, _, _ = life(FakeHook(described("job-a")))
     with pytest.raises(RuntimeError, match="lost track of SageMaker job job-a: boom; a retry reattaches"):
         task.resume(replace(event, message="boom"), dict)
 
 
 def test_a_wait_event_survives_its_payload_and_keeps_the_keys_0_1_0_sent():
-    event = WaitEnded(Outcome.PENDING_TIMEOUT, "job-a", {"TrainingJobName": "job-a"}, True, DEADLINE, DEADLINE, "m")
+    event = WaitEnded(WaitOutcome.PENDING_TIMEOUT, "job-a", {"TrainingJobName": "job-a"}, True, DEADLINE, DEADLINE, "m")
     payload = event.payload(TRAINING)
     assert set(payload) == {
         "status",

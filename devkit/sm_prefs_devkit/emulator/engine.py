@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime as dt
 import heapq
 import threading
 import time
@@ -209,6 +210,7 @@ class Engine:
         }
         if candidate.plan_arn is not None:
             self.plan_used[candidate.plan_arn] += candidate.count
+            self._reclaim_at_plan_end(job, candidate.plan_arn, at)
         else:
             self.held[candidate.instance_type] += candidate.count
         self._transition(
@@ -234,6 +236,12 @@ class Engine:
         for failure in self.scenario.failures:
             if failure.instance_type == candidate.instance_type:
                 self._push_for(job, started + failure.after_seconds, "failed", failure.reason, list(failure.log_lines))
+
+    def _reclaim_at_plan_end(self, job: Job, arn: str, at: float) -> None:
+        plan = self.plans.get(arn)
+        reclaimed = plan.reclaimed_from() if plan is not None else None
+        if plan is not None and reclaimed is not None:
+            self._push_for(job, max(at, reclaimed), "reclaimed", plan.name, plan.end)
 
     def _release(self, job: Job) -> None:
         if job.selected is None:
@@ -292,6 +300,14 @@ class Engine:
             job_logs.write(job, at, line, every_instance=False)
         self._end(job, at, "Failed", "Failed", f"{KINDS[job.kind].noun} job failed. Reason: {reason}", reason)
         job.exit_message = reason
+
+    def _on_reclaimed(self, job: Job, at: float, plan_name: str, plan_end: float) -> None:
+        ends = dt.datetime.fromtimestamp(plan_end, dt.UTC).isoformat(timespec="seconds")
+        reason = (
+            f"CapacityError: training plan {plan_name}'s reserved capacity ends at {ends}; its instances are "
+            "reclaimed from 30 minutes before the end."
+        )
+        self._on_failed(job, at, reason, ["The training plan's reserved capacity is ending: instances reclaimed."])
 
     def _on_runtime_exceeded(self, job: Job, at: float) -> None:
         noun = KINDS[job.kind].noun

@@ -27,6 +27,9 @@ HOUR = 3600.0
 DEFAULT_DURATION_HOURS = 24
 DEFAULT_SEARCH_DAYS = 56  # how far ahead a search without EndTimeBefore looks
 OFFERINGS_PER_SEARCH = 3  # start times a day apart, each a separate offering
+# SageMaker gives full access to a plan's instances until 30 minutes before its end, then starts terminating
+# what runs on them (the developer guide's "Reserved Capacity termination process").
+RECLAIM_LEAD_SECONDS = 1800.0
 ARN_PREFIX = "arn:aws:sagemaker:{region}:{account}:training-plan/"
 
 
@@ -76,8 +79,13 @@ class Plan:
             return "Active"
         return "Expired"
 
+    def reclaimed_from(self) -> float | None:
+        """When SageMaker starts taking the plan's instances back from the jobs on them (None: never)."""
+        return None if self.end is None else self.end - RECLAIM_LEAD_SECONDS
+
     def usable(self, now: float) -> bool:
-        return self.status(now) == "Active"
+        reclaimed = self.reclaimed_from()
+        return self.status(now) == "Active" and (reclaimed is None or now < reclaimed)
 
 
 class PlanBook:

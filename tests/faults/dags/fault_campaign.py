@@ -104,6 +104,11 @@ with dag("fault_worker_lost", RETRYING):
 with dag("fault_worker_lost_for_good", {"retries": 0}):
     blocking_wait()
 
+with dag("fault_store_down", RETRYING):
+    # Jobs that end while the shared store refuses every connection (production 9): a deferred and a blocking wait.
+    training("deferred", [("ml.g5.24xlarge", 1)])
+    processing("blocking", [("ml.m5.xlarge", 1)], deferrable=False)
+
 with dag("fault_pending_bound", FINAL):
     training("training_without_capacity", [("ml.p5.48xlarge", 1)], max_pending=timedelta(minutes=30))
     # Processing patience is the operator's own and counts real seconds (the emulator's clock is 60x).
