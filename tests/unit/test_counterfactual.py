@@ -220,3 +220,24 @@ def test_a_task_whose_jobs_got_no_capacity_restricts_the_mean_to_its_pending_lim
     assert wait["restricted_to_seconds"] == 6 * 3600.0
     # 15 waits of 3-5 h (mean 4 h), each counted whole below the 6 h limit.
     assert wait["restricted_mean_seconds"] == pytest.approx(4 * 3600.0, abs=1.0)
+
+
+def test_namesakes_in_two_regions_are_two_jobs_with_their_own_lists():
+    """SageMaker's names are unique per account and Region: the timeline keeps each namesake's own list and
+    Region (read once per job, never once per name)."""
+    here = {
+        "job_name": "nightly",
+        "region": "us-east-1",
+        "preferences": [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}],
+        "created_at": "2026-12-01T02:00:00+00:00",
+        "pending_seconds": 60.0,
+        "selected_rank": 0,
+        "selected_instance_count": 1,
+        "dag_id": "a",
+        "task_id": "t",
+    }
+    there = {**here, "region": "eu-west-1", "preferences": [{"InstanceType": "ml.g5.48xlarge", "InstanceCount": 2}]}
+    timeline = counterfactual.Timeline([here, there])
+    assert timeline.listed_job(here).scope == ("us-east-1", None)
+    assert timeline.listed_job(there).scope == ("eu-west-1", None)
+    assert timeline.listed_job(there).first_choice == ("ml.g5.48xlarge", 2)
