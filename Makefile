@@ -64,7 +64,7 @@ docs: docs-venv
 $(STAMP): pyproject.toml devkit/pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]" -e ./devkit --constraint $(CONSTRAINTS)
+	$(BIN)/pip install --quiet -e ".[s3]" -e ./devkit --group test --constraint $(CONSTRAINTS)
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -72,7 +72,7 @@ $(STAMP): pyproject.toml devkit/pyproject.toml $(CONSTRAINTS)
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet --upgrade pip
-	.lock-venv/bin/pip install --quiet ".[test]" ./devkit
+	.lock-venv/bin/pip install --quiet ".[s3]" ./devkit --group test
 	{ sed -n 1,2p $(CONSTRAINTS); .lock-venv/bin/pip freeze --exclude airflow-sm-prefs --exclude airflow-sm-prefs-devkit; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS) && rm -rf .lock-venv
 

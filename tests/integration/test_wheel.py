@@ -69,6 +69,20 @@ def test_the_runtime_wheel_holds_only_what_its_allow_list_names(wheel: Path):
     assert "airflow_sm_prefs/data/prices.json" in names
 
 
+def test_the_runtime_wheel_publishes_only_the_extras_a_user_installs(wheel: Path):
+    """Development dependencies are PEP 735 groups: the wheel's metadata names no test or lint tool."""
+    archive = zipfile.ZipFile(wheel)
+    (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    lines = archive.read(metadata).decode().splitlines()
+    assert sorted(line.split(": ", 1)[1] for line in lines if line.startswith("Provides-Extra: ")) == [
+        "openlineage",
+        "s3",
+    ]
+    required = " ".join(line for line in lines if line.startswith("Requires-Dist: "))
+    for tool in ("pytest", "mypy", "ruff", "playwright", "hypothesis", "awscli"):
+        assert tool not in required, f"{tool} is published as a requirement of the runtime wheel"
+
+
 def test_the_development_kit_wheel_holds_the_emulator_its_scenarios_and_the_demo(devkit_wheel: Path):
     names = zipfile.ZipFile(devkit_wheel).namelist()
     assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"sm_prefs_devkit"}

@@ -28,11 +28,14 @@ def _pins(version: str) -> dict[str, str]:
     return pins
 
 
-def _requirements(*extras: str) -> list[Requirement]:
-    """The package's requirements with ``extras``, and the development kit's, which the platforms install too."""
+def _requirements(group: str, *extras: str) -> list[Requirement]:
+    """The package's requirements with ``extras``, the development kit's and the dependency ``group``'s: what
+    tools/platform_env installs beside the platform's pins."""
+    from tools.dependency_group import requirements
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     devkit = tomllib.loads((ROOT / "devkit" / "pyproject.toml").read_text())["project"]
-    listed = [*project["dependencies"], *devkit["dependencies"]]
+    listed = [*project["dependencies"], *devkit["dependencies"], *requirements(group)]
     for extra in extras:
         listed += project["optional-dependencies"][extra]
     return [Requirement(text) for text in listed if not text.startswith("airflow-sm-prefs")]
