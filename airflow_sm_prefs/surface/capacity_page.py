@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import urllib.parse
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pendulum
 from fastapi import Depends, FastAPI, HTTPException, Query
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 
 from airflow_sm_prefs.evidence import ledger, report
 from airflow_sm_prefs.storage.object_storage import StorageUnavailable
@@ -36,6 +37,20 @@ def _user_dependency() -> Any:
     from airflow.api_fastapi.core_api.security import get_user
 
     return Depends(get_user)
+
+
+class DagAccess:
+    """Airflow's own access checks (``requires_access_dag``), made once per app: ``listing`` lets in a user who
+    may read some DAG (Airflow's rule for its own list routes; the rows are then those of ``readable_dags``);
+    ``task_instances`` a user who may read the task instances of the DAG named in the route's path (Airflow 3.1
+    reads the DAG id from the path only)."""
+
+    def __init__(self) -> None:
+        from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+        from airflow.api_fastapi.core_api.security import requires_access_dag
+
+        self.listing = requires_access_dag("GET")
+        self.task_instances = requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE)
 
 
 def readable_dags(user: Any) -> set[str]:
@@ -73,6 +88,8 @@ def _since(days: int | None) -> pendulum.DateTime | None:
 def create_app() -> FastAPI:
     app = FastAPI(title="SageMaker capacity", docs_url=None, redoc_url=None, openapi_url=None)
     user_dependency = _user_dependency()
+    access = app.state.dag_access = DagAccess()
+    listing = [Depends(access.listing)]
 
     @app.exception_handler(StorageUnavailable)
     def ledger_unavailable(request: Any, error: StorageUnavailable) -> HTMLResponse:
@@ -80,7 +97,7 @@ def create_app() -> FastAPI:
         body = f"<p>The capacity ledger cannot be opened: {html.escape(str(error))}</p>"
         return HTMLResponse(_page("SageMaker capacity", body), status_code=503)
 
-    @app.get("/capacity", response_class=HTMLResponse)
+    @app.get("/capacity", response_class=HTMLResponse, dependencies=listing)
     def capacity(user: Any = user_dependency, days: int | None = Query(None, ge=1, le=3650)) -> str:
         dags, since = frozenset(readable_dags(user)), _since(days)
 
@@ -101,7 +118,7 @@ def create_app() -> FastAPI:
 
         return _answered("SageMaker capacity", _VIEWS.latest(("page", dags, days), page))
 
-    @app.get("/capacity/weather", response_class=HTMLResponse)
+    @app.get("/capacity/weather", response_class=HTMLResponse, dependencies=listing)
     def capacity_weather(user: Any = user_dependency, days: int | None = Query(None, ge=1, le=3650)) -> str:
         from airflow_sm_prefs.evidence.weather import weather
 
@@ -118,7 +135,7 @@ def create_app() -> FastAPI:
 
         return _answered("SageMaker capacity weather", _VIEWS.latest(("weather", dags, days), page))
 
-    @app.get("/capacity/plans", response_class=HTMLResponse)
+    @app.get("/capacity/plans", response_class=HTMLResponse, dependencies=listing)
     def capacity_plans(user: Any = user_dependency) -> str:
         from airflow_sm_prefs.surface import plans_page
 
@@ -129,7 +146,7 @@ def create_app() -> FastAPI:
 
         return _answered("SageMaker training plans", _VIEWS.latest(("plans", dags), page))
 
-    @app.get("/capacity/report")
+    @app.get("/capacity/report", dependencies=listing)
     def capacity_report(
         user: Any = user_dependency,
         dag_id: str | None = None,
@@ -144,10 +161,21 @@ def create_app() -> FastAPI:
             lambda: report.summarize(reading.entries, since=since, dag_id=dag_id, task_id=task_id),
         )
 
-    @app.get("/capacity/task-instance", response_class=HTMLResponse)
+    @app.get("/capacity/task-instance", response_class=RedirectResponse, status_code=307)
+    def task_instance_by_query(
+        dag_id: str, run_id: str, task_id: str, map_index: int = -1, user: Any = user_dependency
+    ) -> str:
+        """The address links made before the DAG id moved into the path: sent on to where Airflow's check of
+        that DAG applies on every Airflow line."""
+        query = urllib.parse.urlencode({"run_id": run_id, "task_id": task_id, "map_index": map_index})
+        return f"dags/{urllib.parse.quote(dag_id, safe='')}/task-instance?{query}"
+
+    @app.get(
+        "/capacity/dags/{dag_id}/task-instance",
+        response_class=HTMLResponse,
+        dependencies=[Depends(access.task_instances)],
+    )
     def task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1, user: Any = user_dependency) -> str:
-        if dag_id not in readable_dags(user):
-            raise HTTPException(status_code=403, detail="You may not read this DAG")
         from airflow_sm_prefs.evidence.advisor import advise
         from airflow_sm_prefs.evidence.counterfactual import Timeline
 

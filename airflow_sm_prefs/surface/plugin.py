@@ -41,7 +41,7 @@ class SageMakerPreferencesPlugin(AirflowPlugin):
         },
         {
             "name": "SageMaker capacity",
-            "href": "sm-prefs/capacity/task-instance?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}"
+            "href": "sm-prefs/capacity/dags/{DAG_ID}/task-instance?run_id={RUN_ID}&task_id={TASK_ID}"
             "&map_index={MAP_INDEX}",
             "url_route": "sm-prefs-task-instance",
             "destination": "task_instance",

@@ -251,6 +251,7 @@ def test_every_capacity_route_refuses_an_unauthenticated_request(demo):
         "/sm-prefs/capacity/weather",
         "/sm-prefs/capacity/plans",
         f"/sm-prefs/capacity/task-instance?dag_id={stack.dag_id}&run_id={urllib.parse.quote(run_id)}&task_id=fine_tune",
+        f"/sm-prefs/capacity/dags/{stack.dag_id}/task-instance?run_id={urllib.parse.quote(run_id)}&task_id=fine_tune",
     ):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(stack.api_url + route, timeout=30)
@@ -287,8 +288,8 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
             assert page.locator("svg[aria-label='capacity weather']").count() >= 2
             page.screenshot(path=str(screenshots / "capacity_weather.png"), full_page=True)
 
-            query = f"dag_id={stack.dag_id}&run_id={urllib.parse.quote(run_id)}&task_id=fine_tune&map_index=-1"
-            page.goto(f"{stack.api_url}/sm-prefs/capacity/task-instance?{query}")
+            query = f"run_id={urllib.parse.quote(run_id)}&task_id=fine_tune&map_index=-1"
+            page.goto(f"{stack.api_url}/sm-prefs/capacity/dags/{stack.dag_id}/task-instance?{query}")
             page.get_by_text("ml.p4d.24xlarge x 2 (chosen)").wait_for(timeout=30_000)
             page.get_by_text("at on-demand prices").wait_for(timeout=10_000)
             page.get_by_role("heading", name="Advice").wait_for(timeout=10_000)

@@ -70,7 +70,13 @@ def fab_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         dags_folder=Path(__file__).parent / "dags_fab",
         separate_components=True,
         extra_env={"AIRFLOW__CORE__AUTH_MANAGER": FAB},
-        setup_commands=(("roles", "create", "team_a", "team_b"), *users),
+        # Reading a task instance's view needs what Airflow's own task instance routes need: the DAG (from its
+        # access_control), DAG Runs and Task Instances (FAB's resources for DagAccessEntity.TASK_INSTANCE).
+        setup_commands=(
+            ("roles", "create", "team_a", "team_b"),
+            ("roles", "add-perms", "team_a", "team_b", "-r", "Task Instances", "DAG Runs", "-a", "can_read"),
+            *users,
+        ),
     )
     try:
         stack.prepare()
@@ -106,8 +112,14 @@ def test_a_team_member_sees_only_the_dags_their_role_may_read(fab_stack):
     status, body = _get(fab_stack, "/sm-prefs/capacity/report", fab_stack.token or "")
     assert {row["dag_id"] for row in json.loads(body)} == {"team_a_pipeline", "team_b_pipeline"}
     query = "dag_id=team_b_pipeline&run_id=scheduled__team_b_pipeline-0&task_id=fine_tune"
-    status, _ = _get(fab_stack, f"/sm-prefs/capacity/task-instance?{query}", alice)
+    status, _ = _get(fab_stack, f"/sm-prefs/capacity/task-instance?{query}", alice)  # an old link, sent on
     assert status == 403
+    run = "run_id=scheduled__team_b_pipeline-0&task_id=fine_tune"
+    status, _ = _get(fab_stack, f"/sm-prefs/capacity/dags/team_b_pipeline/task-instance?{run}", alice)
+    assert status == 403
+    own = "run_id=scheduled__team_a_pipeline-0&task_id=fine_tune"
+    status, body = _get(fab_stack, f"/sm-prefs/capacity/dags/team_a_pipeline/task-instance?{own}", alice)
+    assert status == 200 and b"team_a_pipeline / fine_tune" in body, body[:300]
     with pytest.raises(StackError, match="401"):
         fab_stack.request("GET", "/sm-prefs/capacity/report", auth=False)
 

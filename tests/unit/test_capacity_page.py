@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fastapi import HTTPException, Request
 from fastapi.testclient import TestClient
 
 from airflow_sm_prefs.evidence import ledger
@@ -15,6 +16,7 @@ ROUTES = (
     "/capacity/weather",
     "/capacity/task-instance?dag_id=nightly&run_id=scheduled__a&task_id=fine_tune",
     "/capacity/plans",
+    "/capacity/dags/nightly/task-instance?run_id=scheduled__a&task_id=fine_tune",
 )
 
 
@@ -37,7 +39,42 @@ def signed_in(monkeypatch):
     app = capacity_page.create_app()
     app.dependency_overrides[get_user] = lambda: object()
     monkeypatch.setattr(capacity_page, "readable_dags", lambda user: {"nightly"})
+
+    def nightly_only(request: Request) -> None:  # the auth manager's answer for one DAG named in the path
+        if request.path_params.get("dag_id") != "nightly":
+            raise HTTPException(status_code=403, detail="Forbidden")
+
+    app.dependency_overrides[app.state.dag_access.listing] = lambda: None
+    app.dependency_overrides[app.state.dag_access.task_instances] = nightly_only
     return TestClient(app)
+
+
+def test_every_route_is_behind_airflows_own_access_check():
+    """Each route depends on ``requires_access_dag`` (the listing rule, or one DAG's task instances named in the
+    path); the one that does not only sends old links on to one that does."""
+    app = capacity_page.create_app()
+    access = app.state.dag_access
+    assert access.listing.__qualname__ == access.task_instances.__qualname__ == "requires_access_dag.<locals>.inner"
+    checked = {}
+    for route in app.routes:
+        calls = {dependency.call for dependency in route.dependant.dependencies}
+        checked[route.path] = (access.listing in calls, access.task_instances in calls)
+    assert checked == {
+        "/capacity": (True, False),
+        "/capacity/weather": (True, False),
+        "/capacity/plans": (True, False),
+        "/capacity/report": (True, False),
+        "/capacity/task-instance": (False, False),  # a redirect: see below
+        "/capacity/dags/{dag_id}/task-instance": (False, True),
+    }
+
+
+def test_an_old_task_instance_link_is_sent_to_the_checked_route(signed_in):
+    sent = signed_in.get(ROUTES[3], follow_redirects=False)
+    assert sent.status_code == 307
+    assert sent.headers["location"] == "dags/nightly/task-instance?run_id=scheduled__a&task_id=fine_tune&map_index=-1"
+    odd = signed_in.get("/capacity/task-instance?dag_id=a/b&run_id=r&task_id=t", follow_redirects=False)
+    assert odd.headers["location"].startswith("dags/a%2Fb/task-instance?"), "a DAG id stays one path segment"
 
 
 @pytest.mark.parametrize("route", ROUTES)
