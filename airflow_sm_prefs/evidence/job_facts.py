@@ -4,18 +4,37 @@ The XCom record (``record``), the capacity ledger's entry (``ledger``) and throu
 projections of one ``JobFacts``: they read the same waited and run seconds, the same billed instance-seconds and
 the same cost, so they cannot disagree. Billed instance-seconds follow one rule: training's
 ``BillableTimeInSeconds`` x instances; processing reports no billable time, so its run time x instances. The cost
-is the on-demand price x those instance-seconds.
+is the on-demand price x those instance-seconds. How the job ended (its ``outcome``) follows one rule too
+(``outcome_of``), and the task's own words on it (the workload it certified against) are facts of the job as
+well: no projection assigns anything after it is built.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pendulum
 
 from airflow_sm_prefs.reference.prices import CostBasis, PriceTable
+from airflow_sm_prefs.sagemaker import job_status
 from airflow_sm_prefs.sagemaker.job_view import JobView, iso, jsonable
+
+JobOutcome = Literal["completed", "failed_after_start", "no_capacity", "stopped"]
+OUTCOMES: tuple[JobOutcome, ...] = ("completed", "failed_after_start", "no_capacity", "stopped")
+
+
+def outcome_of(view: JobView, task_gave_up: bool = False) -> JobOutcome:
+    """How a job ended, as the report counts it. ``task_gave_up``: the task stopped waiting on it (its pending
+    bound or its deadline) and stopped it, so a job that never started had no capacity in the time allowed."""
+    if task_gave_up:
+        return "no_capacity" if view.started is None else "stopped"
+    if job_status.succeeded(view.status):
+        return "completed"
+    if view.started is None:
+        reason = view.failure_reason or ""
+        return "no_capacity" if view.selected is None and reason.startswith("CapacityError") else "stopped"
+    return "failed_after_start" if job_status.failed(view.status) else "stopped"
 
 
 @dataclass(frozen=True)
@@ -30,7 +49,9 @@ class JobFacts:
     created_at: str | None
     started_at: str | None
     ended_at: str | None
-    # The chosen configuration's benchmark in the certification registry, when the task names a workload.
+    outcome: JobOutcome
+    # The certification registry's workload the task named, and the chosen configuration's benchmark there.
+    workload: str | None = None
     certified_run_seconds: float | None = None
 
     @classmethod
@@ -41,6 +62,8 @@ class JobFacts:
         prices: PriceTable | None = None,
         now: pendulum.DateTime | None = None,
         certified_run_seconds: float | None = None,
+        workload: str | None = None,
+        task_gave_up: bool = False,
     ) -> JobFacts:
         """``prices`` default to the table in effect now (shipped, with the team's over it)."""
         from airflow_sm_prefs.reference import prices as price_tables
@@ -68,6 +91,8 @@ class JobFacts:
             created_at=iso(view.created),
             started_at=iso(view.started),
             ended_at=iso(view.ended),
+            outcome=outcome_of(view, task_gave_up),
+            workload=workload,
             certified_run_seconds=certified_run_seconds,
         )
 

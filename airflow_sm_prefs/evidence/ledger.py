@@ -31,24 +31,18 @@ import uuid
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 import pendulum
 
+from airflow_sm_prefs.evidence.job_facts import OUTCOMES, JobFacts, JobOutcome
 from airflow_sm_prefs.request.preferences import MAX_PREFERENCES
-from airflow_sm_prefs.sagemaker import job_status
-from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.storage import object_storage, paths, untrusted_files
-
-if TYPE_CHECKING:
-    from airflow_sm_prefs.evidence.job_facts import JobFacts
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
 CONFIG_SECTION = "sm_prefs"
-JobOutcome = Literal["completed", "failed_after_start", "no_capacity", "stopped"]
-OUTCOMES: tuple[JobOutcome, ...] = ("completed", "failed_after_start", "no_capacity", "stopped")
 COMPACTED = "compacted"
 # What the report and the Capacity page read of each entry: holding only these keeps 100,000 jobs small.
 REPORT_FIELDS = (
@@ -109,16 +103,6 @@ class LedgerEntry(TypedDict):
     source: Literal["task", "backfill"]
 
 
-def outcome_of(view: JobView) -> JobOutcome:
-    """How a job that ended, ended: what the report counts."""
-    if job_status.succeeded(view.status):
-        return "completed"
-    if view.started is None:
-        reason = view.failure_reason or ""
-        return "no_capacity" if view.selected is None and reason.startswith("CapacityError") else "stopped"
-    return "failed_after_start" if job_status.failed(view.status) else "stopped"
-
-
 def entry_for(
     facts: JobFacts, dag_id: str, task_id: str, run_id: str, map_index: int, source: str = "task"
 ) -> LedgerEntry:
@@ -134,7 +118,7 @@ def entry_for(
         job_arn=view.arn,
         job_kind=view.kind.name,
         region=facts.region,
-        outcome=outcome_of(view),
+        outcome=facts.outcome,
         preferences=facts.preferences,
         selected_instance_type=view.selected_type,
         selected_instance_count=view.selected_count,
@@ -146,8 +130,8 @@ def entry_for(
         billable_instance_seconds=facts.billable_instance_seconds,
         estimated_cost_usd=facts.estimated_cost_usd,
         cost_basis=facts.cost_basis,
-        workload=None,
-        certified_run_seconds=None,
+        workload=facts.workload,
+        certified_run_seconds=facts.certified_run_seconds,
         failure_reason=view.failure_reason,
         created_at=facts.created_at,
         started_at=facts.started_at,

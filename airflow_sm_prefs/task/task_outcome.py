@@ -48,17 +48,22 @@ class TaskOutcome:
         self.context["ti"].xcom_push(key="selection", value=chosen)
         emit_selection(chosen)
 
-    def facts_of(self, view: JobView) -> JobFacts:
-        """Everything the record, the ledger and the metrics say of the job, computed once."""
+    def facts_of(self, view: JobView, task_gave_up: bool = False) -> JobFacts:
+        """Everything the record, the ledger and the metrics say of the job, computed once. ``task_gave_up``:
+        this task stopped waiting on the job (and stopped it unless told not to)."""
         from airflow_sm_prefs.preflight.certification import RegistryUnreachable
 
+        workload = self.certification.workload if self.certification is not None else None
         certified = None
-        if self.certification is not None and self.certification.workload:
+        if workload:
+            assert self.certification is not None
             try:
                 certified = self.certification.certified_run_seconds(view.selected_type, view.selected_count)
             except RegistryUnreachable as error:  # the job's outcome stands; only the comparison is lost
                 self.log.warning("Certified run time left out: %s", error)
-        return JobFacts.of(view, self.region, certified_run_seconds=certified)
+        return JobFacts.of(
+            view, self.region, certified_run_seconds=certified, workload=workload, task_gave_up=task_gave_up
+        )
 
     def record_of(self, facts: JobFacts) -> record.JobRecord:
         """The job's record, with the entries this try's guardrails dropped from its list."""
@@ -96,18 +101,13 @@ class TaskOutcome:
         self.context["ti"].xcom_push(key="record", value=result)
         raise with_log_tail(outcome_error(view, result), log_tail)
 
-    def record_in_ledger(self, facts: JobFacts, outcome: ledger.JobOutcome | None = None) -> None:
+    def record_in_ledger(self, facts: JobFacts) -> None:
         """The job's end, in the capacity ledger and as metrics; never a reason for the task to fail."""
         from airflow_sm_prefs.evidence.metrics import emit_end
 
         ti = self.context["ti"]
         map_index = getattr(ti, "map_index", -1)
         entry = ledger.entry_for(facts, ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
-        if self.certification is not None and self.certification.workload:
-            entry["workload"] = self.certification.workload
-            entry["certified_run_seconds"] = facts.certified_run_seconds
-        if outcome is not None:
-            entry["outcome"] = outcome
         ledger.write(entry)
         emit_end(entry)
 
@@ -134,9 +134,9 @@ class TaskOutcome:
             hook.stop_job(self.kind, view.name, self.log)
             # The record shows the job after the stop.
             view = latest_view(hook, view, self.log)
-        facts = self.facts_of(view)
+        facts = self.facts_of(view, task_gave_up=True)
         if stop:  # a job left running is not over: a backfill records it once it ends
-            self.record_in_ledger(facts, "no_capacity" if view.started is None else "stopped")
+            self.record_in_ledger(facts)
         self.context["ti"].xcom_push(key="record", value=self.record_of(facts))
         raise error(message + ("; the job was stopped" if stop else f"; the job was left {left}"))
 

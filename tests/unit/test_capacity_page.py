@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from fastapi import HTTPException, Request
 from fastapi.testclient import TestClient
 
 from airflow_sm_prefs.evidence import ledger
 from airflow_sm_prefs.surface import capacity_page
+from tests.helpers import capacity_app_for
 from tests.unit.test_report import entry
 
 ROUTES = (
@@ -34,19 +34,8 @@ def ledger_with_two_dags(tmp_path, monkeypatch):
 @pytest.fixture
 def signed_in(monkeypatch):
     """A user the auth manager lets read the nightly DAG only."""
-    from airflow.api_fastapi.core_api.security import get_user
-
-    app = capacity_page.create_app()
-    app.dependency_overrides[get_user] = lambda: object()
     monkeypatch.setattr(capacity_page, "readable_dags", lambda user: {"nightly"})
-
-    def nightly_only(request: Request) -> None:  # the auth manager's answer for one DAG named in the path
-        if request.path_params.get("dag_id") != "nightly":
-            raise HTTPException(status_code=403, detail="Forbidden")
-
-    app.dependency_overrides[app.state.dag_access.listing] = lambda: None
-    app.dependency_overrides[app.state.dag_access.task_instances] = nightly_only
-    return TestClient(app)
+    return TestClient(capacity_app_for({"nightly"}))
 
 
 def test_every_route_is_behind_airflows_own_access_check():

@@ -48,12 +48,10 @@ FILE_KINDS = ("fifo", "device", "folder", "dangling symlink", "huge")
 
 
 def _page(monkeypatch: pytest.MonkeyPatch) -> TestClient:
-    from airflow.api_fastapi.core_api.security import get_user
+    from tests.helpers import capacity_app_for
 
-    app = capacity_page.create_app()
-    app.dependency_overrides[get_user] = lambda: object()
     monkeypatch.setattr(capacity_page, "readable_dags", lambda user: {"nightly"})
-    return TestClient(app)
+    return TestClient(capacity_app_for({"nightly"}))
 
 
 @pytest.mark.parametrize("kind", FILE_KINDS)

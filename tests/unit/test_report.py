@@ -10,7 +10,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, report
+from airflow_sm_prefs.evidence import job_facts, ledger, ledger_compaction, report
 
 PREFERENCES = [
     {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
@@ -185,12 +185,16 @@ def test_how_a_job_ended():
         return JobView.parse(TRAINING, {"TrainingJobName": "j", "ResourceConfig": {}, **description})
 
     started = {"TrainingStartTime": "2026-11-30T01:00:00+00:00"}
-    assert ledger.outcome_of(view(TrainingJobStatus="Completed", **started)) == "completed"
-    assert ledger.outcome_of(view(TrainingJobStatus="Failed", **started)) == "failed_after_start"
-    assert ledger.outcome_of(view(TrainingJobStatus="Stopped", **started)) == "stopped"
+    assert job_facts.outcome_of(view(TrainingJobStatus="Completed", **started)) == "completed"
+    assert job_facts.outcome_of(view(TrainingJobStatus="Failed", **started)) == "failed_after_start"
+    assert job_facts.outcome_of(view(TrainingJobStatus="Stopped", **started)) == "stopped"
     never = view(TrainingJobStatus="Stopped", FailureReason="CapacityError: no capacity within the limit")
-    assert ledger.outcome_of(never) == "no_capacity"
-    assert ledger.outcome_of(view(TrainingJobStatus="Stopped")) == "stopped", "a user stopped it while it waited"
+    assert job_facts.outcome_of(never) == "no_capacity"
+    assert job_facts.outcome_of(view(TrainingJobStatus="Stopped")) == "stopped", "a user stopped it while it waited"
+    # The task gave up waiting and stopped it: no capacity in the time allowed, or stopped once it ran.
+    assert job_facts.outcome_of(view(TrainingJobStatus="Stopped"), task_gave_up=True) == "no_capacity"
+    assert job_facts.outcome_of(view(TrainingJobStatus="Stopping", **started), task_gave_up=True) == "stopped"
+    assert job_facts.outcome_of(view(TrainingJobStatus="Completed", **started), task_gave_up=True) == "stopped"
 
 
 def test_a_plain_local_path_works_as_a_ledger_root(tmp_path):
