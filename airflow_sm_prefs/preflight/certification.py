@@ -404,7 +404,7 @@ class Certification:
 
     @classmethod
     def judged(cls, workload: Any, certified: Any, registry: Any) -> Certification:
-        from airflow_sm_prefs.request.preferences import PreferenceValidationError
+        from airflow_sm_prefs.request.preferences import RequestValidationError
 
         problems = []
         if workload is not None and (not isinstance(workload, str) or not workload.strip()):
@@ -418,7 +418,7 @@ class Certification:
             problems.append(f"certification_registry must be a path or a URL, got {type(registry).__name__}")
         path = registry_path(registry) if not problems else None
         if problems:
-            raise PreferenceValidationError(problems)
+            raise RequestValidationError(problems)
         return cls(workload, mode, path)
 
     @property

@@ -23,7 +23,7 @@ import pendulum
 
 from airflow_sm_prefs.preflight import entries
 from airflow_sm_prefs.request.jobs import JobKind
-from airflow_sm_prefs.request.preferences import PreferenceValidationError, is_accelerated, is_templated
+from airflow_sm_prefs.request.preferences import RequestValidationError, is_accelerated, is_templated
 
 SERVICE_MIN_PENDING = 1800  # MaxPendingTimeInSeconds' floor (R23)
 SERVICE_MAX_PENDING = 28 * 86400
@@ -39,7 +39,7 @@ def judged(value: Any) -> pendulum.DateTime | str | None:
 
 
 def deadline_of(value: Any) -> pendulum.DateTime:
-    """The rendered ``finish_by`` as a UTC time; ``PreferenceValidationError`` for anything else."""
+    """The rendered ``finish_by`` as a UTC time; ``RequestValidationError`` for anything else."""
     moment: Any = value
     if isinstance(value, str):
         try:
@@ -49,11 +49,11 @@ def deadline_of(value: Any) -> pendulum.DateTime:
         except (ValueError, TypeError, OverflowError):
             moment = None
     if not isinstance(moment, dt.datetime):
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [f"finish_by must be a datetime or an ISO 8601 time (e.g. a template's rendering), got {value!r:.60}"]
         )
     if moment.tzinfo is None:
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [f"finish_by={moment.isoformat()} has no time zone: give one (pendulum and Airflow's dates have it)"]
         )
     return pendulum.instance(moment).in_tz("UTC")
@@ -76,7 +76,7 @@ def plan(
     history: RunTimeHistory,
     excluded: Collection[int] = (),
 ) -> DeadlinePlan:
-    """What the deadline leaves of the list; ``PreferenceValidationError`` if no entry can finish in time.
+    """What the deadline leaves of the list; ``RequestValidationError`` if no entry can finish in time.
     Ranks in ``excluded`` (already dropped by the guardrails) are neither judged nor counted."""
     left = (finish_by - now).total_seconds()
     runtime = entries.max_runtime_seconds(request)
@@ -100,7 +100,7 @@ def plan(
         else:
             expected[entry.rank], explained[entry.rank] = seconds, source
     if not expected:
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [
                 f"no preference can finish by finish_by={finish_by.to_iso8601_string()} "
                 f"({_duration(max(left, 0))} from now)",

@@ -26,7 +26,7 @@ from airflow_sm_prefs.preflight import cost_caps, requirements
 from airflow_sm_prefs.preflight.entries import entries
 from airflow_sm_prefs.preflight.requirements import InstanceRequirements
 from airflow_sm_prefs.request.jobs import JobKind
-from airflow_sm_prefs.request.preferences import PreferenceValidationError, is_templated
+from airflow_sm_prefs.request.preferences import RequestValidationError, is_templated
 
 OnViolation = Literal["fail", "drop"]
 
@@ -54,7 +54,7 @@ class Guardrails:
         if not isinstance(quota_preflight, bool):
             problems.append(f"quota_preflight must be True or False, got {type(quota_preflight).__name__}")
         if problems:
-            raise PreferenceValidationError(problems)
+            raise RequestValidationError(problems)
         return cls(hourly, worst, on_violation, quota_preflight, needs)
 
     @property
@@ -83,16 +83,16 @@ def _limit(value: Any, name: str, problems: list[str]) -> float | None:
 def apply(
     kind: JobKind, request: dict[str, Any], violations: Mapping[int, str], on_violation: OnViolation
 ) -> tuple[dict[str, Any], list[DroppedPreference]]:
-    """The request to send and the entries dropped; ``PreferenceValidationError`` when the task must fail."""
+    """The request to send and the entries dropped; ``RequestValidationError`` when the task must fail."""
     if not violations:
         return request, []
     ordered = [violations[rank] for rank in sorted(violations)]
     listed = entries(kind, request)
     if on_violation == "fail":
-        raise PreferenceValidationError([*ordered, "no SageMaker job was created (on_violation='fail')"])
+        raise RequestValidationError([*ordered, "no SageMaker job was created (on_violation='fail')"])
     kept = [entry.api for entry in listed if entry.rank not in violations]
     if not kept:
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [*ordered, "every preference was dropped (on_violation='drop'); no SageMaker job was created"]
         )
     shortened = copy.deepcopy(request)

@@ -25,20 +25,20 @@ from airflow_sm_prefs.evidence.record import TrainingPlanChoice
 from airflow_sm_prefs.platform.formatting import format_seconds
 from airflow_sm_prefs.preflight.entries import Entry, entries
 from airflow_sm_prefs.request.jobs import DEFAULT_PENDING_SECONDS, JobKind
-from airflow_sm_prefs.request.preferences import PreferenceValidationError
+from airflow_sm_prefs.request.preferences import RequestValidationError
 from airflow_sm_prefs.sagemaker.training_plans import BECOMING_USABLE, USABLE, PlanState
 
 Setting = Literal["auto"]
 
 
 def judged(value: Any, kind: JobKind) -> Setting | None:
-    """The operator's ``training_plans`` argument; ``PreferenceValidationError`` for anything but None or "auto"."""
+    """The operator's ``training_plans`` argument; ``RequestValidationError`` for anything but None or "auto"."""
     if value is None:
         return None
     if value != "auto":
-        raise PreferenceValidationError([f"training_plans must be 'auto' or None, got {value!r:.60}"])
+        raise RequestValidationError([f"training_plans must be 'auto' or None, got {value!r:.60}"])
     if not kind.takes_training_plans:
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [
                 f"training_plans='auto' is for training jobs: SageMaker runs {kind.name} jobs on on-demand capacity "
                 "only (a processing entry cannot name a training plan)"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_sm_prefs.preflight.entries import entries
 from airflow_sm_prefs.reference.instance_catalogue import ACCELERATORS, Hardware
-from airflow_sm_prefs.request.preferences import PreferenceValidationError
+from airflow_sm_prefs.request.preferences import RequestValidationError
 
 if TYPE_CHECKING:
     from airflow_sm_prefs.request.jobs import JobKind
@@ -51,13 +51,13 @@ def judged(value: Any) -> InstanceRequirements | None:
     if value is None or isinstance(value, InstanceRequirements):
         return _checked(value) if value is not None else None
     if not isinstance(value, Mapping):
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [f"requires must be an InstanceRequirements or a dict of its fields, got {type(value).__name__}"]
         )
     known = {field.name for field in fields(InstanceRequirements)}
     unknown = sorted(str(key) for key in value if key not in known)
     if unknown:
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [f"requires: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"]
         )
     given = dict(value)
@@ -92,7 +92,7 @@ def _checked(requires: InstanceRequirements) -> InstanceRequirements:
             f"requires.accelerator must be one of gpu, trainium, inferentia, none; got {requires.accelerator!r:.40}"
         )
     if problems:
-        raise PreferenceValidationError(problems)
+        raise RequestValidationError(problems)
     return requires
 
 
@@ -162,7 +162,7 @@ def requirement_violations(kind: JobKind, request: Mapping[str, Any], requires: 
     try:
         catalogue = instance_catalogue.current()
     except instance_catalogue.CatalogueError as error:
-        raise PreferenceValidationError([str(error)]) from None
+        raise RequestValidationError([str(error)]) from None
     return violations(requires, listed, catalogue)
 
 

@@ -27,7 +27,7 @@ from airflow_sm_prefs.preflight import certification, entries, guardrails, requi
 from airflow_sm_prefs.preflight import finish_by as finish_by_module
 from airflow_sm_prefs.request import job_request
 from airflow_sm_prefs.request.jobs import JobKind
-from airflow_sm_prefs.request.preferences import PreferenceValidationError, template_markers
+from airflow_sm_prefs.request.preferences import RequestValidationError, template_markers
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -105,7 +105,7 @@ class Preflight:
         certification_registry: Any,
         training_plans: Any = None,
     ) -> Preflight:
-        """The operator's preflight arguments, each judged; ``PreferenceValidationError`` names every bad one."""
+        """The operator's preflight arguments, each judged; ``RequestValidationError`` names every bad one."""
         checks = guardrails.Guardrails.judged(
             max_hourly_cost_usd, max_cost_usd, on_violation, quota_preflight, requires
         )
@@ -197,7 +197,7 @@ class Preflight:
         try:
             return self.certification.uncertified(listed)
         except certification.RegistryError as error:
-            raise PreferenceValidationError([str(error)]) from None
+            raise RequestValidationError([str(error)]) from None
         except certification.RegistryUnreachable as error:
             if if_unreadable == "refuse" or log is None:
                 raise certification.RegistryUnreachable(
@@ -209,7 +209,7 @@ class Preflight:
     def _refuse_uncertified(self, request: Mapping[str, Any]) -> None:
         uncertified = self._uncertified(request, "refuse")
         if uncertified:
-            raise PreferenceValidationError(
+            raise RequestValidationError(
                 [*uncertified, "certified='strict' lists certified configurations only; no SageMaker job was created"]
             )
 

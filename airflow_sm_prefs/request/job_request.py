@@ -18,7 +18,7 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.request.preferences import (
     TEMPLATE_MARKERS,
-    PreferenceValidationError,
+    RequestValidationError,
     is_templated,
     job_name_problems,
     template_markers,
@@ -26,19 +26,19 @@ from airflow_sm_prefs.request.preferences import (
 )
 
 
-class InvalidJobRequest(PreferenceValidationError, AirflowFailException):
+class InvalidJobRequest(RequestValidationError, AirflowFailException):
     """A request SageMaker would refuse. Wherever it is raised (a DAG file's parse, a task's run, a mapped
     task's expansion) retrying cannot help, so it fails the task without retries."""
 
 
 @contextmanager
 def refusing() -> Iterator[None]:
-    """Turn a rule's PreferenceValidationError into InvalidJobRequest."""
+    """Turn a rule's RequestValidationError into InvalidJobRequest."""
     try:
         yield
     except InvalidJobRequest:
         raise
-    except PreferenceValidationError as error:
+    except RequestValidationError as error:
         raise InvalidJobRequest(error.problems) from None
 
 
@@ -74,10 +74,10 @@ def prepare(
     with refusing(), template_markers(markers):
         named = job_name_problems(job_name, "job_name")
         if named:
-            raise PreferenceValidationError(named)
+            raise RequestValidationError(named)
         parsed = _parse_json(config, "config") if isinstance(config, str) else config
         if not isinstance(parsed, Mapping):
-            raise PreferenceValidationError(
+            raise RequestValidationError(
                 [
                     f"config must be the {kind.name_field.removesuffix('JobName')}Job request as a mapping (or JSON "
                     f"text of one), got {type(parsed).__name__}"
@@ -104,7 +104,7 @@ def rendered(
         request, warnings = prepare(kind, config, preferences, max_pending, markers=(), job_name=job_name)
         with refusing():
             check_instance_types(kind, request)
-    except PreferenceValidationError as error:
+    except RequestValidationError as error:
         raise InvalidJobRequest([*error.problems, "no SageMaker job was created"]) from None
     for warning in warnings:
         log.warning(warning)
@@ -121,6 +121,6 @@ def _parse_json(text: str, what: str) -> Any:
             if text.lstrip().startswith(("[(", "['", '["', "[{")) or "'" in text
             else ""
         )
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [f"{what} rendered to text that is not JSON ({error.msg}, at character {error.pos}).{hint}"]
         ) from None

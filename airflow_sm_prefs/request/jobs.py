@@ -82,7 +82,7 @@ class JobKind:
             node = node.setdefault(key, {})
             if not isinstance(node, dict):
                 path = ".".join(self.resources_path[: depth + 1])
-                raise preferences.PreferenceValidationError([f"{path} must be a mapping, got {type(node).__name__}"])
+                raise preferences.RequestValidationError([f"{path} must be a mapping, got {type(node).__name__}"])
         return node
 
     def essentials(self, description: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,7 +109,7 @@ class JobKind:
         if friendly_preferences is not None:
             resources = self.ensure_resources(request)
             if "InstancePreferences" in resources:
-                raise preferences.PreferenceValidationError(
+                raise preferences.RequestValidationError(
                     ["preferences are given both as `preferences=` and in config; keep one"]
                 )
             if preferences.is_templated(friendly_preferences):
@@ -121,7 +121,7 @@ class JobKind:
             if isinstance(stopping, dict):  # anything else is reported by validate()
                 given = stopping.get("MaxPendingTimeInSeconds")
                 if given is not None and str(given).strip() != str(max_pending):
-                    raise preferences.PreferenceValidationError(
+                    raise preferences.RequestValidationError(
                         [
                             f"the pending limit is given twice and they disagree: max_pending={max_pending} and "
                             f"StoppingCondition.MaxPendingTimeInSeconds={given!r} in config; keep one"

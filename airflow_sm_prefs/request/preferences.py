@@ -41,13 +41,19 @@ def template_markers(markers: tuple[str, ...]) -> Iterator[None]:
         _markers.reset(token)
 
 
-class PreferenceValidationError(ValueError):
-    """A request SageMaker would reject; ``problems`` lists every broken rule, each naming its entry."""
+class RequestValidationError(ValueError):
+    """A task's request or arguments that break a rule (SageMaker's, or this package's own for its arguments:
+    guardrails, ``finish_by``, ``training_plans``, certification); ``problems`` lists every one, each naming its
+    entry or argument."""
 
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
         lines = "\n  - ".join(self.problems)
         super().__init__(f"invalid SageMaker request ({len(self.problems)} problem(s)):\n  - {lines}")
+
+
+# Its name until 0.2, when it was raised for arguments that are not preferences too: kept for code that catches it.
+PreferenceValidationError = RequestValidationError
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,7 @@ def to_api_entries(preferences: Any) -> list[dict[str, Any]]:
     could be read more than one way, so they are refused rather than guessed at.
     """
     if isinstance(preferences, Mapping):
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [
                 "preferences is a mapping; give an ordered list such as "
                 "[('ml.p5.48xlarge', 2), ('ml.p4d.24xlarge', 4)] (a mapping's keys and values could mean types "
@@ -92,9 +98,9 @@ def to_api_entries(preferences: Any) -> list[dict[str, Any]]:
             ]
         )
     if isinstance(preferences, set | frozenset):
-        raise PreferenceValidationError(["preferences is a set, which has no order; give a list, first choice first"])
+        raise RequestValidationError(["preferences is a set, which has no order; give a list, first choice first"])
     if isinstance(preferences, str | bytes) or not isinstance(preferences, Sequence):
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [f"preferences must be a list of preferences, first choice first; got {type(preferences).__name__}"]
         )
     entries = []
@@ -114,7 +120,7 @@ def to_api_entries(preferences: Any) -> list[dict[str, Any]]:
                 entry[api_key] = value
             entries.append(entry)
         else:
-            raise PreferenceValidationError(
+            raise RequestValidationError(
                 [
                     f"preference #{index + 1}: expected InstancePreference, a mapping, a type name or (type, count); "
                     f"got {type(preference).__name__} {_shown(preference)}"
@@ -133,20 +139,20 @@ def duration_seconds(value: Any, name: str) -> int | None:
         seconds = float(value)
     else:
         hint = " (durations such as '4h' are not parsed: use timedelta(hours=4))" if isinstance(value, str) else ""
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [f"{name} must be a timedelta or a number of seconds, got {type(value).__name__} {_shown(value)}{hint}"]
         )
     if not math.isfinite(seconds) or seconds < 1:
-        raise PreferenceValidationError([f"{name} must be at least one second, got {_shown(value)}"])
+        raise RequestValidationError([f"{name} must be at least one second, got {_shown(value)}"])
     if seconds > MAX_DURATION_SECONDS:
-        raise PreferenceValidationError([f"{name} must be at most {MAX_DURATION_SECONDS} seconds (one year)"])
+        raise RequestValidationError([f"{name} must be at most {MAX_DURATION_SECONDS} seconds (one year)"])
     return int(seconds)
 
 
 def interval_seconds(value: Any, name: str) -> float:
     """A polling interval in seconds: a positive, finite number."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise PreferenceValidationError([f"{name} must be a positive number of seconds, got {_shown(value)}"])
+        raise RequestValidationError([f"{name} must be a positive number of seconds, got {_shown(value)}"])
     return float(value)
 
 
@@ -214,7 +220,7 @@ def cast_integers(request: dict[str, Any], paths: Iterable[tuple[str, ...]]) -> 
     for path in paths:
         walk(result, path, "")
     if problems:
-        raise PreferenceValidationError(problems)
+        raise RequestValidationError(problems)
     return result
 
 
@@ -408,16 +414,16 @@ _PROCESSING_RANGES = (
 
 
 def validate_training_request(request: Mapping[str, Any]) -> list[str]:
-    """Check a CreateTrainingJob request; raise PreferenceValidationError, or return warnings."""
+    """Check a CreateTrainingJob request; raise RequestValidationError, or return warnings."""
     problems = _check_job_name(request, "TrainingJobName")
     malformed = _structure_problems(request, [("ResourceConfig",), ("StoppingCondition",)])
     if malformed:
-        raise PreferenceValidationError(problems + malformed)
+        raise RequestValidationError(problems + malformed)
     problems += _check_ranges(request, _TRAINING_RANGES)
     resources = request.get("ResourceConfig")
     stopping = request.get("StoppingCondition") or {}
     if not isinstance(resources, Mapping) or "InstancePreferences" not in resources:
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [*problems, "ResourceConfig.InstancePreferences is required: pass `preferences=` or put the list in config"]
         )
     for exclusive, rule in (("InstanceType", "R6"), ("InstanceGroups", "R7"), ("InstancePlacementConfig", "R8")):
@@ -471,21 +477,21 @@ def validate_training_request(request: Mapping[str, Any]) -> list[str]:
                 "ml.trn*), and SageMaker does not queue CPU-only lists; it fails them with a capacity error instead"
             )
     if problems:
-        raise PreferenceValidationError(problems)
+        raise RequestValidationError(problems)
     return warnings
 
 
 def validate_processing_request(request: Mapping[str, Any]) -> list[str]:
-    """Check a CreateProcessingJob request; raise PreferenceValidationError, or return warnings."""
+    """Check a CreateProcessingJob request; raise RequestValidationError, or return warnings."""
     problems = _check_job_name(request, "ProcessingJobName")
     malformed = _structure_problems(request, [("ProcessingResources", "ClusterConfig"), ("StoppingCondition",)])
     if malformed:
-        raise PreferenceValidationError(problems + malformed)
+        raise RequestValidationError(problems + malformed)
     problems += _check_ranges(request, _PROCESSING_RANGES)
     resources = request.get("ProcessingResources")
     cluster = resources.get("ClusterConfig") if isinstance(resources, Mapping) else None
     if not isinstance(cluster, Mapping) or "InstancePreferences" not in cluster:
-        raise PreferenceValidationError(
+        raise RequestValidationError(
             [
                 *problems,
                 "ProcessingResources.ClusterConfig.InstancePreferences is required: pass `preferences=` or put the "
@@ -510,5 +516,5 @@ def validate_processing_request(request: Mapping[str, Any]) -> list[str]:
             problems.append("StoppingCondition needs MaxRuntimeInSeconds when present [P14]")
     problems += _check_list(cluster["InstancePreferences"], cluster.get("InstanceCount"), _PROCESSING)
     if problems:
-        raise PreferenceValidationError(problems)
+        raise RequestValidationError(problems)
     return []

@@ -16,7 +16,7 @@ from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
 from airflow_sm_prefs.platform import supervisor_calls
 from airflow_sm_prefs.request.jobs import JobKind
-from airflow_sm_prefs.request.preferences import PreferenceValidationError
+from airflow_sm_prefs.request.preferences import RequestValidationError
 from airflow_sm_prefs.sagemaker.botocore_model import extend_provider_loader
 from airflow_sm_prefs.sagemaker.job_view import jsonable
 
@@ -153,7 +153,7 @@ class SageMakerPreferenceHook(AwsBaseHook):
         model = self.conn.meta.service_model
         resources_shape = model.shape_for(kind.resources_shape)
         if "InstancePreferences" not in resources_shape.members:
-            raise PreferenceValidationError(
+            raise RequestValidationError(
                 ["the installed botocore does not know InstancePreferences; upgrade boto3/botocore to 1.43.90 or later"]
             )
         known = set(getattr(model.shape_for(kind.instance_type_shape), "enum", []))
@@ -163,7 +163,7 @@ class SageMakerPreferenceHook(AwsBaseHook):
             if entry.get("InstanceType") not in known
         ]
         if problems:
-            raise PreferenceValidationError(problems)
+            raise RequestValidationError(problems)
 
     # -- async (the triggerer) ----------------------------------------------------------------------------
 

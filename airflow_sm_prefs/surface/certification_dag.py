@@ -88,7 +88,7 @@ def certification_dag(
     from airflow.sdk import DAG, task
 
     from airflow_sm_prefs.preflight import certification
-    from airflow_sm_prefs.request.preferences import PreferenceValidationError, to_api_entries
+    from airflow_sm_prefs.request.preferences import RequestValidationError, to_api_entries
     from airflow_sm_prefs.surface.operators import (
         SageMakerPreferenceProcessingOperator,
         SageMakerPreferenceTrainingOperator,
@@ -96,10 +96,10 @@ def certification_dag(
 
     entries = to_api_entries(candidates)
     if not entries:
-        raise PreferenceValidationError(["certification_dag needs at least one candidate"])
+        raise RequestValidationError(["certification_dag needs at least one candidate"])
     missing = [e["InstanceType"] for e in entries if not isinstance(e.get("InstanceCount"), int)]
     if missing:
-        raise PreferenceValidationError([f"give each candidate a count: {', '.join(missing)}"])
+        raise RequestValidationError([f"give each candidate a count: {', '.join(missing)}"])
     path = certification.registry_path(registry)
     operator = SageMakerPreferenceTrainingOperator if kind == "training" else SageMakerPreferenceProcessingOperator
     runs = {}

@@ -23,7 +23,7 @@ from airflow_sm_prefs.request import job_request
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING, JobKind
 from airflow_sm_prefs.request.preferences import (
     PreferenceLike,
-    PreferenceValidationError,
+    RequestValidationError,
     duration_seconds,
     interval_seconds,
     job_name_problems,
@@ -195,7 +195,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             if botocore_config is not None and not isinstance(botocore_config, dict):
                 problems.append("botocore_config must be a dict of botocore.config.Config keyword arguments")
             if problems:
-                raise PreferenceValidationError(problems)
+                raise RequestValidationError(problems)
         if not isinstance(config, str):  # JSON text is judged once rendered
             self._request, warnings = job_request.prepare(
                 self.job_kind, config, self.preferences, self.max_pending, markers, job_name

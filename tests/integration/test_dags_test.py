@@ -250,11 +250,11 @@ def test_certification_keeps_the_first_choice_and_rejects_the_fallback_that_fail
     assert server.engine.calls["CreateTrainingJob"] == 2
 
     from airflow_sm_prefs import SageMakerPreferenceTrainingOperator
-    from airflow_sm_prefs.request.preferences import PreferenceValidationError
+    from airflow_sm_prefs.request.preferences import RequestValidationError
     from tests.helpers import training_request
 
     strict = {"workload": "it-fine-tune", "certified": "strict", "certification_registry": str(registry)}
-    with pytest.raises(PreferenceValidationError, match=r"preference #2 \(1 x ml\.g5\.48xlarge\): not certified"):
+    with pytest.raises(RequestValidationError, match=r"preference #2 \(1 x ml\.g5\.48xlarge\): not certified"):
         SageMakerPreferenceTrainingOperator(
             task_id="t",
             config=training_request("x", None),

@@ -10,7 +10,7 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
 
 from airflow_sm_prefs.preflight import quotas
-from airflow_sm_prefs.request.preferences import PreferenceValidationError
+from airflow_sm_prefs.request.preferences import RequestValidationError
 from airflow_sm_prefs.surface.operators import NoCapacityError
 from sm_prefs_devkit.emulator.scenario import parse_faults
 from tests.helpers import FakeTI
@@ -168,7 +168,7 @@ def test_dropping_everything_fails_naming_every_entry(start_emulator, aws_connec
     ],
 )
 def test_bad_guardrail_arguments_fail_at_parse_time(arguments, named):
-    with pytest.raises(PreferenceValidationError, match=named):
+    with pytest.raises(RequestValidationError, match=named):
         training_operator("unused", **arguments)
 
 
@@ -236,7 +236,7 @@ def test_finish_by_that_nothing_can_meet_fails_before_any_create(start_emulator,
 
 
 def test_a_bad_finish_by_fails_at_parse_time():
-    with pytest.raises(PreferenceValidationError, match="finish_by must be a datetime or an ISO 8601 time"):
+    with pytest.raises(RequestValidationError, match="finish_by must be a datetime or an ISO 8601 time"):
         training_operator("unused", finish_by="at dawn")
 
 

@@ -10,7 +10,7 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, TaskDeferred
 
 from airflow_sm_prefs import InstancePreference
-from airflow_sm_prefs.request.preferences import PreferenceValidationError
+from airflow_sm_prefs.request.preferences import RequestValidationError
 from airflow_sm_prefs.surface.operators import (
     NoCapacityError,
     SageMakerPreferenceProcessingOperator,
@@ -57,13 +57,13 @@ def _creates(server) -> int:
 
 
 def test_static_invalid_preferences_fail_at_construction():
-    with pytest.raises(PreferenceValidationError, match=r"preference #3 \(ml.p5.48xlarge\).*\[R4a\]"):
+    with pytest.raises(RequestValidationError, match=r"preference #3 \(ml.p5.48xlarge\).*\[R4a\]"):
         SageMakerPreferenceTrainingOperator(
             task_id="bad",
             config=training_request("x", None),
             preferences=[("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 1), ("ml.p5.48xlarge", 1)],
         )
-    with pytest.raises(PreferenceValidationError, match=r"\[P10\]"):
+    with pytest.raises(RequestValidationError, match=r"\[P10\]"):
         SageMakerPreferenceProcessingOperator(
             task_id="bad",
             config=processing_request("x", None)
@@ -517,7 +517,7 @@ def test_a_reattaching_retry_shows_only_lines_written_from_then_on(start_emulato
 
 
 def test_stream_logs_must_be_a_boolean():
-    with pytest.raises(PreferenceValidationError, match="stream_logs must be True or False"):
+    with pytest.raises(RequestValidationError, match="stream_logs must be True or False"):
         training_operator("aws_default", stream_logs="yes")
 
 

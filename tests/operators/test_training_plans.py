@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
 
-from airflow_sm_prefs.request.preferences import PreferenceValidationError
+from airflow_sm_prefs.request.preferences import RequestValidationError
 from sm_prefs_devkit.emulator.scenario import parse_faults
 from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, FakeTI
@@ -167,7 +167,7 @@ def test_a_usable_plan_written_by_hand_goes_as_written(start_emulator, aws_conne
 
 
 def test_processing_refuses_training_plans_and_other_values_are_named():
-    with pytest.raises(PreferenceValidationError, match="training_plans='auto' is for training jobs"):
+    with pytest.raises(RequestValidationError, match="training_plans='auto' is for training jobs"):
         processing_operator("unused", training_plans="auto")
-    with pytest.raises(PreferenceValidationError, match="training_plans must be 'auto' or None, got 'always'"):
+    with pytest.raises(RequestValidationError, match="training_plans must be 'auto' or None, got 'always'"):
         training_operator("unused", training_plans="always")

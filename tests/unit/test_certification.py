@@ -9,7 +9,7 @@ import pytest
 
 from airflow_sm_prefs.preflight import certification
 from airflow_sm_prefs.preflight.certification import CertifiedConfiguration, RegistryError
-from airflow_sm_prefs.request.preferences import PreferenceValidationError
+from airflow_sm_prefs.request.preferences import RequestValidationError
 from airflow_sm_prefs.surface.certification_dag import verdict
 from airflow_sm_prefs.surface.operators import SageMakerPreferenceTrainingOperator
 from tests.helpers import training_request
@@ -120,7 +120,7 @@ def test_strict_refuses_a_static_list_naming_an_uncertified_configuration_at_par
     registry = tmp_path / "certified.yaml"
     certification.record(registry, "eval", [certified("ml.p5.48xlarge")])
     _strict(registry, [("ml.p5.48xlarge", 1)])
-    with pytest.raises(PreferenceValidationError) as refused:
+    with pytest.raises(RequestValidationError) as refused:
         _strict(registry, [("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 1)])
     assert "preference #2 (1 x ml.g5.48xlarge): not certified for workload 'eval'" in str(refused.value)
     assert "certified: 1 x ml.p5.48xlarge" in str(refused.value)
@@ -130,7 +130,7 @@ def test_strict_refuses_a_static_list_naming_an_uncertified_configuration_at_par
 def test_a_malformed_registry_is_a_dag_import_error(tmp_path):
     registry = tmp_path / "certified.yaml"
     registry.write_text("format: 1\nworkloads:\n  eval:\n    - instance_type: 5\n")
-    with pytest.raises(PreferenceValidationError, match=r"certified\.yaml, line 4: workloads\.eval\[0\]"):
+    with pytest.raises(RequestValidationError, match=r"certified\.yaml, line 4: workloads\.eval\[0\]"):
         _strict(registry, [("ml.p5.48xlarge", 1)])
 
 
@@ -143,7 +143,7 @@ def test_a_malformed_registry_is_a_dag_import_error(tmp_path):
     ],
 )
 def test_bad_certification_arguments_fail_at_parse_time(arguments, named):
-    with pytest.raises(PreferenceValidationError, match=named):
+    with pytest.raises(RequestValidationError, match=named):
         SageMakerPreferenceTrainingOperator(
             task_id="t", config=training_request("x", None), preferences=["ml.p5.48xlarge"], **arguments
         )

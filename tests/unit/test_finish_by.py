@@ -9,7 +9,7 @@ import pytest
 
 from airflow_sm_prefs.preflight import finish_by
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
-from airflow_sm_prefs.request.preferences import PreferenceValidationError
+from airflow_sm_prefs.request.preferences import RequestValidationError
 from tests.helpers import GPU_PAIR, processing_request, training_request
 
 NOW = pendulum.datetime(2026, 11, 30, 2, 0, tz="UTC")
@@ -65,7 +65,7 @@ def test_a_users_smaller_pending_limit_is_kept():
 
 
 def test_when_nothing_fits_the_task_fails_early_naming_the_deadline():
-    with pytest.raises(PreferenceValidationError) as refused:
+    with pytest.raises(RequestValidationError) as refused:
         finish_by.plan(TRAINING, training_request("x", GPU_PAIR), NOW.add(minutes=30), NOW, no_history)
     problems = refused.value.problems
     assert problems[0] == "no preference can finish by finish_by=2026-11-30T02:30:00Z (30m00s from now)"
@@ -94,7 +94,7 @@ def test_deadlines_are_read_as_utc_times(value, expected):
     ],
 )
 def test_bad_deadlines_are_refused(value, named):
-    with pytest.raises(PreferenceValidationError, match=named):
+    with pytest.raises(RequestValidationError, match=named):
         finish_by.deadline_of(value)
 
 

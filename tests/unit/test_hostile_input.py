@@ -17,7 +17,7 @@ from airflow.sdk import DAG
 from airflow_sm_prefs import SageMakerPreferenceProcessingOperator, SageMakerPreferenceTrainingOperator
 from airflow_sm_prefs.request import job_request
 from airflow_sm_prefs.request.job_request import InvalidJobRequest
-from airflow_sm_prefs.request.preferences import PreferenceValidationError, validate_training_request
+from airflow_sm_prefs.request.preferences import RequestValidationError, validate_training_request
 from tests.helpers import GPU_PAIR, processing_request, training_request
 from tests.validation_cases import PROCESSING_CASES, TRAINING_CASES
 
@@ -295,9 +295,9 @@ def test_every_entry_is_counted_from_one_in_every_message():
 def test_finish_by_without_a_time_zone_is_refused_as_text_or_datetime(naive):
     from airflow_sm_prefs.preflight import finish_by
 
-    with pytest.raises(PreferenceValidationError, match="has no time zone"):
+    with pytest.raises(RequestValidationError, match="has no time zone"):
         finish_by.deadline_of(naive)
-    with pytest.raises(PreferenceValidationError, match="has no time zone"):
+    with pytest.raises(RequestValidationError, match="has no time zone"):
         SageMakerPreferenceTrainingOperator(
             task_id="t", config=training_request("x", [("ml.p5.48xlarge", 1)]), finish_by=naive
         )
@@ -314,7 +314,7 @@ def _spot_problems(spot: Any) -> str:
     request = training_request("x", GPU_PAIR) | {"EnableManagedSpotTraining": spot}
     try:
         validate_training_request(request)
-    except PreferenceValidationError as error:
+    except RequestValidationError as error:
         return str(error)
     return ""
 

@@ -7,7 +7,7 @@ import pytest
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.request.preferences import (
     InstancePreference,
-    PreferenceValidationError,
+    RequestValidationError,
     cast_integers,
     is_templated,
     to_api_entries,
@@ -31,7 +31,7 @@ from tests.validation_cases import (
 @pytest.mark.parametrize("case", sorted(TRAINING_CASES))
 def test_training_rule(case):
     request, expected = TRAINING_CASES[case]
-    with pytest.raises(PreferenceValidationError) as error:
+    with pytest.raises(RequestValidationError) as error:
         validate_training_request(request)
     assert expected in str(error.value)
 
@@ -39,13 +39,13 @@ def test_training_rule(case):
 @pytest.mark.parametrize("case", sorted(PROCESSING_CASES))
 def test_processing_rule(case):
     request, expected = PROCESSING_CASES[case]
-    with pytest.raises(PreferenceValidationError) as error:
+    with pytest.raises(RequestValidationError) as error:
         validate_processing_request(request)
     assert expected in str(error.value)
 
 
 def test_every_problem_is_reported_at_once():
-    with pytest.raises(PreferenceValidationError) as error:
+    with pytest.raises(RequestValidationError) as error:
         validate_training_request(
             training_with(P5, P5, stopping={"MaxWaitTimeInSeconds": 10}, InstanceType="ml.g5.48xlarge")
         )
@@ -81,7 +81,7 @@ def test_friendly_forms_become_api_entries():
         {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 4},
         {"InstanceType": "ml.g6.48xlarge"},
     ]
-    with pytest.raises(PreferenceValidationError, match="preference #1"):
+    with pytest.raises(RequestValidationError, match="preference #1"):
         to_api_entries([3.5])
 
 
@@ -106,7 +106,7 @@ def test_rendered_integer_strings_are_cast_including_per_preference_counts():
 
 def test_non_numeric_rendered_count_is_a_clear_error():
     with pytest.raises(
-        PreferenceValidationError, match=r"preference #2 \(ml.g5.48xlarge\): InstanceCount: expected an integer"
+        RequestValidationError, match=r"preference #2 \(ml.g5.48xlarge\): InstanceCount: expected an integer"
     ):
         cast_integers(
             training_with(P5, {"InstanceType": "ml.g5.48xlarge", "InstanceCount": "two"}), TRAINING.integer_paths
@@ -121,5 +121,13 @@ def test_prepare_merges_friendly_preferences_and_max_pending():
     assert "InstancePreferences" not in config["ResourceConfig"]
     processing = PROCESSING.prepare(processing_request("job", None), ["ml.m5.xlarge"], 600)
     assert "MaxPendingTimeInSeconds" not in processing["StoppingCondition"], "processing patience is caller-side"
-    with pytest.raises(PreferenceValidationError, match="keep one"):
+    with pytest.raises(RequestValidationError, match="keep one"):
         TRAINING.prepare(training_with(P5), [("ml.g5.48xlarge", 1)])
+
+
+def test_the_errors_old_name_still_catches_it():
+    from airflow_sm_prefs import InvalidJobRequest
+    from airflow_sm_prefs.request.preferences import PreferenceValidationError, RequestValidationError
+
+    assert PreferenceValidationError is RequestValidationError
+    assert issubclass(InvalidJobRequest, PreferenceValidationError)

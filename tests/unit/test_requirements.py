@@ -11,7 +11,7 @@ import pytest
 from airflow_sm_prefs import InstanceRequirements
 from airflow_sm_prefs.preflight import requirements
 from airflow_sm_prefs.reference import instance_catalogue
-from airflow_sm_prefs.request.preferences import ACCELERATED_PREFIXES, PreferenceValidationError
+from airflow_sm_prefs.request.preferences import ACCELERATED_PREFIXES, RequestValidationError
 from airflow_sm_prefs.storage.paths import SHIPPED_DATA
 from airflow_sm_prefs.surface.operators import (
     SageMakerPreferenceProcessingOperator,
@@ -83,7 +83,7 @@ def test_efa_architecture_total_gpus_and_accelerator_kind():
 
 
 def test_a_static_list_that_cannot_meet_requires_fails_at_parse_time_naming_the_entry():
-    with pytest.raises(PreferenceValidationError) as refused:
+    with pytest.raises(RequestValidationError) as refused:
         SageMakerPreferenceTrainingOperator(
             task_id="t",
             config=training_request("x", None),
@@ -134,7 +134,7 @@ def test_with_drop_or_a_templated_list_the_run_decides():
     ],
 )
 def test_bad_requirements_fail_at_parse_time(requires, named):
-    with pytest.raises(PreferenceValidationError, match=None) as refused:
+    with pytest.raises(RequestValidationError, match=None) as refused:
         SageMakerPreferenceTrainingOperator(
             task_id="t", config=training_request("x", None), preferences=["ml.p4d.24xlarge"], requires=requires
         )
@@ -143,7 +143,7 @@ def test_bad_requirements_fail_at_parse_time(requires, named):
 
 def test_a_type_the_catalogue_lacks_is_refused_unless_the_user_adds_it(tmp_path, monkeypatch):
     preferences = [("ml.p6e-gb200.36xlarge", 1)]
-    with pytest.raises(PreferenceValidationError, match="not in the instance catalogue"):
+    with pytest.raises(RequestValidationError, match="not in the instance catalogue"):
         SageMakerPreferenceTrainingOperator(
             task_id="t", config=training_request("x", None), preferences=preferences, requires={"efa": True}
         )
@@ -203,5 +203,5 @@ def test_every_check_is_asked_and_an_entry_objected_to_twice_keeps_the_first_rea
         (2, "preference #3: short quota"),
     ]
     assert log.messages == ["Dropped preference #2: too dear", "Dropped preference #3: short quota"]
-    with pytest.raises(PreferenceValidationError, match="too dear"):
+    with pytest.raises(RequestValidationError, match="too dear"):
         guardrails.enforce(TRAINING, request, [Objects((1,), "too dear")], "fail", log)

@@ -50,7 +50,7 @@ def test_every_id_in_an_actual_error_message_is_in_the_catalogue():
         for request, _ in cases.values():
             try:
                 validate(request)
-            except preferences.PreferenceValidationError as error:
+            except preferences.RequestValidationError as error:
                 for citation in CITED.findall(str(error)):
                     seen.update(citation.split("/"))
     assert len(seen) > 20, "the shared validation cases make the validator cite most rules"
