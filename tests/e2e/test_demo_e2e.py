@@ -12,6 +12,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,6 +48,22 @@ def screenshot_folder(name: str) -> Path:
     folder = PROJECT / "artifacts" / name
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+# The docs' screenshots are these tests' shots of the current code, copied when taken: none is kept by hand
+# (tests/unit/test_docs_screenshots.py holds the docs to this list).
+DOCS_SCREENSHOTS = {
+    "fine_tune_xcom.png": "screenshot-xcom.png",
+    "capacity_page.png": "screenshot-capacity.png",
+    "capacity_plans.png": "screenshot-plans.png",
+}
+
+
+def shoot(page: Any, folder: Path, name: str) -> None:
+    """The page, whole, into ``folder``; and into docs/ when the docs show it."""
+    page.screenshot(path=str(folder / name), full_page=True)
+    if name in DOCS_SCREENSHOTS:
+        shutil.copyfile(folder / name, PROJECT / "docs" / DOCS_SCREENSHOTS[name])
 
 
 @pytest.fixture(scope="module")
@@ -232,13 +249,13 @@ def test_ui_shows_the_chosen_configuration_and_the_sagemaker_link(demo, screensh
             page.get_by_role("button", name="Expand all extra JSON").click()
             page.get_by_text("ml.p4d.24xlarge").first.wait_for(timeout=30_000)
             page.get_by_text("selected_rank").first.wait_for(timeout=10_000)
-            page.screenshot(path=str(screenshots / "fine_tune_xcom.png"), full_page=True)
+            shoot(page, screenshots, "fine_tune_xcom.png")
 
             page.goto(task_page + "/details")
             link = page.get_by_role("link", name="SageMaker job")
             link.wait_for(timeout=30_000)
             assert "/sagemaker/home?region=us-east-1#/jobs/" in (link.get_attribute("href") or "")
-            page.screenshot(path=str(screenshots / "fine_tune_links.png"), full_page=True)
+            shoot(page, screenshots, "fine_tune_links.png")
         finally:
             browser.close()
 
@@ -278,7 +295,7 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
             assert frame.locator("svg").count() >= 3
             frame.get_by_text("Median estimated cost per job").first.wait_for(timeout=10_000)
             frame.get_by_text("would still have kept waiting").first.wait_for(timeout=10_000)  # the survival chart
-            page.screenshot(path=str(screenshots / "capacity_page.png"), full_page=True)
+            shoot(page, screenshots, "capacity_page.png")
             survival = frame.locator("figure", has=frame.locator("svg[aria-label='first-choice wait survival']"))
             survival.first.scroll_into_view_if_needed()
             survival.first.screenshot(path=str(screenshots / "capacity_first_choice_wait.png"))
@@ -286,7 +303,7 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
             page.goto(f"{stack.api_url}/sm-prefs/capacity/weather")
             page.locator("svg[aria-label='capacity weather']").first.wait_for(timeout=30_000)
             assert page.locator("svg[aria-label='capacity weather']").count() >= 2
-            page.screenshot(path=str(screenshots / "capacity_weather.png"), full_page=True)
+            shoot(page, screenshots, "capacity_weather.png")
 
             query = f"run_id={urllib.parse.quote(run_id)}&task_id=fine_tune&map_index=-1"
             page.goto(f"{stack.api_url}/sm-prefs/capacity/dags/{stack.dag_id}/task-instance?{query}")
@@ -294,7 +311,7 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
             page.get_by_text("at on-demand prices").wait_for(timeout=10_000)
             page.get_by_role("heading", name="Advice").wait_for(timeout=10_000)
             page.get_by_text("the first choice alone").wait_for(timeout=10_000)
-            page.screenshot(path=str(screenshots / "capacity_task_instance.png"), full_page=True)
+            shoot(page, screenshots, "capacity_task_instance.png")
         finally:
             browser.close()
 
@@ -318,6 +335,6 @@ def test_plans_advise_and_used_then_the_training_plans_view(demo, screenshots):
             page.get_by_role("heading", name="Would a plan pay?").wait_for(timeout=30_000)
             page.get_by_text("1 x ml.p5.48xlarge in us-east-1").first.wait_for(timeout=10_000)
             page.get_by_text("spare-p4d sat idle").first.wait_for(timeout=10_000)
-            page.screenshot(path=str(screenshots / "capacity_plans.png"), full_page=True)
+            shoot(page, screenshots, "capacity_plans.png")
         finally:
             browser.close()
