@@ -132,6 +132,33 @@ class LogListing:
         return fresh
 
 
+@dataclass
+class PagePosition:
+    """Where one reader of one job's log stands between two pages: the listing under way and its next page's
+    token (neither between listings). The blocking reader and the follower share it; they differ only in how
+    they call ``FilterLogEvents`` and where the fresh lines go."""
+
+    listing: LogListing | None = None
+    token: str | None = None
+
+    def next_request(self, log_group: str, job_name: str, cursor: LogCursor) -> tuple[LogListing, dict[str, Any]]:
+        """The listing the next page belongs to (a new one from ``cursor`` between listings), and its request."""
+        listing = self.listing or LogListing(cursor)
+        return listing, listing_request(log_group, job_name, listing, self.token)
+
+    def turned(self, listing: LogListing, page: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+        """The page's events not read before, and whether the listing has more pages."""
+        fresh = listing.page(events_in_order(page))
+        token = page.get("nextToken")
+        self.listing, self.token = (listing, token) if token else (None, None)
+        return fresh, bool(token)
+
+    def refused(self, error: BaseException) -> None:
+        if self.token and error_code(error) == "InvalidParameterException":
+            # An expired token: list again from the cursor, which passes over what was shown.
+            self.listing, self.token = None, None
+
+
 @dataclass(frozen=True)
 class LogBatch:
     """New lines for one job and the cursor after them; or, with ``unavailable``, why none will come."""
@@ -154,8 +181,7 @@ class _Followed:
     failures: int = 0
     # Mid-way through a listing: it, and its next page's token. Without them, a millisecond at which more
     # lines were written than one page holds would be read from its start for ever.
-    listing: LogListing | None = None
-    page_token: str | None = None
+    position: PagePosition = field(default_factory=PagePosition)
     # The end's reading (``drain``) and the follower's round may ask for one job at once: each listing starts
     # from the cursor the other one may be moving, so one page at a time, or both show the same lines.
     reading: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -267,27 +293,21 @@ class LogFollower(LoopShared):
         await self._limiter.acquire()
         self.calls += 1
         job.last_read = asyncio.get_running_loop().time()
-        listing = job.listing or LogListing(job.cursor)
-        request = listing_request(self.log_group, job.job_name, listing, job.page_token)
+        listing, request = job.position.next_request(self.log_group, job.job_name, job.cursor)
         try:
             page = await client.filter_log_events(**request)
         except Exception as error:
-            if job.page_token and error_code(error) == "InvalidParameterException":
-                # An expired token: list again from the cursor, which passes over what was shown.
-                job.listing, job.page_token = None, None
+            job.position.refused(error)
             self._failed(job, error)
             return False
         self._limiter.succeeded()
         job.failures = 0
-        fresh = listing.page(events_in_order(page))
+        fresh, more = job.position.turned(listing, page)
         if fresh:
             job.cursor = listing.cursor
             lines = tuple(LogLine.of(e) for e in fresh)
             for queue in job.queues:
                 queue.put_nowait(LogBatch(lines, listing.cursor))
-        token = page.get("nextToken")
-        job.listing, job.page_token = (listing, token) if token else (None, None)
-        more = bool(token)
         job.next_due = asyncio.get_running_loop().time() + (0.0 if more else job.interval)
         return more
 

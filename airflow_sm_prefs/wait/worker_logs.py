@@ -15,9 +15,7 @@ from airflow_sm_prefs.wait.log_follower import (
     NOT_YET,
     LogCursor,
     LogLine,
-    LogListing,
-    events_in_order,
-    listing_request,
+    PagePosition,
     unread_lines_note,
 )
 
@@ -74,8 +72,7 @@ class BlockingLogReader:
         self.log = log
         self.cursor = cursor
         self.unavailable = False
-        self._listing: LogListing | None = None
-        self._page_token: str | None = None
+        self._position = PagePosition()
 
     def read(self, last: bool = False) -> None:
         """Show the new lines; ``last``: the job has ended, so lines left unread are said to be in CloudWatch."""
@@ -83,13 +80,11 @@ class BlockingLogReader:
 
         stop_at = time.monotonic() + DRAIN_SECONDS
         while not self.unavailable:
-            listing = self._listing or LogListing(self.cursor)
-            request = listing_request(self.kind.log_group, self.job_name, listing, self._page_token)
+            listing, request = self._position.next_request(self.kind.log_group, self.job_name, self.cursor)
             try:
                 page = self.client.filter_log_events(**request)
             except Exception as error:
-                if self._page_token and error_code(error) == "InvalidParameterException":
-                    self._listing, self._page_token = None, None
+                self._position.refused(error)
                 if error_code(error) in NOT_YET or classify(error) in (ErrorClass.THROTTLED, ErrorClass.TRANSIENT):
                     return
                 self.unavailable = True
@@ -101,13 +96,11 @@ class BlockingLogReader:
                     self.kind.log_group,
                 )
                 return
-            fresh = listing.page(events_in_order(page))
+            fresh, more = self._position.turned(listing, page)
             self.cursor = listing.cursor
             for event in fresh:
                 self.log.info(LogLine.of(event).render())
-            token = page.get("nextToken")
-            self._listing, self._page_token = (listing, token) if token else (None, None)
-            if not token:
+            if not more:
                 return
             if time.monotonic() >= stop_at:
                 if last:
