@@ -27,6 +27,7 @@ import os
 import re
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
@@ -204,6 +205,17 @@ def job_file_name(entry: LedgerEntry | dict[str, Any]) -> str:
     if isinstance(region, str) and region:
         return f"{_safe(entry['job_name'])}.{_safe(region)}.json"
     return f"{_safe(entry['job_name'])}.json"
+
+
+_REGIONAL_FILE = re.compile(r"(?P<name>.+)\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.json")
+
+
+def job_of_file_name(file_name: str) -> tuple[str | None, str]:
+    """``job_file_name`` read back: (Region, job name) of a job's own object; no Region in the older form."""
+    regional = _REGIONAL_FILE.fullmatch(file_name)
+    if regional:
+        return urllib.parse.unquote(regional["region"]), urllib.parse.unquote(regional["name"])
+    return None, urllib.parse.unquote(file_name.removesuffix(".json"))
 
 
 def _put(entry: LedgerEntry | dict[str, Any], root: Any) -> None:
@@ -821,19 +833,13 @@ class KnownJobs:
         return bool(regions) and (region is None or None in regions or region in regions)
 
 
-_REGIONAL_FILE = re.compile(r"(?P<name>.+)\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.json")
-
-
 def known_jobs(root: Any = None) -> KnownJobs:
     """The jobs the ledger has an entry for, in their own file or compacted."""
     root = root if root is not None else location()
     known = KnownJobs()
     for path in _entry_paths(root, None):
-        regional = _REGIONAL_FILE.fullmatch(path.name)
-        if regional:
-            known.add(regional["name"], regional["region"])
-        else:
-            known.add(path.name[: -len(".json")], None)
+        region, name = job_of_file_name(path.name)
+        known.add(name, region)
     for folder in dag_folders(root, None):
         for path in _compacted_paths(folder):
             try:
