@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import os
 import time
 from pathlib import Path
 
-from benchmarks.scenarios import publish
+from benchmarks.scenarios import BENCH_CONNECTION, point_connection_at, publish
 
 
 class CountingLog:
@@ -47,7 +46,7 @@ async def _measure(server, jobs: int, window: float, warmup: float, interval: fl
         trigger = SageMakerPreferenceJobTrigger(
             job_name=f"logging-{index}",
             job_kind="training",
-            hook_kwargs={"aws_conn_id": "sm_bench", "region_name": "us-east-1"},
+            hook_kwargs={"aws_conn_id": BENCH_CONNECTION, "region_name": "us-east-1"},
             poll_interval=interval,
             stream_logs=True,
         )
@@ -83,8 +82,6 @@ def main() -> None:
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
 
-    import json
-
     from sm_prefs_devkit.emulator import EmulatorServer, load
 
     rows = []
@@ -98,14 +95,7 @@ def main() -> None:
             buckets={"bucket": ()},
         )
         with EmulatorServer(scenario) as server:
-            os.environ["AIRFLOW_CONN_SM_BENCH"] = json.dumps(
-                {
-                    "conn_type": "aws",
-                    "login": "bench",
-                    "password": "bench",
-                    "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
-                }
-            )
+            point_connection_at(server.endpoint_url)
             result = asyncio.run(_measure(server, args.jobs, args.window, args.warmup, args.interval))
         rows.append(
             f"| {label} | {args.jobs} | {args.interval:.0f} s | {result['logs']:.3f} | {result['sagemaker']:.3f} | "

@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import time
 from pathlib import Path
 
-from benchmarks.scenarios import publish
+from benchmarks.scenarios import point_connection_at, publish
 
 STREAMS = 2
 MILLISECONDS = 3
@@ -100,15 +99,7 @@ def main() -> None:
     )
     rows = []
     with EmulatorServer(scenario) as server:
-        os.environ["AIRFLOW_CONN_SM_BENCH"] = json.dumps(
-            {
-                "conn_type": "aws",
-                "login": "bench",
-                "password": "bench",
-                "extra": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
-            }
-        )
-        hook_kwargs = {"aws_conn_id": "sm_bench", "region_name": "us-east-1"}
+        hook_kwargs = point_connection_at(server.endpoint_url)
         request = training_request("long-log", [dict(p, InstanceCount=STREAMS) for p in GPU_PAIR])
         boto_client(server.endpoint_url).create_training_job(**request)
         job = server.engine.jobs[job_key("training", "long-log", "us-east-1")]

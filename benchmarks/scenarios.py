@@ -21,3 +21,23 @@ def publish(table: str, output: Path | None) -> None:
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(table)
+
+
+BENCH_CONNECTION = "sm_bench"
+
+
+def point_connection_at(endpoint_url: str, region: str = "us-east-1") -> dict[str, str]:
+    """The benchmarks' AWS connection (``sm_bench``), set in this process's environment to ``endpoint_url``;
+    the hook arguments that use it."""
+    import json
+    import os
+
+    os.environ[f"AIRFLOW_CONN_{BENCH_CONNECTION.upper()}"] = json.dumps(
+        {
+            "conn_type": "aws",
+            "login": "bench",
+            "password": "bench",
+            "extra": {"endpoint_url": endpoint_url, "region_name": region},
+        }
+    )
+    return {"aws_conn_id": BENCH_CONNECTION, "region_name": region}
