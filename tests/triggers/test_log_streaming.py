@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -156,66 +160,63 @@ async def test_throttled_log_reads_back_off_and_still_show_every_line(start_emul
     assert task_log.lines[-1].endswith("Training job completed")
 
 
-async def test_a_masked_variable_the_templates_read_is_masked_in_the_lines_the_triggerer_shows(
-    start_emulator, aws_connection, tmp_path, monkeypatch
+@dataclass(frozen=True)
+class EchoedSecret:
+    """A secret a task's templates read, planted where Airflow finds it, and the job's line that echoes it."""
+
+    env: str  # where Airflow reads it: AIRFLOW_VAR_* or AIRFLOW_CONN_*
+    stored: Callable[[str], str]  # the environment value holding the secret
+    echo: Callable[[str], str]  # the job's log line that prints it
+    told: dict[str, Any]  # the trigger's argument naming what the worker read
+
+
+ECHOED_SECRETS = {
+    # A Variable: the trigger reads it again by name (``mask_variables``).
+    "variable": EchoedSecret(
+        "AIRFLOW_VAR_SM_PREFS_API_TOKEN",
+        lambda value: value,
+        lambda value: f"export API_TOKEN={value}",
+        {"mask_variables": [["sm_prefs_api_token", False]]},
+    ),
+    # A connection's password (``{{ conn.registry.password }}``): read again by id (``mask_connections``).
+    "connection": EchoedSecret(
+        "AIRFLOW_CONN_SM_PREFS_REGISTRY",
+        lambda value: json.dumps({"conn_type": "generic", "login": "ci", "password": value}),
+        lambda value: f"docker login -p {value} registry.example.com",
+        {"mask_connections": ["sm_prefs_registry"]},
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(ECHOED_SECRETS))
+async def test_a_secret_the_templates_read_is_masked_in_the_lines_the_triggerer_shows(
+    start_emulator, aws_connection, tmp_path, monkeypatch, kind
 ):
-    """The worker masks a Variable its templates read; the triggerer never read it, so the trigger reads it
-    again (by name) and the job's lines that echo it show ``***``. Without the name, the line is in clear:
-    the test plants a value that would be shown."""
+    """The worker masks a Variable or a connection's password its templates read; the triggerer never read
+    it, so the trigger reads it again (by name) and the job's lines that echo it show ``***``. Without the
+    name, the line is in clear: the test plants a value that would be shown."""
     import secrets
 
-    value = f"sm-token-{secrets.token_hex(8)}"
-    monkeypatch.setenv("AIRFLOW_VAR_SM_PREFS_API_TOKEN", value)
+    secret = ECHOED_SECRETS[kind]
+    value = f"sm-secret-{secrets.token_hex(8)}"
+    monkeypatch.setenv(secret.env, secret.stored(value))
     failing = (
         "failures:\n  - instance_type: ml.p5.48xlarge\n    after_seconds: 30\n"
         "    reason: 'AlgorithmError: login refused (exit code 1)'\n"
-        f"    log_lines: ['export API_TOKEN={value}', 'retrying login']\n"
+        f"    log_lines: [{json.dumps(secret.echo(value))}, 'giving up']\n"
     )
     server = start_emulator(_scenario(tmp_path, failing))
     conn_id = aws_connection(server)
-    for name, read in (("echoes-unmasked", []), ("echoes-masked", [["sm_prefs_api_token", False]])):
+    before, _, after = secret.echo("\0").partition("\0")
+    for name, told in (("echoes-in-clear", {}), ("echoes-masked", secret.told)):
         boto_client(server.endpoint_url).create_training_job(**training_request(name, GPU_PAIR))
         task_log = TaskLog()
-        payload = await _run(_trigger(conn_id, name, task_log, mask_variables=read))
+        payload = await _run(_trigger(conn_id, name, task_log, **told))
         assert payload["status"] == "finished" and payload["description"]["TrainingJobStatus"] == "Failed"
-        echoed = [line for line in task_log.lines if "export API_TOKEN=" in line]
+        echoed = [line for line in task_log.lines if before in line]
         assert len(echoed) == 1, task_log.lines
-        if read:
-            assert value not in echoed[0] and echoed[0].endswith("export API_TOKEN=***")
-            assert value not in repr(payload), "the event kept while deferred is masked too"
-        else:
-            assert value in echoed[0], "the triggerer only masks what it was told"
-
-
-async def test_a_connection_the_templates_read_is_masked_in_the_lines_the_triggerer_shows(
-    start_emulator, aws_connection, tmp_path, monkeypatch
-):
-    """As for Variables: the worker masked the password of a connection its templates read (``{{
-    conn.registry.password }}``); the trigger reads the connection again by id, so a job that echoes the
-    password shows ``***``. Without the id the line is in clear: the value planted would be shown."""
-    import json
-    import secrets
-
-    value = f"registry-{secrets.token_hex(8)}"
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SM_PREFS_REGISTRY", json.dumps({"conn_type": "generic", "login": "ci", "password": value})
-    )
-    failing = (
-        "failures:\n  - instance_type: ml.p5.48xlarge\n    after_seconds: 30\n"
-        "    reason: 'AlgorithmError: registry refused the login (exit code 1)'\n"
-        f"    log_lines: ['docker login -p {value} registry.example.com', 'giving up']\n"
-    )
-    server = start_emulator(_scenario(tmp_path, failing))
-    conn_id = aws_connection(server)
-    for name, read in (("echoes-in-clear", []), ("echoes-masked", ["sm_prefs_registry"])):
-        boto_client(server.endpoint_url).create_training_job(**training_request(name, GPU_PAIR))
-        task_log = TaskLog()
-        payload = await _run(_trigger(conn_id, name, task_log, mask_connections=read))
-        assert payload["status"] == "finished" and payload["description"]["TrainingJobStatus"] == "Failed"
-        echoed = [line for line in task_log.lines if "docker login -p" in line]
-        assert len(echoed) == 1, task_log.lines
-        if read:
-            assert value not in echoed[0] and echoed[0].endswith("docker login -p *** registry.example.com")
+        if told:
+            assert value not in echoed[0] and echoed[0].endswith(f"{before}***{after}")
             assert value not in repr(payload), "the event kept while deferred is masked too"
         else:
             assert value in echoed[0], "the triggerer only masks what it was told"
