@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow_sm_prefs.evidence import counterfactual
@@ -124,20 +124,26 @@ def render(rows: Sequence[Mapping[str, Any]], output_format: str) -> str:
 
 
 def report_section(
-    entries: Sequence[Mapping[str, Any]], listed: tuple[dt.datetime, Sequence[PlanState]] | None
+    entries: Sequence[Mapping[str, Any]],
+    listed: tuple[dt.datetime, Sequence[PlanState]] | None,
+    tasks: Collection[str] | None = None,
 ) -> list[str]:
     """The capacity report's lines on training plans: what each plan the CLI last listed bought (``listed``:
     when and what), or, with no listing kept, the jobs the ledger says ran on a plan and how to see the rest.
-    No lines when no plan is listed and no job ran on one."""
+    ``tasks`` (``dag.task``): the report's filters kept these alone, so only the plans that served one of them
+    are said (a plan another DAG used is not idle). No lines when no plan is listed and no job ran on one."""
+    kept = [e for e in entries if tasks is None or counterfactual.task_of(e) in tasks]
     on_plans: dict[str, int] = {}
-    for entry in entries:
+    for entry in kept:
         arn = plan_of(entry)
         if arn is not None:
             on_plans[arn] = on_plans.get(arn, 0) + 1
     if listed is not None and listed[1]:
         taken_at, plans = listed
-        heading = f"Training plans, as SageMaker listed them at {taken_at.strftime('%Y-%m-%d %H:%M UTC')}:"
-        return [heading, *(f"  {in_words(row)}" for row in usage(entries, plans, taken_at))]
+        rows = [row for row in usage(entries, plans, taken_at) if tasks is None or set(row["tasks"]) & set(tasks)]
+        if rows:
+            heading = f"Training plans, as SageMaker listed them at {taken_at.strftime('%Y-%m-%d %H:%M UTC')}:"
+            return [heading, *(f"  {in_words(row)}" for row in rows)]
     if not on_plans:
         return []
     ran = "; ".join(f"{count} job(s) on {arn.rpartition('/')[2]}" for arn, count in sorted(on_plans.items()))

@@ -190,9 +190,11 @@ def _report(args: argparse.Namespace) -> int:
     say(report.render(rows, args.format))
     if args.format == "table":
         from airflow_sm_prefs.evidence import plan_usage
+        from airflow_sm_prefs.evidence.counterfactual import task_of
 
-        scoped = [e for e in reading.entries if report.in_scope(e, args.since, args.dag_id, args.task_id)]
-        section = plan_usage.report_section(scoped, _plans_last_listed())
+        filtered = (args.since, args.dag_id, args.task_id) != (None, None, None)
+        scoped = {task_of(e) for e in reading.entries if report.in_scope(e, args.since, args.dag_id, args.task_id)}
+        section = plan_usage.report_section(reading.entries, _plans_last_listed(), scoped if filtered else None)
         if section:
             say("\n" + "\n".join(section))
     return 0

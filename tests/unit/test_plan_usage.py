@@ -73,3 +73,13 @@ def test_the_reports_section_says_what_each_listed_plan_bought_or_where_to_ask()
     assert plan_usage.report_section(entries[:10], (listed_at, [])) == []
     # A listing kept with no plan in it still leaves the jobs that ran on one said.
     assert plan_usage.report_section(entries, (listed_at, []))[0].startswith("Training plans: 1 job(s) on week.")
+
+
+def test_a_filtered_report_says_only_the_plans_that_served_its_tasks():
+    """A plan another DAG's task used is not idle to a report filtered to one DAG: it is not said at all."""
+    entries = [_night(index, sold_out=False) for index in range(3)]
+    entries += [{**_on_plan(3, "week"), "training_plan_arn": ARN + "week"}]
+    listed = (NOW, [_plan("week", START + dt.timedelta(days=2))])
+    assert plan_usage.report_section(entries, listed, tasks={"other_dag.train"}) == []
+    heading, line = plan_usage.report_section(entries, listed, tasks={"nightly.train"})
+    assert line.startswith("  week: ") and "by 1 job(s) of nightly.train" in line
