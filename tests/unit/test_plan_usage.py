@@ -82,4 +82,5 @@ def test_a_filtered_report_says_only_the_plans_that_served_its_tasks():
     listed = (NOW, [_plan("week", START + dt.timedelta(days=2))])
     assert plan_usage.report_section(entries, listed, tasks={"other_dag.train"}) == []
     heading, line = plan_usage.report_section(entries, listed, tasks={"nightly.train"})
+    assert heading.startswith("Training plans, as SageMaker listed them at ")
     assert line.startswith("  week: ") and "by 1 job(s) of nightly.train" in line
