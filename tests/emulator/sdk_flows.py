@@ -34,7 +34,7 @@ IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/eval:1"
 REGION = "us-east-1"
 
 
-def create_training(name: str) -> TrainingJob:
+def create_training(name: str, preferences: list[InstancePreference] | None = None) -> TrainingJob:
     return TrainingJob.create(
         training_job_name=name,
         role_arn=ROLE,
@@ -42,7 +42,8 @@ def create_training(name: str) -> TrainingJob:
         output_data_config=OutputDataConfig(s3_output_path="s3://bucket/output"),
         resource_config=ResourceConfig(
             volume_size_in_gb=100,
-            instance_preferences=[
+            instance_preferences=preferences
+            or [
                 InstancePreference(instance_type="ml.p5.48xlarge", instance_count=1),
                 InstancePreference(instance_type="ml.p4d.24xlarge", instance_count=2),
             ],
@@ -118,22 +119,14 @@ def training_plan_bought_and_used() -> dict[str, Any]:
         p.training_plan_name
         for p in TrainingPlan.get_all(filters=[TrainingPlanFilter(name="Status", value="Active")], region=REGION)
     ]
-    job = TrainingJob.create(
-        training_job_name="sdk-on-plan",
-        role_arn=ROLE,
-        algorithm_specification=AlgorithmSpecification(training_image=IMAGE, training_input_mode="File"),
-        output_data_config=OutputDataConfig(s3_output_path="s3://bucket/output"),
-        resource_config=ResourceConfig(
-            volume_size_in_gb=100,
-            instance_preferences=[
-                InstancePreference(
-                    instance_type="ml.p5.48xlarge", instance_count=1, training_plan_arns=[plan.training_plan_arn]
-                ),
-                InstancePreference(instance_type="ml.p4d.24xlarge", instance_count=1),
-            ],
-        ),
-        stopping_condition=StoppingCondition(max_runtime_in_seconds=3600),
-        region=REGION,
+    job = create_training(
+        "sdk-on-plan",
+        [
+            InstancePreference(
+                instance_type="ml.p5.48xlarge", instance_count=1, training_plan_arns=[plan.training_plan_arn]
+            ),
+            InstancePreference(instance_type="ml.p4d.24xlarge", instance_count=1),
+        ],
     )
     job.refresh()
     busy = TrainingPlan.get("sdk-plan", region=REGION)
