@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -91,6 +93,23 @@ def test_the_page_shows_the_readable_dags_rows_and_charts(ledger_with_two_dags, 
 def test_the_report_route_is_filtered_too(ledger_with_two_dags, signed_in):
     rows = signed_in.get("/capacity/report").json()
     assert [(r["dag_id"], r["runs"], r["verdict"]) for r in rows] == [("nightly", 3, "paid_off")]
+
+
+def test_the_report_route_answers_its_declared_shape_and_drops_nothing_the_report_computed(
+    ledger_with_two_dags, signed_in
+):
+    from airflow_sm_prefs.evidence import report
+    from airflow_sm_prefs.surface.capacity_models import ConfigurationRow, FirstChoiceWait, ReportRow
+
+    (row,) = signed_in.get("/capacity/report").json()
+    assert set(row) == set(ReportRow.__annotations__)
+    assert set(row["first_choice_wait"] or {}) == set(FirstChoiceWait.__annotations__)
+    assert row["configurations"] and all(set(c) == set(ConfigurationRow.__annotations__) for c in row["configurations"])
+    computed = report.summarize(ledger.read(dag_id="nightly").entries)
+    assert [row] == json.loads(json.dumps(computed)), "the model neither drops nor changes a figure"
+    app = capacity_page.create_app()
+    (route,) = [r for r in app.routes if getattr(r, "path", None) == "/capacity/report"]
+    assert route.response_model == list[ReportRow]  # type: ignore[attr-defined]
 
 
 def test_a_task_instance_view_compares_it_with_its_history(ledger_with_two_dags, signed_in):
@@ -196,7 +215,7 @@ def test_a_ledger_whose_filesystem_is_missing_is_one_sentence_to_a_signed_in_use
     page = signed_in.get(route)
     assert page.status_code == 503
     assert "[sm_prefs] ledger_path = s3://team-bucket/sm-prefs/ledger" in page.text
-    assert "pip install &#x27;airflow-sm-prefs[s3]&#x27;" in page.text and "Traceback" not in page.text
+    assert "pip install &#39;airflow-sm-prefs[s3]&#39;" in page.text and "Traceback" not in page.text
 
 
 def test_a_missing_filesystem_tells_no_anonymous_caller_about_the_ledger(without_s3fs):
