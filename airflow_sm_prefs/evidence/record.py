@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from airflow_sm_prefs.sagemaker.job_view import JobView, iso
@@ -11,25 +10,29 @@ if TYPE_CHECKING:
     from airflow_sm_prefs.evidence.job_facts import JobFacts
 
 
-# The XCom keys a task leaves beside its return value, besides ``selection``.
-DROPPED_XCOM_KEY = "dropped_preferences"
-UNCERTIFIED_XCOM_KEY = "uncertified_preferences"
-TRAINING_PLAN_XCOM_KEY = "training_plan"
-
-
 class TrainingPlanChoice(TypedDict):
-    """XCom ``training_plan``: what ``training_plans="auto"`` put first (``plan_arn``, None for none), and why."""
+    """What ``training_plans="auto"`` put first (``plan_arn``, None for none), and why."""
 
     plan_arn: str | None
     notes: list[str]
 
 
 class DroppedPreference(TypedDict):
-    """XCom ``dropped_preferences``: an entry the guardrails removed, and why."""
+    """An entry the guardrails removed, and why."""
 
     rank: int
     entry: dict[str, Any]
     reason: str
+
+
+class PreflightDecided(TypedDict):
+    """What preflight decided about the list before the job was created. It is kept with the task instance's
+    claim (``attempts.JobClaim.preflight``), not in XComs of its own, so the record of a retry that reattaches
+    to the job says it too."""
+
+    dropped_preferences: list[DroppedPreference]
+    uncertified_preferences: list[str]
+    training_plan: TrainingPlanChoice | None
 
 
 class Selection(TypedDict):
@@ -99,13 +102,9 @@ def selection(view: JobView, region: str | None) -> Selection | None:
     )
 
 
-def build(
-    facts: JobFacts,
-    dropped: Sequence[DroppedPreference] = (),
-    uncertified: Sequence[str] = (),
-    plan_choice: TrainingPlanChoice | None = None,
-) -> JobRecord:
+def build(facts: JobFacts, decided: PreflightDecided | None = None) -> JobRecord:
     view, run, certified_run_seconds = facts.view, facts.run_seconds, facts.certified_run_seconds
+    decided = decided or PreflightDecided(dropped_preferences=[], uncertified_preferences=[], training_plan=None)
     return JobRecord(
         job_name=view.name,
         job_arn=view.arn,
@@ -118,9 +117,9 @@ def build(
         fell_back=view.fell_back,
         preferences=facts.preferences,
         training_plan_arn=view.plan_arn,
-        training_plan=plan_choice,
-        dropped_preferences=list(dropped),
-        uncertified_preferences=list(uncertified),
+        training_plan=decided["training_plan"],
+        dropped_preferences=list(decided["dropped_preferences"]),
+        uncertified_preferences=list(decided["uncertified_preferences"]),
         certified_run_seconds=certified_run_seconds,
         run_time_vs_certified=round(run / certified_run_seconds, 3)
         if run is not None and certified_run_seconds

@@ -8,7 +8,7 @@ itself would only skip such an entry, silently, and the team would pay on-demand
 ``training_plans="auto"`` puts the account's plan that can take the job first: the listed entry of the plan's
 type and a count it holds moves to the front with the plan's ARN, so reserved instances already paid for are
 tried before on-demand ones. The record says which plan was put first, or why each plan of a listed type was
-not (``record.TRAINING_PLAN_XCOM_KEY``).
+not (the record's ``training_plan``).
 
 The decisions are pure (plans in, reasons out); ``PlansReader`` reads the plans with short deadlines, and a
 failure to read them costs the check with one warning, never the task: SageMaker still decides at placement.

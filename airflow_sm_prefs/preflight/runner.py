@@ -16,12 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import pendulum
 
-from airflow_sm_prefs.evidence.record import (
-    DROPPED_XCOM_KEY,
-    TRAINING_PLAN_XCOM_KEY,
-    UNCERTIFIED_XCOM_KEY,
-    DroppedPreference,
-)
+from airflow_sm_prefs.evidence.record import DroppedPreference, PreflightDecided, TrainingPlanChoice
 from airflow_sm_prefs.platform.formatting import format_seconds
 from airflow_sm_prefs.preflight import certification, entries, guardrails, requirements
 from airflow_sm_prefs.preflight import finish_by as finish_by_module
@@ -34,10 +29,23 @@ if TYPE_CHECKING:
 
 
 class Prepared(NamedTuple):
-    """What preflight makes of the rendered request, just before a job is created from it."""
+    """What preflight makes of the rendered request, just before a job is created from it: the request to send,
+    and what the record says of the list (kept with the task instance's claim, so that a retry which reattaches
+    to the job records it too)."""
 
     request: dict[str, Any]
     pending_until: str | None = None
+    dropped: tuple[DroppedPreference, ...] = ()
+    uncertified: tuple[str, ...] = ()
+    training_plan: TrainingPlanChoice | None = None
+
+    @property
+    def decided(self) -> PreflightDecided:
+        return PreflightDecided(
+            dropped_preferences=list(self.dropped),
+            uncertified_preferences=list(self.uncertified),
+            training_plan=self.training_plan,
+        )
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,9 @@ class Preflight:
 
     def before_create(self, context: Context, request: dict[str, Any], account: Account, log: Any) -> Prepared:
         """The rendered request just before a job is created from it: refused, or shortened with what was dropped
-        recorded (XCom ``dropped_preferences``; ``uncertified_preferences`` for what ``certified="warn"`` let by)."""
+        (``dropped``), what ``certified="warn"`` let by (``uncertified``) and the plan put first, if asked."""
+        uncertified: list[str] = []
+        choice = None
         with job_request.refusing():
             if self.certification.mode == "strict":
                 self._refuse_uncertified(request)
@@ -140,8 +150,6 @@ class Preflight:
                 uncertified = self._uncertified(request, "warn", log)
                 for problem in uncertified:
                     log.warning("Uncertified %s", problem)
-                if uncertified:
-                    context["ti"].xcom_push(key=UNCERTIFIED_XCOM_KEY, value=uncertified)
             plans_client = account.plans_client if self.kind.takes_training_plans else None
             checks = guardrails.checks_for(
                 self.guardrails, account.region, account.quota_client, account.cache_key, log, plans_client
@@ -152,27 +160,20 @@ class Preflight:
                 # Judged on the full list, past what the guardrails dropped, so ranks stay the user's own.
                 guarded, dropped, pending_until = self._fitted_to_deadline(context, request, dropped, log)
             if self.training_plans == "auto":
-                guarded = self._plan_put_first(context, guarded, account.plans_client, pending_until, log)
+                guarded, choice = self._plan_put_first(guarded, account.plans_client, pending_until, log)
             # What is left is still a request SageMaker accepts; warn of what only the changes brought
             # (a list left with CPU types only makes a pending bound meaningless).
             already_warned = set(self.kind.validate(request))
             for warning in self.kind.validate(guarded):
                 if warning not in already_warned:
                     log.warning(warning)
-        if dropped:
-            context["ti"].xcom_push(key=DROPPED_XCOM_KEY, value=dropped)
-        return Prepared(guarded, pending_until)
+        return Prepared(guarded, pending_until, tuple(dropped), tuple(uncertified), choice)
 
     def _plan_put_first(
-        self,
-        context: Context,
-        request: dict[str, Any],
-        plans_client: Callable[[], Any],
-        pending_until: str | None,
-        log: Any,
-    ) -> dict[str, Any]:
+        self, request: dict[str, Any], plans_client: Callable[[], Any], pending_until: str | None, log: Any
+    ) -> tuple[dict[str, Any], TrainingPlanChoice]:
         """``training_plans="auto"``: the account's plan that can take the job first; the choice in the log and
-        in XCom ``training_plan`` for the record."""
+        for the record."""
         from airflow_sm_prefs.preflight import plans_first
 
         now = pendulum.now("UTC")
@@ -185,8 +186,7 @@ class Preflight:
             request, choice = plans_first.put_first(self.kind, request, account_plans, now, pending)
         for note in choice.notes:
             log.info("training_plans='auto': %s", note)
-        context["ti"].xcom_push(key=TRAINING_PLAN_XCOM_KEY, value=choice.as_record())
-        return request
+        return request, choice.as_record()
 
     def _uncertified(
         self, request: Mapping[str, Any], if_unreadable: Literal["refuse", "warn"], log: Any = None

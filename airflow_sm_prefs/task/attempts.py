@@ -52,6 +52,8 @@ class JobClaim:
     # When a job still waiting for capacity must be stopped by the task itself (finish_by= below SageMaker's
     # pending floor, or processing), kept with the claim so a retry that reattaches keeps the same bound.
     pending_until: str | None = None
+    # What preflight decided about the list (``record.PreflightDecided``), for the record of whichever try ends.
+    preflight: dict[str, Any] | None = None
 
     @property
     def hook_kwargs(self) -> dict[str, Any]:

@@ -110,6 +110,7 @@ class Submission:
                 verify=self.connection["verify"],
                 botocore_config=self.connection["config"],
                 pending_until=prepared.pending_until if creates else (claim.pending_until if claim else None),
+                preflight=dict(prepared.decided) if creates else (claim.preflight if claim else None),
             )
         )
         if creates:

@@ -14,7 +14,6 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from airflow_sm_prefs.evidence import ledger, record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
-from airflow_sm_prefs.evidence.record import DROPPED_XCOM_KEY, TRAINING_PLAN_XCOM_KEY, UNCERTIFIED_XCOM_KEY
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker import job_status, status_lines
 from airflow_sm_prefs.sagemaker.job_view import JobView
@@ -66,18 +65,10 @@ class TaskOutcome:
         )
 
     def record_of(self, facts: JobFacts) -> record.JobRecord:
-        """The job's record, with the entries this try's guardrails dropped from its list."""
-        ti = self.context["ti"]
-        map_index = getattr(ti, "map_index", -1)
-        dropped = ti.xcom_pull(key=DROPPED_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
-        uncertified = ti.xcom_pull(key=UNCERTIFIED_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
-        plan_choice = ti.xcom_pull(key=TRAINING_PLAN_XCOM_KEY, task_ids=ti.task_id, map_indexes=map_index)
-        return record.build(
-            facts,
-            dropped if isinstance(dropped, list) else (),
-            uncertified if isinstance(uncertified, list) else (),
-            plan_choice if isinstance(plan_choice, dict) else None,  # type: ignore[arg-type]  # written by preflight
-        )
+        """The job's record, with what preflight decided about its list (kept with the claim)."""
+        claim = self.claims.load()
+        decided = claim.preflight if claim is not None and isinstance(claim.preflight, dict) else None
+        return record.build(facts, decided)  # type: ignore[arg-type]  # written by submission from Prepared
 
     def mark_finished(self) -> None:
         """This try reached the job's outcome: a later try of this task instance is a user's new request."""

@@ -12,9 +12,17 @@ from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferr
 from airflow_sm_prefs.preflight import quotas
 from airflow_sm_prefs.request.preferences import RequestValidationError
 from airflow_sm_prefs.surface.operators import NoCapacityError
+from airflow_sm_prefs.task.attempts import STATE_KEY
 from sm_prefs_devkit.emulator.scenario import parse_faults
 from tests.helpers import FakeTI
-from tests.operators.test_operator import FakeStore, _creates, context, processing_operator, training_operator
+from tests.operators.test_operator import (
+    FakeStore,
+    _creates,
+    context,
+    preflight_of,
+    processing_operator,
+    training_operator,
+)
 
 pytestmark = pytest.mark.emulator
 
@@ -66,7 +74,8 @@ def test_drop_runs_on_the_remaining_entries_and_records_what_it_dropped(start_em
         aws_connection(server), preferences=SHORT_SECOND, on_violation="drop", deferrable=False
     )
     ti = FakeTI()
-    result = operator.execute(context(ti))
+    ran = context(ti)
+    result = operator.execute(ran)
     (job,) = server.engine.jobs.values()
     assert [p["InstanceType"] for p in job.request["ResourceConfig"]["InstancePreferences"]] == [
         "ml.p5.48xlarge",
@@ -75,7 +84,8 @@ def test_drop_runs_on_the_remaining_entries_and_records_what_it_dropped(start_em
     (dropped,) = result["dropped_preferences"]
     assert dropped["rank"] == 1 and dropped["entry"] == SHORT_SECOND[1]
     assert "quota 'ml.p4d.24xlarge for training job usage' is 1" in dropped["reason"]
-    assert ti.xcoms["dropped_preferences"] == result["dropped_preferences"]
+    assert preflight_of(ran)["dropped_preferences"] == result["dropped_preferences"]
+    assert "dropped_preferences" not in ti.xcoms, "no XCom of its own: the claim keeps it"
     assert any(message.startswith("Dropped preference #2") for message in task_log.messages)
 
 
@@ -257,14 +267,30 @@ def test_finish_by_after_a_guardrail_drop_names_entries_by_their_place_in_the_us
         on_violation="drop",
     )
     operator.finish_by = pendulum.now("UTC").add(minutes=90)  # MaxRuntimeInSeconds (1 hour) fits, 2 hours not
-    ti = FakeTI()
+    ran = context(FakeTI())
     with pytest.raises(TaskDeferred):
-        operator.execute(context(ti))
+        operator.execute(ran)
     (job,) = server.engine.jobs.values()
     assert [p["InstanceType"] for p in job.request["ResourceConfig"]["InstancePreferences"]] == ["ml.p5.48xlarge"]
-    dropped = ti.xcoms["dropped_preferences"]
+    dropped = preflight_of(ran)["dropped_preferences"]
     assert [(d["rank"], d["entry"]["InstanceType"]) for d in dropped] == [(0, "ml.g5.48xlarge"), (2, "ml.p4d.24xlarge")]
     assert "preference #3 (1 x ml.p4d.24xlarge): expected to run 2h" in dropped[1]["reason"]
+
+
+def test_a_retry_that_reattaches_records_what_the_first_try_dropped(start_emulator, aws_connection):
+    """What preflight decided is kept with the claim: a later try starts with no XCom and does not judge the
+    list again, and its record still names the dropped entry."""
+    server = start_emulator("quota-short")
+    store = FakeStore()
+    first = training_operator(aws_connection(server), preferences=SHORT_SECOND, on_violation="drop")
+    with pytest.raises(TaskDeferred):
+        first.execute(context(FakeTI(try_number=1), store))
+    store[STATE_KEY]["phase"] = "submitted"  # as if the worker died before deferring
+    retry = training_operator(aws_connection(server), preferences=SHORT_SECOND, on_violation="drop", deferrable=False)
+    result = retry.execute(context(FakeTI(try_number=2), store))
+    assert _creates(server) == 1
+    (dropped,) = result["dropped_preferences"]
+    assert dropped["rank"] == 1 and "quota 'ml.p4d.24xlarge for training job usage' is 1" in dropped["reason"]
 
 
 def test_a_drop_that_leaves_only_cpu_types_warns_that_the_pending_bound_is_moot(

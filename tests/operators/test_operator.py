@@ -16,7 +16,7 @@ from airflow_sm_prefs.surface.operators import (
     SageMakerPreferenceProcessingOperator,
     SageMakerPreferenceTrainingOperator,
 )
-from airflow_sm_prefs.task.attempts import STATE_KEY
+from airflow_sm_prefs.task.attempts import STATE_KEY, JobClaim
 from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, FakeTI, TaskLog, processing_request, training_request
 
@@ -26,6 +26,13 @@ pytestmark = pytest.mark.emulator
 class FakeStore(dict):
     def set(self, key, value, retention=None):
         self[key] = value
+
+
+def preflight_of(context: dict[str, Any]) -> dict[str, Any]:
+    """What preflight decided about the list, as the task instance's claim keeps it for the record."""
+    claim = JobClaim.from_stored(context["task_state_store"].get(STATE_KEY))
+    assert claim is not None and claim.preflight is not None, "no claim holds preflight's decisions"
+    return claim.preflight
 
 
 def context(ti: FakeTI | None = None, store: FakeStore | None = None, claims: str = "store") -> dict[str, Any]:

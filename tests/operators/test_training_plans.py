@@ -11,7 +11,7 @@ from airflow_sm_prefs.request.preferences import RequestValidationError
 from sm_prefs_devkit.emulator.scenario import parse_faults
 from sm_prefs_devkit.local_stack import control
 from tests.helpers import GPU_PAIR, FakeTI
-from tests.operators.test_operator import _creates, context, processing_operator, training_operator
+from tests.operators.test_operator import _creates, context, preflight_of, processing_operator, training_operator
 
 pytestmark = pytest.mark.emulator
 
@@ -41,9 +41,12 @@ def _submitted(server) -> list[dict]:
     return job.request["ResourceConfig"]["InstancePreferences"]
 
 
-def _deferred(server, conn_id: str, ti: FakeTI, **kwargs: object) -> None:
-    with pytest.raises(TaskDeferred):  # the job exists and the task waits for it
-        training_operator(conn_id, **kwargs).execute(context(ti))
+def _deferred(server, conn_id: str, ti: FakeTI, **kwargs: object) -> dict:
+    """Run the task until it defers (the job exists and the task waits for it); what preflight decided."""
+    ran = context(ti)
+    with pytest.raises(TaskDeferred):
+        training_operator(conn_id, **kwargs).execute(ran)
+    return preflight_of(ran)
 
 
 def test_auto_runs_the_job_on_the_accounts_plan_and_records_it(start_emulator, aws_connection, tmp_path):
@@ -61,12 +64,12 @@ def test_auto_runs_the_job_on_the_accounts_plan_and_records_it(start_emulator, a
 def test_auto_moves_the_entry_of_the_plans_type_to_the_front(start_emulator, aws_connection, tmp_path):
     server = start_emulator(_scenario(tmp_path, _plan("p4d-pair", P4D, 2)))
     ti = FakeTI()
-    _deferred(server, aws_connection(server), ti, training_plans="auto")
+    decided = _deferred(server, aws_connection(server), ti, training_plans="auto")
     assert _submitted(server) == [
         {"InstanceType": P4D, "InstanceCount": 2, "TrainingPlanArns": [ARN + "p4d-pair"]},
         {"InstanceType": P5, "InstanceCount": 1},
     ]
-    assert ti.xcoms["training_plan"]["plan_arn"] == ARN + "p4d-pair"
+    assert decided["training_plan"]["plan_arn"] == ARN + "p4d-pair"
 
 
 @pytest.mark.parametrize(
@@ -83,8 +86,7 @@ def test_auto_says_why_a_plan_was_not_put_first(start_emulator, aws_connection, 
     if advance:
         control(server.endpoint_url, "advance", {"seconds": advance})
     ti = FakeTI()
-    _deferred(server, aws_connection(server), ti, training_plans="auto")
-    choice = ti.xcoms["training_plan"]
+    choice = _deferred(server, aws_connection(server), ti, training_plans="auto")["training_plan"]
     if reason is None:
         assert choice["plan_arn"] == ARN + "one-p5"
         return
@@ -95,8 +97,8 @@ def test_auto_says_why_a_plan_was_not_put_first(start_emulator, aws_connection, 
 def test_a_plan_too_small_for_the_entry_is_not_put_first(start_emulator, aws_connection, tmp_path):
     server = start_emulator(_scenario(tmp_path, _plan("one-p4d", P4D, 1)))
     ti = FakeTI()
-    _deferred(server, aws_connection(server), ti, training_plans="auto")  # GPU_PAIR asks 2 x p4d
-    assert ti.xcoms["training_plan"]["notes"] == [
+    decided = _deferred(server, aws_connection(server), ti, training_plans="auto")  # GPU_PAIR asks 2 x p4d
+    assert decided["training_plan"]["notes"] == [
         "training plan one-p4d: reserves 1 instance(s), fewer than the 2 asked for"
     ]
 
@@ -104,16 +106,16 @@ def test_a_plan_too_small_for_the_entry_is_not_put_first(start_emulator, aws_con
 def test_a_plan_starting_within_the_pending_bound_is_put_first(start_emulator, aws_connection, tmp_path):
     server = start_emulator(_scenario(tmp_path, _plan("tonight", start=3600)))
     ti = FakeTI()
-    _deferred(server, aws_connection(server), ti, training_plans="auto")  # default bound: two days
-    assert ti.xcoms["training_plan"]["plan_arn"] == ARN + "tonight"
-    assert "free from " in ti.xcoms["training_plan"]["notes"][0]
+    choice = _deferred(server, aws_connection(server), ti, training_plans="auto")["training_plan"]  # bound: 2 days
+    assert choice["plan_arn"] == ARN + "tonight"
+    assert "free from " in choice["notes"][0]
 
 
 def test_auto_without_any_plan_of_a_listed_type_says_so(start_emulator, aws_connection, tmp_path):
     server = start_emulator(_scenario(tmp_path, _plan("g5", "ml.g5.48xlarge", 2)))
     ti = FakeTI()
-    _deferred(server, aws_connection(server), ti, training_plans="auto")
-    assert ti.xcoms["training_plan"] == {
+    decided = _deferred(server, aws_connection(server), ti, training_plans="auto")
+    assert decided["training_plan"] == {
         "plan_arn": None,
         "notes": [f"no training plan of the account reserves a listed type ({P4D}, {P5})"],
     }
@@ -123,8 +125,8 @@ def test_plans_that_cannot_be_read_cost_the_choice_not_the_task(start_emulator, 
     server = start_emulator(_scenario(tmp_path, _plan("nightly-p5")))
     server.emulator.faults = parse_faults({"deny": ["ListTrainingPlans"]})
     ti = FakeTI()
-    _deferred(server, aws_connection(server), ti, training_plans="auto")
-    assert ti.xcoms["training_plan"] == {"plan_arn": None, "notes": ["the account's training plans could not be read"]}
+    decided = _deferred(server, aws_connection(server), ti, training_plans="auto")
+    assert decided["training_plan"] == {"plan_arn": None, "notes": ["the account's training plans could not be read"]}
     assert any("sagemaker:ListTrainingPlans" in message for message in task_log.messages)
 
 
@@ -146,9 +148,9 @@ def test_an_expired_plan_written_by_hand_refuses_the_task_before_any_job(start_e
 def test_a_full_plan_written_by_hand_is_dropped_and_recorded(start_emulator, aws_connection, tmp_path, task_log):
     server = start_emulator(_scenario(tmp_path, _plan("taken", in_use=2)))
     ti = FakeTI()
-    _deferred(server, aws_connection(server), ti, preferences=_by_hand("taken"), on_violation="drop")
+    decided = _deferred(server, aws_connection(server), ti, preferences=_by_hand("taken"), on_violation="drop")
     assert _submitted(server) == [GPU_PAIR[1]]
-    (dropped,) = ti.xcoms["dropped_preferences"]
+    (dropped,) = decided["dropped_preferences"]
     assert dropped["rank"] == 0 and "training plan taken is full" in dropped["reason"]
     assert any(message.startswith("Dropped preference #1") for message in task_log.messages)
 
