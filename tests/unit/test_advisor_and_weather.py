@@ -83,3 +83,45 @@ def test_the_cli_advises_and_forecasts_from_the_whole_ledger(tmp_path, monkeypat
     assert row["verdict"] == "paid_off", "one DAG's report still draws on the other DAG's jobs"
     assert cli.main(["advise", "--dag-id", "nightly", "--task-id", "nope"]) == 2
     assert "no job of nightly.nope" in capsys.readouterr().err
+
+
+def test_every_figure_of_the_advice_on_three_nights_with_costs():
+    """Three nights, whole: p5 in a minute (1 h run, $100), p4d at once (1.5 h, $150), p5 in two minutes ($110)."""
+    history = [
+        {**_job("nightly", "fine_tune", 0, [P5, P4D], 0, 60.0, 3600.0), "estimated_cost_usd": 100.0},
+        {**_job("nightly", "fine_tune", 1, [P5, P4D], 1, 0.0, 5400.0), "estimated_cost_usd": 150.0},
+        {**_job("nightly", "fine_tune", 2, [P5, P4D], 0, 120.0, 3600.0), "estimated_cost_usd": 110.0},
+    ]
+    both = [{"instance_type": P5[0], "instance_count": 1}, {"instance_type": P4D[0], "instance_count": 2}]
+
+    def candidate(label: str, preferences: list, p50: float, p90: float, answered: int, better: bool) -> dict:
+        return {
+            "candidate": label,
+            "preferences": preferences,
+            "time_to_result_p50_seconds": p50,
+            "time_to_result_p90_seconds": p90,
+            # Each night's cost is the median of what its configuration cost on this task: p5 $100, p4d $150.
+            "estimated_cost_usd_p50": 100.0,
+            "nights": 3,
+            "nights_with_a_result": answered,
+            "nights_waiting_past_the_evidence": 3 - answered,
+            "nights_without_a_run_time": 0,
+            "better_than_current": better,
+        }
+
+    assert advisor.advise(history) == {
+        "current": both,
+        "nights": 3,
+        "candidates": [
+            candidate("the current list", both, 3720.0, 5400.0, 3, False),
+            # The night p4d was taken, nothing says how long p5 stayed busy: waiting past the evidence.
+            candidate("the first choice alone", both[:1], 3660.0, 3720.0, 2, True),
+            candidate(f"#2 (2 x {P4D[0]}) first", both[::-1], 3720.0, 5400.0, 3, False),
+        ],
+    }
+    assert advisor.advise([{**history[0], "preferences": []}]) == {
+        "current": [],
+        "nights": 0,
+        "candidates": [],
+        "note": "the task's latest job lists no configuration",
+    }

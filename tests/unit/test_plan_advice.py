@@ -146,3 +146,59 @@ def test_a_list_never_sold_out_costs_the_first_choice_every_night():
     keep, wait, _ = group["options"]
     assert keep["expected_cost_usd"] == wait["expected_cost_usd"] == 700.0
     assert group["verdict"] == "unknown cost"  # no night fell back: what a sold-out night costs is not known
+
+
+def test_every_figure_of_a_group_with_an_hour_of_delay_priced():
+    """One group, whole: the window from the offering's hours, the delay priced at $30 an hour, each option."""
+    group = _advice(_ledger(10, 8), _offering(280.0, days=2), value_per_hour=30.0)
+    # A sold-out night: $160 and, at $30 an hour, its 3,900 s later result (300 s wait + 7,200 s run against the
+    # first choice's 3,600 s run): $192.50. The fee per job is $140: p* = (140 - 100) / (192.50 - 100) = 0.432.
+    assert group == {
+        "first_choice": "1 x ml.p5.48xlarge",
+        "region": "us-east-1",
+        "tasks": ["nightly.train"],
+        "evidence_jobs": 10,
+        "sold_out_jobs": 8,
+        "sold_out_share": 0.8,
+        "sold_out_share_90": [0.541, 0.931],
+        "jobs_per_day": 1.0,
+        "instance_hours_by_hour_of_week": {21: 5.0, 45: 5.0, 69: 4.0, 93: 4.0, 117: 4.0, 141: 4.0, 165: 8.0},
+        "window_days": 2.0,
+        "jobs_in_window": 2,
+        "first_choice_cost_usd": 100.0,
+        "sold_out_night_cost_usd": 192.5,
+        "options": [
+            {
+                "option": "keep the list (fall back)",
+                "time_to_result_p50_seconds": 7500.0,
+                "time_to_result_p90_seconds": 7500.0,
+                "expected_cost_usd": 348.0,
+            },
+            {
+                # Its wait on the sold-out nights is not known past what the evidence saw: no median to give.
+                "option": "wait for 1 x ml.p5.48xlarge alone",
+                "time_to_result_p50_seconds": None,
+                "time_to_result_p90_seconds": None,
+                "expected_cost_usd": 200.0,
+            },
+            {
+                "option": "reserve tpo-week",
+                "time_to_result_p50_seconds": 3600.0,
+                "time_to_result_p90_seconds": 3600.0,
+                "expected_cost_usd": 280.0,
+            },
+        ],
+        "offering": _offering(280.0, days=2).as_dict(),
+        "break_even_share": 0.432,
+        "verdict": "reserve",
+        "in_words": "a plan pays if ml.p5.48xlarge stays sold out on more than 4 of 10 nights; it was sold out on 8 "
+        "of 10 jobs (90 % interval 54% to 93%)",
+        "other_offerings": [],
+    }
+
+
+def test_a_one_day_window_holds_one_job_and_its_fee_is_not_shared():
+    group = _advice(_ledger(10, 8), _offering(280.0, days=1), value_per_hour=30.0)
+    assert (group["window_days"], group["jobs_in_window"], group["break_even_share"]) == (1.0, 1, 1.946)
+    assert group["verdict"] == "do not reserve"
+    assert [option["expected_cost_usd"] for option in group["options"]] == [174.0, 100.0, 280.0]

@@ -156,3 +156,30 @@ def test_processing_selection_and_uniform_count():
         "region": "eu-west-1",
     }
     assert JobView.parse(PROCESSING, description).describe_preferences() == "#1 ml.g6.12xlarge x3, #2 ml.g5.12xlarge x3"
+
+
+def test_the_selection_keeps_a_milliseconds_wait_and_a_missing_count_as_zero():
+    description = training_description(TrainingJobStatus="InProgress", SecondaryStatus="Starting")
+    description["SecondaryStatusTransitions"][0]["EndTime"] = _at(640.1234)
+    del description["ResourceConfig"]["SelectedInstanceCount"]
+    chosen = record.selection(JobView.parse(TRAINING, description), "us-east-1")
+    assert chosen is not None
+    assert (chosen["pending_seconds"], chosen["selected_instance_count"]) == (640.123, 0)
+
+
+def test_the_record_names_the_plan_it_ran_on_and_rounds_the_benchmark_ratio_to_three_digits():
+    description = training_description()
+    description["ResourceConfig"]["InstancePreferences"][1]["TrainingPlanArns"] = ["arn:aws:sagemaker:plan/p4d"]
+    facts = JobFacts.of(JobView.parse(TRAINING, description), "us-east-1", certified_run_seconds=700.0)
+    built = record.build(facts)
+    assert built["training_plan_arn"] == "arn:aws:sagemaker:plan/p4d"
+    assert built["run_time_vs_certified"] == 0.857  # 600 s against 700 s
+    decided = record.PreflightDecided(
+        dropped_preferences=[{"rank": 2, "entry": {"InstanceType": "ml.g5.48xlarge"}, "reason": "too dear"}],
+        uncertified_preferences=["preference #2: not certified"],
+        training_plan={"plan_arn": None, "notes": ["none matching"]},
+    )
+    with_decisions = record.build(facts, decided)
+    assert with_decisions["dropped_preferences"] == decided["dropped_preferences"]
+    assert with_decisions["uncertified_preferences"] == ["preference #2: not certified"]
+    assert with_decisions["training_plan"] == {"plan_arn": None, "notes": ["none matching"]}

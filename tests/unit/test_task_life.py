@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pendulum
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException
 
@@ -188,3 +189,119 @@ def test_a_wait_event_survives_its_payload_and_keeps_the_keys_0_1_0_sent():
     assert WaitEnded.parse(payload) == event
     assert WaitEnded.parse({**payload, "description": {}}).description is None
     assert replace(event, description=None).payload(TRAINING)["description"] is None
+
+
+# -- following a claimed job: the deferral it builds, or the wait in this slot ------------------------------------
+
+
+def _follow(task: TaskLife, request: dict[str, Any] | None = None) -> Any:
+    """``_follow`` through its public door: an event about another job makes the task follow its own claim."""
+    return task.resume(ended(WaitOutcome.FINISHED, "job-stray", described("job-stray", "Completed")), lambda: request)
+
+
+def test_following_a_queued_job_defers_with_a_trigger_built_from_the_waiting_arguments():
+    from airflow_sm_prefs.task.deadlines import wait_deadlines
+    from airflow_sm_prefs.task.task_life import DEFER_TIMEOUT_MARGIN
+
+    waiting = replace(
+        WAITING,
+        check_interval=45.0,
+        stop_on_kill=False,
+        stream_logs=False,
+        mask_variables=(("team_secrets", True),),
+        mask_connections=("warehouse",),
+    )
+    hook = FakeHook(described("job-a"))
+    task, context, _ = life(hook, waiting)
+    linked: list[str] = []
+    task.persist_links = linked.append
+    request = {"StoppingCondition": {"MaxRuntimeInSeconds": 7200, "MaxPendingTimeInSeconds": 1800}}
+    before = pendulum.now("UTC")
+    step = _follow(task, request)
+    after = pendulum.now("UTC")
+    assert isinstance(step, Defer)
+    trigger = step.trigger
+    deadline, pending_deadline = wait_deadlines(TRAINING, request, "2029-12-31T00:00:00+00:00", None, None)
+    assert (trigger.job_name, trigger.job_kind, trigger.wait_for) == ("job-a", "training", "selection")
+    assert (trigger.deadline, trigger.pending_deadline) == (deadline, pending_deadline)
+    assert (trigger.poll_interval, trigger.stop_on_kill, trigger.stream_logs) == (45.0, False, False)
+    assert trigger.mask_variables == [["team_secrets", True]] and trigger.mask_connections == ["warehouse"]
+    assert trigger.known_state is not None and trigger.log_cursor is None
+    remaining = pendulum.parse(deadline) - after  # type: ignore[operator]
+    assert remaining + DEFER_TIMEOUT_MARGIN <= step.timeout <= pendulum.parse(deadline) - before + DEFER_TIMEOUT_MARGIN  # type: ignore[operator]
+    assert (task.active_job, linked, hook.described) == ("job-a", ["job-a"], ["job-a"])
+    assert context["task_state_store"][attempts.STATE_KEY]["phase"] == attempts.DEFERRED
+    assert "selection" not in context["ti"].xcoms, "nothing chosen yet: nothing announced"
+
+
+def test_following_a_job_that_already_chose_announces_it_and_waits_for_the_end():
+    hook = FakeHook(described("job-a", selected="ml.p4d.24xlarge"))
+    task, context, _ = life(hook)
+    step = _follow(task, {})
+    assert isinstance(step, Defer) and step.trigger.wait_for == "completion"
+    assert context["ti"].xcoms["selection"]["selected_instance_type"] == "ml.p4d.24xlarge"
+
+
+def test_following_a_job_that_already_ended_finishes_at_once():
+    hook = FakeHook(described("job-a", "Completed", selected="ml.p4d.24xlarge"))
+    task, context, _ = life(hook)
+    step = _follow(task, {})
+    assert isinstance(step, Done) and step.record["status"] == "Completed"
+    assert context["ti"].xcoms["selection"]["selected_rank"] == 1, "announced on the way out"
+    assert context["task_state_store"][attempts.STATE_KEY]["phase"] == attempts.FINISHED
+
+
+class EndingHook(FakeHook):
+    """The job ends between one Describe and the next."""
+
+    def describe_job(self, kind: Any, name: str) -> dict[str, Any]:
+        seen = super().describe_job(kind, name)
+        self.jobs[name] = {**seen, "TrainingJobStatus": "Completed", "SecondaryStatus": "Completed"}
+        return seen
+
+
+def test_a_task_that_does_not_defer_waits_in_its_slot_until_the_job_ends():
+    hook = EndingHook(described("job-a", selected="ml.p4d.24xlarge"))
+    task, context, _ = life(hook, replace(WAITING, deferrable=False, check_interval=0.01))
+    step = _follow(task, {})
+    assert isinstance(step, Done) and step.record["status"] == "Completed"
+    assert hook.described == ["job-a", "job-a"], "one Describe to follow, one that saw the end"
+    assert context["task_state_store"][attempts.STATE_KEY]["phase"] == attempts.FINISHED
+
+
+def test_a_blocking_wait_that_sees_the_selection_announces_it_and_keeps_waiting_in_the_slot():
+    hook = FakeHook(described("job-a"))
+    task, context, _ = life(hook, replace(WAITING, deferrable=False, check_interval=0.01))
+    chosen = described("job-a", selected="ml.p4d.24xlarge")
+    hook.jobs["job-a"] = {**chosen, "TrainingJobStatus": "Completed"}
+    step = task.resume(ended(WaitOutcome.SELECTED, description=chosen), dict)
+    assert isinstance(step, Done) and step.record["selected_instance_type"] == "ml.p4d.24xlarge"
+    assert context["ti"].xcoms["selection"]["selected_rank"] == 1
+
+
+def test_waiting_is_read_from_the_operators_arguments():
+    from types import SimpleNamespace
+
+    read = SimpleNamespace(variables={("b", False), ("a", True)}, connections={"warehouse"})
+    task = SimpleNamespace(
+        deferrable=False, check_interval=7.0, max_pending=600, wait_timeout=3600, stop_on_kill=False,
+        stop_on_timeout=False, resubmit_after_failure=False, stream_logs=True, retries=None, finish_by=None,
+        _secrets_read=read,
+    )  # fmt: skip
+    assert Waiting.of(task) == Waiting(
+        deferrable=False,
+        check_interval=7.0,
+        max_pending=600,
+        wait_timeout=3600,
+        stop_on_kill=False,
+        stop_on_timeout=False,
+        resubmit_after_failure=False,
+        stream_logs=True,
+        retries=0,
+        pending_bound="within max_pending",
+        mask_variables=(("a", True), ("b", False)),
+        mask_connections=("warehouse",),
+    )
+    task.finish_by, task.retries = "2030-01-01T00:00:00+00:00", 3
+    judged = Waiting.of(task)
+    assert (judged.pending_bound, judged.retries) == ("in time to finish by finish_by", 3)

@@ -1,0 +1,75 @@
+"""The cost caps' arithmetic and words: an entry's hourly price times its count against ``max_hourly_cost_usd``,
+that over ``MaxRuntimeInSeconds`` against ``max_cost_usd``, a missing price objected to, each boundary pinned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_sm_prefs.preflight.cost_caps import CostCaps, WithinCostCaps, cost_violations
+from airflow_sm_prefs.reference import prices
+from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
+from tests.unit.test_prices import table
+
+PRICED = prices.parse(
+    table({"us-east-1": {"training": {"ml.p5.48xlarge": 100, "ml.p4d.24xlarge": 12.5}, "processing": {}}}), "t"
+)
+
+
+def _request(runtime: int = 7200, *entries: tuple[str, int]) -> dict[str, Any]:
+    listed = entries or (("ml.p5.48xlarge", 2), ("ml.p4d.24xlarge", 2))
+    return {
+        "ResourceConfig": {"InstancePreferences": [{"InstanceType": t, "InstanceCount": n} for t, n in listed]},
+        "StoppingCondition": {"MaxRuntimeInSeconds": runtime},
+    }
+
+
+def test_no_cap_checks_nothing_not_even_a_missing_price():
+    unpriced = _request(3600, ("ml.g5.48xlarge", 1))
+    assert CostCaps().any is False
+    assert cost_violations(TRAINING, unpriced, CostCaps(), PRICED, "us-east-1") == {}
+
+
+def test_the_hourly_cap_is_the_price_times_the_count_and_a_price_at_the_cap_passes():
+    found = cost_violations(TRAINING, _request(), CostCaps(max_hourly_cost_usd=25.0), PRICED, "us-east-1")
+    assert found == {
+        0: "preference #1 (2 x ml.p5.48xlarge): costs $200.00 an hour ($100 x 2), above max_hourly_cost_usd=$25.00"
+    }, "2 x $12.50 is exactly the cap: not above it"
+    assert CostCaps(max_hourly_cost_usd=25.0).any
+    below = cost_violations(TRAINING, _request(), CostCaps(max_hourly_cost_usd=24.99), PRICED, "us-east-1")
+    assert set(below) == {0, 1}
+
+
+def test_the_total_cap_is_the_hourly_cost_over_the_longest_run_allowed():
+    caps = CostCaps(max_cost_usd=50.0)
+    assert caps.any
+    found = cost_violations(TRAINING, _request(7200), caps, PRICED, "us-east-1")
+    assert found == {
+        0: "preference #1 (2 x ml.p5.48xlarge): may cost $400.00 ($200.00 an hour for MaxRuntimeInSeconds=7200), "
+        "above max_cost_usd=$50.00"
+    }, "2 x $12.50 for 2 hours is exactly $50: not above it"
+    assert set(cost_violations(TRAINING, _request(7201), caps, PRICED, "us-east-1")) == {0, 1}
+
+
+def test_the_hourly_reason_is_given_first_when_both_caps_are_passed():
+    caps = CostCaps(max_hourly_cost_usd=1.0, max_cost_usd=1.0)
+    found = cost_violations(TRAINING, _request(), caps, PRICED, "us-east-1")
+    assert all("max_hourly_cost_usd" in reason and "max_cost_usd" not in reason for reason in found.values())
+
+
+@pytest.mark.parametrize(("region", "kind"), [("eu-west-1", TRAINING), (None, TRAINING), ("us-east-1", PROCESSING)])
+def test_an_entry_without_a_price_cannot_be_checked_and_is_objected_to(region, kind):
+    request = {
+        "ResourceConfig": {"InstancePreferences": [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}]},
+        "ProcessingResources": {
+            "ClusterConfig": {"InstancePreferences": [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}]}
+        },
+        "StoppingCondition": {"MaxRuntimeInSeconds": 60},
+    }
+    found = WithinCostCaps(CostCaps(max_cost_usd=1000.0), PRICED, region).violations(kind, request)
+    assert found == {
+        0: f"preference #1 (1 x ml.p4d.24xlarge): no on-demand price for ml.p4d.24xlarge ({kind.name}) in {region} "
+        "in the price table, so its cost cannot be checked against the cap; run `airflow-sm-prefs prices refresh` "
+        "or add it to your table ([sm_prefs] price_table)"
+    }
