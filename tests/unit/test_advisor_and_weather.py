@@ -125,3 +125,20 @@ def test_every_figure_of_the_advice_on_three_nights_with_costs():
         "candidates": [],
         "note": "the task's latest job lists no configuration",
     }
+
+
+def test_the_candidates_of_a_list_each_in_its_order():
+    g5 = ("ml.g5.48xlarge", 1)
+    listed = [P5, P4D, g5]
+    placed = [_job("nightly", "fine_tune", n, listed, 0, 60.0, 3600.0) for n in range(3)]  # MIN_NIGHTS jobs, all p5
+    assert [(c.label, c.configurations) for c in advisor.candidates(listed, placed)] == [
+        ("the current list", (P5, P4D, g5)),
+        ("the first choice alone", (P5,)),
+        (f"#2 (2 x {P4D[0]}) first", (P4D, P5, g5)),
+        (f"#3 (1 x {g5[0]}) first", (g5, P5, P4D)),
+        ("without #2 (never chosen in 3 jobs)", (P5, g5)),
+        ("without #3 (never chosen in 3 jobs)", (P5, P4D)),
+    ]
+    fewer = [c.label for c in advisor.candidates(listed, placed[:2])]
+    assert not any(label.startswith("without") for label in fewer), "two jobs are too few to call an entry unused"
+    assert [c.label for c in advisor.candidates([P5], placed)] == ["the current list"]

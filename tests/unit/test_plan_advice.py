@@ -202,3 +202,47 @@ def test_a_one_day_window_holds_one_job_and_its_fee_is_not_shared():
     assert (group["window_days"], group["jobs_in_window"], group["break_even_share"]) == (1.0, 1, 1.946)
     assert group["verdict"] == "do not reserve"
     assert [option["expected_cost_usd"] for option in group["options"]] == [174.0, 100.0, 280.0]
+
+
+def test_another_teams_waits_price_the_wait_and_the_cheapest_offering_is_weighed_first():
+    """Another DAG lists p5 alone on the same nights: it waited 2 h when the pipeline fell back, a minute
+    otherwise. Both share the first choice, so one group; SageMaker's dearer offering is listed, not weighed."""
+    from airflow_sm_prefs.sagemaker.training_plans import Offering
+
+    entries = _ledger(6, 3)
+    for index in range(6):
+        entries.append(
+            {
+                **_night(index, False),
+                "dag_id": "team_b",
+                "job_name": f"b-{index}",
+                "job_arn": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/b-{index}",
+                "preferences": [{"InstanceType": P5, "InstanceCount": 1}],
+                "pending_seconds": 7200.0 if index < 3 else 60.0,
+            }
+        )
+    dear = Offering("tpo-dear", P5, 1, None, None, 168.0, 900.0, "USD")
+    searched: list[tuple] = []
+
+    def offerings(region, configuration, found):
+        searched.append((region, configuration, found.jobs))
+        return [dear, _offering(500.0)]
+
+    (group,) = plan_advice.advise(entries, offerings, tasks={"team_b.train"})
+    assert searched == [("us-east-1", (P5, 1), 12)]
+    assert (group["tasks"], group["evidence_jobs"], group["sold_out_jobs"]) == (
+        ["nightly.train", "team_b.train"],
+        12,
+        6,
+    )
+    assert [
+        (o["option"], o["time_to_result_p50_seconds"], o["time_to_result_p90_seconds"], o["expected_cost_usd"])
+        for o in group["options"]
+    ] == [
+        ("keep the list (fall back)", 3660.0, 10800.0, 1820.0),
+        # The pipeline's sold-out nights, had it waited: team_b's 2 h waits, then the first choice's 1 h run.
+        ("wait for 1 x ml.p5.48xlarge alone", 3660.0, 10800.0, 1400.0),
+        ("reserve tpo-week", 3600.0, 3600.0, 500.0),
+    ]
+    assert group["offering"]["offering_id"] == "tpo-week" and group["other_offerings"] == [dear.as_dict()]
+    assert plan_advice.advise(entries, offerings, tasks={"nobody.else"}) == []

@@ -305,3 +305,46 @@ def test_waiting_is_read_from_the_operators_arguments():
     task.finish_by, task.retries = "2030-01-01T00:00:00+00:00", 3
     judged = Waiting.of(task)
     assert (judged.pending_bound, judged.retries) == ("in time to finish by finish_by", 3)
+
+
+class CreatingHook(FakeHook):
+    """SageMaker as submission sees it: no job under the name until the task creates it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.created: list[dict[str, Any]] = []
+
+    def describe_job_or_none(self, kind: Any, name: str) -> dict[str, Any] | None:
+        return self.jobs.get(name)
+
+    def create_job(self, kind: Any, request: dict[str, Any]) -> None:
+        self.created.append(request)
+        self.jobs[request["TrainingJobName"]] = described(request["TrainingJobName"])
+
+
+def test_a_first_start_prepares_creates_claims_and_defers_on_the_new_job():
+    from airflow_sm_prefs.preflight.runner import Prepared
+
+    hook = CreatingHook()
+    task, context, _ = life(hook, claimed=None)
+    task.hook_kwargs = {"aws_conn_id": "team_aws", "verify": None, "config": None}
+    prepared: list[dict[str, Any]] = []
+
+    def preflight(request: dict[str, Any]) -> Prepared:
+        prepared.append(request)
+        return Prepared({**request, "Checked": True}, None, dropped=({"rank": 1, "entry": {}, "reason": "r"},))
+
+    step = task.start({"StoppingCondition": {"MaxRuntimeInSeconds": 600}}, "eval-job", preflight)
+    assert isinstance(step, Defer) and step.trigger.job_name == "eval-job"
+    (created,) = hook.created
+    assert created["TrainingJobName"] == "eval-job" and created["Checked"] is True and len(prepared) == 1
+    claim = attempts.JobClaim.from_stored(context["task_state_store"][attempts.STATE_KEY])
+    assert claim is not None and (claim.job_name, claim.phase, claim.job_kind) == (
+        "eval-job",
+        attempts.DEFERRED,
+        "training",
+    )
+    assert claim.preflight is not None and claim.preflight["dropped_preferences"][0]["reason"] == "r"
+    assert task.active_job == "eval-job"
+    again = task.start({"StoppingCondition": {"MaxRuntimeInSeconds": 600}}, "eval-job", preflight)
+    assert isinstance(again, Defer) and len(hook.created) == 1 and len(prepared) == 1, "reattached, not judged again"
