@@ -246,3 +246,43 @@ def test_another_teams_waits_price_the_wait_and_the_cheapest_offering_is_weighed
     ]
     assert group["offering"]["offering_id"] == "tpo-week" and group["other_offerings"] == [dear.as_dict()]
     assert plan_advice.advise(entries, offerings, tasks={"nobody.else"}) == []
+
+
+def test_the_demand_of_one_night_with_a_job_that_got_no_capacity():
+    """Three jobs the same night: p5 for an hour, one that waited 30 minutes for nothing, p5 for 1,234.5678 s."""
+    nothing = {
+        **_night(0, True),
+        "job_name": "starved",
+        "job_arn": "arn:aws:sagemaker:us-east-1:123456789012:training-job/starved",
+        "outcome": "no_capacity",
+        "selected_instance_type": None,
+        "selected_instance_count": None,
+        "selected_rank": None,
+        "pending_seconds": 1800.0,
+        "run_seconds": None,
+        "estimated_cost_usd": None,
+    }
+    short = {
+        **_night(0, False),
+        "job_name": "short",
+        "job_arn": "arn:aws:sagemaker:us-east-1:123456789012:training-job/short",
+        "run_seconds": 1234.5678,
+    }
+    entries = [_night(0, False), nothing, short]
+    assert plan_advice.demand(entries, plan_advice.Timeline(entries)) == plan_advice.Demand(
+        region="us-east-1",
+        first_choice=(P5, 1),
+        tasks=("nightly.train",),
+        jobs=3,
+        sold_out=1,
+        jobs_per_day=3.0,  # one night counts as a day
+        # Sunday 21:00 UTC: the two completed runs, 1 h + 0.343 h, to three digits; the starved job used nothing.
+        instance_hours_by_hour_of_week={165: 1.343},
+        first_run_seconds=(3600.0, 1234.5678),
+        first_cost_usd=100.0,
+        fallback_cost_usd=None,
+        fallback_delay_seconds=None,
+        finishes=((3660.0, True), (1800.0, False), (1294.5678, True)),
+        had_room_finishes=((3660.0, True), (1294.5678, True)),
+        first_choice_waits=((1800.0, False),),  # no job was seen getting p5 after it: at least its 30 minutes
+    )

@@ -348,3 +348,98 @@ def test_a_first_start_prepares_creates_claims_and_defers_on_the_new_job():
     assert task.active_job == "eval-job"
     again = task.start({"StoppingCondition": {"MaxRuntimeInSeconds": 600}}, "eval-job", preflight)
     assert isinstance(again, Defer) and len(hook.created) == 1 and len(prepared) == 1, "reattached, not judged again"
+
+
+# -- the job's log, where the task follows it --------------------------------------------------------------------
+
+STARTED = {"TrainingStartTime": "2029-12-31T00:10:00+00:00"}
+
+
+@pytest.fixture
+def worker_logs(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
+    """The worker's log reading, recorded: which job, with which client, from which moment."""
+    from airflow_sm_prefs.wait import worker_logs as module
+
+    calls: dict[str, list] = {"last_lines": [], "start_from_now": [], "logs_client": []}
+    monkeypatch.setattr(module, "logs_client", lambda hook_kwargs: calls["logs_client"].append(hook_kwargs) or "logs")
+    monkeypatch.setattr(
+        module,
+        "last_lines",
+        lambda client, kind, name, log: calls["last_lines"].append((client, kind, name)) or ["oom at step 9", "exit 1"],
+    )
+    monkeypatch.setattr(
+        module, "start_from_now", lambda ti, name, now, log: calls["start_from_now"].append((ti.task_id, name, now))
+    )
+    return calls
+
+
+def test_a_job_that_failed_after_starting_fails_the_task_with_its_last_log_lines(worker_logs):
+    failed = described("job-a", "Failed", selected="ml.p4d.24xlarge", FailureReason="AlgorithmError", **STARTED)
+    task, _, _ = life(FakeHook(), replace(WAITING, stream_logs=True))
+    task.hook_kwargs = {"aws_conn_id": "team_aws"}
+    with pytest.raises(AirflowException) as raised:
+        task.resume(ended(WaitOutcome.FINISHED, description=failed, announced=True), dict)
+    assert str(raised.value).endswith("Last 2 lines of the job's log:\noom at step 9\nexit 1")
+    assert worker_logs["last_lines"] == [("logs", TRAINING, "job-a")]
+    assert worker_logs["logs_client"] == [{"aws_conn_id": "team_aws"}]
+
+
+@pytest.mark.parametrize(
+    ("stream_logs", "started"), [(False, STARTED), (True, {})], ids=["not streaming", "failed before starting"]
+)
+def test_no_log_is_read_for_a_task_not_streaming_or_a_job_that_never_started(worker_logs, stream_logs, started):
+    failed = described("job-a", "Failed", selected="ml.p4d.24xlarge", FailureReason="CapacityError", **started)
+    task, _, _ = life(FakeHook(), replace(WAITING, stream_logs=stream_logs))
+    with pytest.raises(AirflowException) as raised:
+        task.resume(ended(WaitOutcome.FINISHED, description=failed, announced=True), dict)
+    assert "Last 2 lines" not in str(raised.value) and worker_logs["last_lines"] == []
+
+
+class ReattachingHook(CreatingHook):
+    def job_tags(self, kind: Any, name: str) -> dict[str, str]:
+        return {}
+
+    def job_names_containing(self, kind: Any, text: str) -> list[str]:
+        return [name for name in self.jobs if text in name]
+
+
+@pytest.mark.parametrize("running", [True, False], ids=["running", "still queued"])
+def test_a_retry_that_reattaches_to_a_running_job_shows_its_log_from_now_on(worker_logs, running):
+    from airflow_sm_prefs.preflight.runner import Prepared
+
+    hook = ReattachingHook()
+    hook.jobs["job-a"] = described("job-a", selected="ml.p4d.24xlarge", **(STARTED if running else {}))
+    task, context, _ = life(hook, replace(WAITING, stream_logs=True))
+    task.hook_kwargs = {"aws_conn_id": "team_aws", "verify": None, "config": None}
+    context["task_state_store"][attempts.STATE_KEY]["phase"] = attempts.SUBMITTED
+    step = task.start({}, "job-a", Prepared)
+    assert isinstance(step, Defer) and hook.created == []
+    assert worker_logs["start_from_now"] == ([("train", "job-a", None)] if running else [])
+
+
+def test_the_wait_is_bounded_by_the_claims_pending_until_and_the_tasks_timeout():
+    from airflow_sm_prefs.task.deadlines import wait_deadlines
+
+    hook = FakeHook(described("job-a"))
+    task, context, _ = life(hook, replace(WAITING, wait_timeout=5400, max_pending=1200))
+    until = "2029-12-31T00:15:00+00:00"
+    context["task_state_store"][attempts.STATE_KEY]["pending_until"] = until
+    step = _follow(task, {})
+    assert isinstance(step, Defer)
+    expected = wait_deadlines(TRAINING, {}, "2029-12-31T00:00:00+00:00", 1200, 5400, until)
+    assert (step.trigger.deadline, step.trigger.pending_deadline) == expected
+    assert expected == ("2029-12-31T01:30:00+00:00", until)
+
+
+def test_a_task_waiting_in_its_slot_says_so_in_its_claim():
+    phases: list[str] = []
+
+    class WatchedHook(EndingHook):
+        def describe_job(self, kind: Any, name: str) -> dict[str, Any]:
+            phases.append(context["task_state_store"][attempts.STATE_KEY]["phase"])
+            return super().describe_job(kind, name)
+
+    hook = WatchedHook(described("job-a", selected="ml.p4d.24xlarge"))
+    task, context, _ = life(hook, replace(WAITING, deferrable=False, check_interval=0.01))
+    assert isinstance(_follow(task, {}), Done)
+    assert phases == [attempts.DEFERRED, attempts.BLOCKING], "claimed before following, then waiting in the slot"
