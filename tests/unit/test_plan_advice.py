@@ -286,3 +286,25 @@ def test_the_demand_of_one_night_with_a_job_that_got_no_capacity():
         had_room_finishes=((3660.0, True), (1294.5678, True)),
         first_choice_waits=((1800.0, False),),  # no job was seen getting p5 after it: at least its 30 minutes
     )
+
+
+def test_the_verdicts_words_and_boundaries():
+    # Five jobs are enough to say (one fewer is not: above).
+    assert _advice(_ledger(5, 4), _offering(910.0))["verdict"] != "too little evidence"
+    unknown = _advice(_ledger(10, 8), _offering(None))
+    assert unknown["in_words"] == (
+        "a price is unknown (the offering's fee, or the jobs' costs: `airflow-sm-prefs prices`)"
+    )
+    cheap = _advice(_ledger(10, 8, fallback_cost=100.0), _offering(910.0))
+    assert cheap["in_words"] == (
+        "a night ml.p5.48xlarge is sold out costs no more than one it has room (the fallback is as cheap), so a "
+        "plan pays only for time; give --value-per-hour to price the delay"
+    )
+    # A fee of exactly a sold-out night per job ($160 x 7): only a list sold out every night would break even.
+    even = _advice(_ledger(10, 9), _offering(7 * 160.0))
+    assert (even["break_even_share"], even["verdict"]) == (1.0, "do not reserve")
+    assert even["in_words"].startswith("a plan would not pay even if ml.p5.48xlarge were sold out every night;")
+    # A fee below the first choice's own on-demand cost per job: the plan pays whatever the nights.
+    below = _advice(_ledger(10, 1), _offering(7 * 90.0))
+    assert below["verdict"] == "reserve"
+    assert below["in_words"].startswith("the plan costs less per job than ml.p5.48xlarge on demand;")

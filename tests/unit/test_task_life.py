@@ -11,6 +11,7 @@ from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_sm_prefs.preflight.certification import Certification
 from airflow_sm_prefs.request.jobs import TRAINING
+from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.task import attempts
 from airflow_sm_prefs.task.outcomes import NoCapacityError
 from airflow_sm_prefs.task.task_life import Defer, Done, TaskLife, Waiting
@@ -443,3 +444,77 @@ def test_a_task_waiting_in_its_slot_says_so_in_its_claim():
     task, context, _ = life(hook, replace(WAITING, deferrable=False, check_interval=0.01))
     assert isinstance(_follow(task, {}), Done)
     assert phases == [attempts.DEFERRED, attempts.BLOCKING], "claimed before following, then waiting in the slot"
+
+
+def test_a_resumption_names_both_jobs_of_a_stray_event_and_marks_its_own_claim_resumed():
+    hook = FakeHook(described("job-a"))
+    task, context, log = life(hook)
+    _follow(task, {})
+    assert any(m.endswith("this task instance follows job job-a") for m in log.messages), log.messages
+    seen: list[str] = []
+
+    class Watched(FakeHook):
+        def describe_job(self, kind: Any, name: str) -> dict[str, Any]:
+            seen.append(context["task_state_store"][attempts.STATE_KEY]["phase"])
+            return super().describe_job(kind, name)
+
+    task, context, _ = life(Watched(described("job-a")), replace(WAITING, stop_on_timeout=False))
+    with pytest.raises(AirflowException):
+        task.resume(ended(WaitOutcome.PENDING_TIMEOUT), dict)
+    assert seen == [attempts.RESUMED] and task.active_job == "job-a"
+
+
+def test_a_resumed_wait_keeps_the_events_bounds_and_what_it_announced():
+    pending = "2029-12-31T06:00:00+00:00"
+    task, _, _ = life(FakeHook())
+    queued = described("job-a")
+    step = task.resume(WaitEnded(WaitOutcome.SELECTED, "job-a", queued, False, DEADLINE, pending), dict)
+    assert isinstance(step, Defer)
+    assert (step.trigger.deadline, step.trigger.pending_deadline) == (DEADLINE, pending)
+    assert step.trigger.hook_kwargs == {}
+    chosen = described("job-a", selected="ml.p4d.24xlarge")
+    task, _, _ = life(FakeHook())
+    step = task.resume(WaitEnded(WaitOutcome.SELECTED, "job-a", chosen, True, None, None), dict)
+    assert isinstance(step, Defer) and step.trigger.wait_for == "completion"
+    assert step.trigger.deadline is not None and step.trigger.deadline != DEADLINE, "a default deadline, not none"
+
+
+def test_a_streaming_task_hands_its_log_cursor_to_the_trigger_or_to_its_own_reader(monkeypatch):
+    from airflow_sm_prefs.wait import blocking
+    from airflow_sm_prefs.wait import worker_logs as module
+
+    cursor = {"stream": "algo-1", "token": "f/123"}
+    monkeypatch.setattr(module, "saved_cursor", lambda ti: cursor if ti.task_id == "train" else None)
+    task, _, _ = life(FakeHook(described("job-a", selected="ml.p4d.24xlarge")), replace(WAITING, stream_logs=True))
+    task.hook_kwargs = {"aws_conn_id": "team_aws"}
+    step = _follow(task, {})
+    assert isinstance(step, Defer) and step.trigger.log_cursor == cursor and step.trigger.stream_logs is True
+    assert step.trigger.hook_kwargs == {"aws_conn_id": "team_aws"}
+
+    readers: list[tuple] = []
+
+    def reader(hook_kwargs, kind, name, log, saved):
+        readers.append((hook_kwargs, kind, name, saved, log is not None))
+        return "the reader"
+
+    waited: list[tuple] = []
+
+    def wait(hook, view, wait_for, deadline, pending_deadline, interval, log, observed=None):
+        waited.append((wait_for, deadline, pending_deadline, observed))
+        return WaitOutcome.FINISHED, JobView.parse(
+            TRAINING, described("job-a", "Completed", selected="ml.p4d.24xlarge")
+        )
+
+    monkeypatch.setattr(module, "blocking_reader", reader)
+    monkeypatch.setattr(blocking, "wait", wait)
+    task, context, _ = life(
+        FakeHook(described("job-a", selected="ml.p4d.24xlarge")),
+        replace(WAITING, stream_logs=True, deferrable=False),
+    )
+    task.hook_kwargs = {"aws_conn_id": "team_aws"}
+    until = "2029-12-31T00:15:00+00:00"
+    context["task_state_store"][attempts.STATE_KEY]["pending_until"] = until
+    assert isinstance(_follow(task, {}), Done)
+    assert readers == [({"aws_conn_id": "team_aws"}, TRAINING, "job-a", cursor, True)]
+    (call,) = waited
+    assert call[0] == "completion" and call[2] == until and call[3] == "the reader" and call[1] is not None
