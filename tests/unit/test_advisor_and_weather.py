@@ -142,3 +142,17 @@ def test_the_candidates_of_a_list_each_in_its_order():
     fewer = [c.label for c in advisor.candidates(listed, placed[:2])]
     assert not any(label.startswith("without") for label in fewer), "two jobs are too few to call an entry unused"
     assert [c.label for c in advisor.candidates([P5], placed)] == ["the current list"]
+
+
+def test_better_means_sooner_somewhere_and_later_nowhere_or_as_soon_and_cheaper():
+    def row(p50: float | None, p90: float | None, cost: float | None = 10.0) -> dict:
+        return {"time_to_result_p50_seconds": p50, "time_to_result_p90_seconds": p90, "estimated_cost_usd_p50": cost}
+
+    current = row(100.0, 200.0)
+    assert advisor._better(row(90.0, 200.0), current)
+    assert not advisor._better(row(90.0, 210.0), current), "later at the 90th percentile"
+    assert not advisor._better(row(None, 100.0), current) and not advisor._better(current, row(100.0, None))
+    assert advisor._better(row(100.0, 200.0, 9.0), current), "as soon, and cheaper"
+    assert not advisor._better(row(100.0, 200.0, 10.0), current) and not advisor._better(
+        row(100.0, 200.0, None), current
+    )

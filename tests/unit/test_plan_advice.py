@@ -308,3 +308,51 @@ def test_the_verdicts_words_and_boundaries():
     below = _advice(_ledger(10, 1), _offering(7 * 90.0))
     assert below["verdict"] == "reserve"
     assert below["in_words"].startswith("the plan costs less per job than ml.p5.48xlarge on demand;")
+
+
+def test_the_wilson_interval_at_its_edges():
+    assert plan_advice.wilson(0, 0) == (0.0, 1.0), "no evidence: anything"
+    low, high = plan_advice.wilson(10, 10)
+    assert high == 1.0 and 0.78 < low < 0.79
+    low, high = plan_advice.wilson(0, 10)
+    assert low == 0.0 and 0.21 < high < 0.22
+
+
+def test_groups_come_in_region_then_configuration_order_and_a_filter_skips_only_the_others():
+    def moved(entries: list[dict], region: str, first: dict) -> list[dict]:
+        return [
+            {
+                **entry,
+                "region": region,
+                "task_id": f"train_{region}",
+                "job_arn": entry["job_arn"].replace("us-east-1", region),
+                "preferences": [first, *entry["preferences"][1:]],
+            }
+            for entry in entries
+        ]
+
+    p5_pair = {"InstanceType": P5, "InstanceCount": 2}
+    entries = moved(_ledger(6, 0), "us-west-2", p5_pair) + _ledger(6, 0) + moved(_ledger(6, 0), "eu-west-1", p5_pair)
+    advised = plan_advice.advise(entries, lambda *_: [])
+    assert [(g["region"], g["first_choice"]) for g in advised] == [
+        ("eu-west-1", "2 x ml.p5.48xlarge"),
+        ("us-east-1", "1 x ml.p5.48xlarge"),
+        ("us-west-2", "2 x ml.p5.48xlarge"),
+    ]
+    assert [g["in_words"] for g in advised] == ["SageMaker offered no plan for this window"] * 3
+    only_west = plan_advice.advise(entries, lambda *_: [], tasks={"nightly.train_us-west-2"})
+    assert [g["region"] for g in only_west] == ["us-west-2"]
+
+
+def test_an_offering_without_a_fee_is_weighed_after_those_with_one():
+    from airflow_sm_prefs.sagemaker.training_plans import Offering
+
+    unpriced = Offering("tpo-free?", P5, 1, None, None, 168.0, None, None)
+    group = _advice_from(_ledger(10, 8), [unpriced, _offering(910.0), _offering(0.0)])
+    assert group["offering"]["upfront_fee"] == 0.0
+    assert [o["offering_id"] for o in group["other_offerings"]] == ["tpo-week", "tpo-free?"]
+
+
+def _advice_from(entries: list[dict], offered: list) -> dict:
+    (group,) = plan_advice.advise(entries, lambda *_: offered)
+    return group
