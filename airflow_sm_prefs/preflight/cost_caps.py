@@ -4,12 +4,15 @@ and an entry backed by a training plan is paid for by the plan and never is."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_sm_prefs.preflight.check import Arguments, EntryCheck, Run
 from airflow_sm_prefs.preflight.entries import entries, max_runtime_seconds
 from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.request.preferences import RequestValidationError, is_templated
 
 if TYPE_CHECKING:
     from airflow_sm_prefs.reference.prices import PriceTable
@@ -61,10 +64,41 @@ def cost_violations(
 
 
 @dataclass(frozen=True)
-class WithinCostCaps:
-    caps: CostCaps
-    table: PriceTable
-    region: str | None
+class WithinCostCaps(EntryCheck):
+    """Entries above ``max_hourly_cost_usd`` or ``max_cost_usd`` at the price table's on-demand prices."""
 
-    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
-        return cost_violations(kind, request, self.caps, self.table, self.region)
+    arguments = ("max_hourly_cost_usd", "max_cost_usd")
+    templated = ("max_hourly_cost_usd", "max_cost_usd")
+
+    caps: CostCaps
+
+    @classmethod
+    def from_arguments(cls, kind: JobKind, given: Arguments) -> WithinCostCaps | None:
+        problems: list[str] = []
+        hourly = _limit(given.get("max_hourly_cost_usd"), "max_hourly_cost_usd", problems)
+        worst = _limit(given.get("max_cost_usd"), "max_cost_usd", problems)
+        if problems:
+            raise RequestValidationError(problems)
+        caps = CostCaps(hourly, worst)  # a templated cap is judged again once rendered, before the run
+        return cls(caps) if caps.any else None
+
+    def violations(self, run: Run, request: Mapping[str, Any]) -> dict[int, str]:
+        # The price table is read only when a cap is set: it may be on object storage.
+        from airflow_sm_prefs.reference import prices
+
+        return cost_violations(run.kind, request, self.caps, prices.current(), run.account.region)
+
+
+def _limit(value: Any, name: str, problems: list[str]) -> float | None:
+    if value is None or (isinstance(value, str) and is_templated(value)):
+        return None  # a template is judged once rendered
+    if isinstance(value, str):  # what Jinja renders a number to
+        try:
+            value = float(value)
+        except ValueError:
+            problems.append(f"{name} must be a positive number of US dollars, got {value!r:.60}")
+            return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        problems.append(f"{name} must be a positive number of US dollars, got {value!r:.60}")
+        return None
+    return float(value)

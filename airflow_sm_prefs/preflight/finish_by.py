@@ -13,6 +13,7 @@ SageMaker accepts (30 minutes to 28 days); otherwise, and always for processing,
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from collections.abc import Callable, Collection, Mapping
@@ -22,6 +23,8 @@ from typing import Any
 import pendulum
 
 from airflow_sm_prefs.preflight import entries
+from airflow_sm_prefs.preflight.check import Arguments, Check, Listed, Run
+from airflow_sm_prefs.preflight.guardrails import apply
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.request.preferences import RequestValidationError, is_accelerated, is_templated
 
@@ -57,6 +60,52 @@ def deadline_of(value: Any) -> pendulum.DateTime:
             [f"finish_by={moment.isoformat()} has no time zone: give one (pendulum and Airflow's dates have it)"]
         )
     return pendulum.instance(moment).in_tz("UTC")
+
+
+@dataclass(frozen=True)
+class FinishesBy(Check):
+    """The check: entries that cannot finish by the deadline dropped, and the pending bound set, judged on the
+    full list past what the guardrails dropped, so that ranks stay the user's own."""
+
+    arguments = ("finish_by",)
+    templated = ("finish_by",)
+
+    finish_by: pendulum.DateTime | str
+
+    @classmethod
+    def from_arguments(cls, kind: JobKind, given: Arguments) -> FinishesBy | None:
+        value = judged(given.get("finish_by"))
+        return cls(value) if value is not None else None
+
+    def before_create(self, run: Run, listed: Listed) -> Listed:
+        from airflow_sm_prefs.platform.formatting import format_seconds
+
+        listed = listed.settle(run)
+        ti = run.context["ti"]
+        now = pendulum.now("UTC")
+        earlier = {removed["rank"]: removed["reason"] for removed in listed.dropped}
+        deadline = plan(
+            run.kind,
+            listed.given,
+            deadline_of(self.finish_by),
+            now,
+            ledger_history(ti.dag_id, ti.task_id, run.kind),
+            excluded=earlier,
+        )
+        request, dropped = apply(run.kind, listed.given, {**deadline.dropped, **earlier}, "drop")
+        for removed in dropped:
+            if removed["rank"] in deadline.dropped:
+                run.log.warning("Dropped %s", removed["reason"])
+        request, pending_until = applied(run.kind, request, deadline, now)
+        run.log.info(
+            "finish_by=%s: the job may wait for capacity %s, until %s (the longest expected run kept: %s), %s",
+            deadline.finish_by.to_iso8601_string(),
+            format_seconds(deadline.pending_seconds),
+            now.add(seconds=deadline.pending_seconds).to_iso8601_string(),
+            format_seconds(max(deadline.expected_seconds.values())),
+            "enforced by this task" if pending_until else "as MaxPendingTimeInSeconds",
+        )
+        return dataclasses.replace(listed, request=request, dropped=tuple(dropped), pending_until=pending_until)
 
 
 @dataclass(frozen=True)

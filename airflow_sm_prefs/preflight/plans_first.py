@@ -1,50 +1,71 @@
-"""Flexible Training Plans just before the create call, training only.
+"""``training_plans="auto"``, just before the create call, training only.
 
-A plan written into the list by hand that can no longer take the job (expired, failed, full, not Active before
-the job would stop waiting, too small, or not found in the account and Region) is a violation like any
-guardrail's: ``on_violation="fail"`` refuses the task, ``"drop"`` removes the entry and records why. SageMaker
-itself would only skip such an entry, silently, and the team would pay on-demand prices for a plan it bought.
-
-``training_plans="auto"`` puts the account's plan that can take the job first: the listed entry of the plan's
+It puts the account's plan that can take the job first: the listed entry of the plan's
 type and a count it holds moves to the front with the plan's ARN, so reserved instances already paid for are
 tried before on-demand ones. The record says which plan was put first, or why each plan of a listed type was
 not (the record's ``training_plan``).
 
-The decisions are pure (plans in, reasons out); ``PlansReader`` reads the plans with short deadlines, and a
-failure to read them costs the check with one warning, never the task: SageMaker still decides at placement.
+The decisions are pure (plans in, reasons out), shared with ``named_plans`` (the plans written into a list by
+hand); ``PlansReader`` reads the plans with short deadlines, and a failure to read them costs the check with
+one warning, never the task: SageMaker still decides at placement.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
+
+import pendulum
 
 from airflow_sm_prefs.evidence.record import TrainingPlanChoice
 from airflow_sm_prefs.platform.formatting import format_seconds
+from airflow_sm_prefs.preflight.check import Arguments, Check, Listed, Run
 from airflow_sm_prefs.preflight.entries import Entry, entries
 from airflow_sm_prefs.request.jobs import DEFAULT_PENDING_SECONDS, JobKind
 from airflow_sm_prefs.request.preferences import RequestValidationError
 from airflow_sm_prefs.sagemaker.training_plans import BECOMING_USABLE, USABLE, PlanState
 
-Setting = Literal["auto"]
 
+@dataclass(frozen=True)
+class PlansFirst(Check):
+    """``training_plans="auto"``: the account's plan that can take the job put first, past what the guardrails
+    and ``finish_by`` left; the choice in the log and for the record."""
 
-def judged(value: Any, kind: JobKind) -> Setting | None:
-    """The operator's ``training_plans`` argument; ``RequestValidationError`` for anything but None or "auto"."""
-    if value is None:
-        return None
-    if value != "auto":
-        raise RequestValidationError([f"training_plans must be 'auto' or None, got {value!r:.60}"])
-    if not kind.takes_training_plans:
-        raise RequestValidationError(
-            [
-                f"training_plans='auto' is for training jobs: SageMaker runs {kind.name} jobs on on-demand capacity "
-                "only (a processing entry cannot name a training plan)"
-            ]
-        )
-    return "auto"
+    arguments = ("training_plans",)
+
+    @classmethod
+    def from_arguments(cls, kind: JobKind, given: Arguments) -> PlansFirst | None:
+        value = given.get("training_plans")
+        if value is None:
+            return None
+        if value != "auto":
+            raise RequestValidationError([f"training_plans must be 'auto' or None, got {value!r:.60}"])
+        if not kind.takes_training_plans:
+            raise RequestValidationError(
+                [
+                    f"training_plans='auto' is for training jobs: SageMaker runs {kind.name} jobs on on-demand "
+                    "capacity only (a processing entry cannot name a training plan)"
+                ]
+            )
+        return cls()
+
+    def before_create(self, run: Run, listed: Listed) -> Listed:
+        listed = listed.settle(run)
+        now = pendulum.now("UTC")
+        account_plans = PlansReader(run.account.plans_client, run.log).account_plans()
+        request = listed.request
+        if account_plans is None:
+            choice = PlanChoice(None, ("the account's training plans could not be read",))
+        else:
+            until = pendulum.parse(listed.pending_until) if listed.pending_until else None
+            pending = pending_seconds(request, until if isinstance(until, dt.datetime) else None, now)
+            request, choice = put_first(run.kind, request, account_plans, now, pending)
+        for note in choice.notes:
+            run.log.info("training_plans='auto': %s", note)
+        return dataclasses.replace(listed, request=request, training_plan=choice.as_record())
 
 
 def pending_seconds(request: Mapping[str, Any], pending_until: dt.datetime | None, now: dt.datetime) -> float:
@@ -192,27 +213,3 @@ class PlansReader:
             type(error).__name__,
             str(error)[:200],
         )
-
-
-@dataclass(frozen=True)
-class NamedPlansUsable:
-    """A guardrail check: each entry naming a plan that cannot take the job, with why."""
-
-    reader: PlansReader
-    now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
-
-    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
-        found: dict[int, str] = {}
-        pending = pending_seconds(request, None, self.now)
-        for entry in entries(kind, request):
-            for arn in entry.api.get("TrainingPlanArns") or []:
-                known, plan = self.reader.named(str(arn))
-                if not known:
-                    return found  # SageMaker cannot be asked: it still skips a plan that cannot take the job
-                if plan is None:
-                    found[entry.rank] = f"{entry.label}: training plan {arn} does not exist in this account and Region"
-                    continue
-                reason = unusable(plan, entry, self.now, pending)
-                if reason is not None:
-                    found[entry.rank] = f"{entry.label}: training plan {plan.name} {reason}"
-        return found

@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_sm_prefs.preflight.check import Arguments, EntryCheck, Run
 from airflow_sm_prefs.preflight.entries import entries
 from airflow_sm_prefs.request.jobs import JobKind
-from airflow_sm_prefs.sagemaker.hooks import error_code
+from airflow_sm_prefs.request.preferences import RequestValidationError
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ def sagemaker_quotas(client: Any, key: tuple[Any, ...], now: float | None = None
     try:
         quotas: dict[str, float] | None = _listing(client)
     except Exception as error:
+        from airflow_sm_prefs.sagemaker.hooks import error_code  # AWS's client machinery: not at DAG parse
+
         if error_code(error) not in DENIED_CODES:
             raise
         quotas = None
@@ -99,26 +102,33 @@ def quota_name(instance_type: str, kind: JobKind) -> str:
 
 
 @dataclass(frozen=True)
-class WithinQuotas:
-    """Reads the account's quotas when it runs; a quota that cannot be read skips the check, never the task."""
+class WithinQuotas(EntryCheck):
+    """Reads the account's quotas when it runs (``quota_preflight=True``, the default); a quota that cannot be
+    read skips the check, never the task."""
 
-    quota_client: Callable[[], Any]
-    cache_key: tuple[Any, ...]
-    log: Any
+    arguments = ("quota_preflight",)
 
-    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
+    @classmethod
+    def from_arguments(cls, kind: JobKind, given: Arguments) -> WithinQuotas | None:
+        wanted = given.get("quota_preflight", True)
+        if not isinstance(wanted, bool):
+            raise RequestValidationError([f"quota_preflight must be True or False, got {type(wanted).__name__}"])
+        return cls() if wanted else None
+
+    def violations(self, run: Run, request: Mapping[str, Any]) -> dict[int, str]:
         try:
-            known = sagemaker_quotas(self.quota_client(), self.cache_key)
+            known = sagemaker_quotas(run.account.quota_client(), run.account.cache_key)
         except QuotasUnreadable as refused:
-            self.log.info(
+            run.log.info(
                 "Quota preflight skipped: this identity may not read SageMaker's quotas (%s); SageMaker "
                 "still checks them when the job is created",
                 refused,
             )
             return {}
         except Exception as error:  # throttled, unreachable: the preflight advises, it never fails a task
-            self.log.warning(
+            run.log.warning(
                 "Quota preflight skipped: could not read SageMaker's quotas (%s: %s)", type(error).__name__, error
             )
             return {}
+        kind = run.kind
         return quota_violations(kind, request, lambda instance_type: known.get(quota_name(instance_type, kind)))

@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from airflow_sm_prefs.preflight.check import Arguments, EntryCheck, Run
 from airflow_sm_prefs.preflight.entries import entries
+from airflow_sm_prefs.preflight.guardrails import OnViolation, apply
 from airflow_sm_prefs.reference.instance_catalogue import ACCELERATORS, Hardware
 from airflow_sm_prefs.request.preferences import RequestValidationError
 
@@ -167,8 +169,22 @@ def requirement_violations(kind: JobKind, request: Mapping[str, Any], requires: 
 
 
 @dataclass(frozen=True)
-class MeetsRequirements:
+class MeetsRequirements(EntryCheck):
+    """Entries whose type lacks the hardware ``requires=`` asks; a static list is judged at parse time too."""
+
+    arguments = ("requires",)
+
     requires: InstanceRequirements
 
-    def violations(self, kind: JobKind, request: Mapping[str, Any]) -> dict[int, str]:
-        return requirement_violations(kind, request, self.requires)
+    @classmethod
+    def from_arguments(cls, kind: JobKind, given: Arguments) -> MeetsRequirements | None:
+        requires = judged(given.get("requires"))
+        return cls(requires) if requires is not None else None
+
+    def at_parse(self, kind: JobKind, request: dict[str, Any], on_violation: OnViolation) -> None:
+        # A static list that cannot meet requires= fails the DAG import; with "drop", the run decides.
+        if on_violation == "fail":
+            apply(kind, request, requirement_violations(kind, request, self.requires), "fail")
+
+    def violations(self, run: Run, request: Mapping[str, Any]) -> dict[int, str]:
+        return requirement_violations(run.kind, request, self.requires)

@@ -116,9 +116,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         "job_name",
         "aws_conn_id",
         "region_name",
-        "max_hourly_cost_usd",
-        "max_cost_usd",
-        "finish_by",
+        *Preflight.templated_arguments(),
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "preferences": "json"}
     operator_extra_links = (SageMakerConsoleLink(), SageMakerLogsLink())
@@ -154,6 +152,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         training_plans: Literal["auto"] | None = None,
         **kwargs: Any,
     ) -> None:
+        # Preflight's arguments, handed on as one value: those named above, and those of any check the registry
+        # lists that this signature does not name yet (a new check needs no change here).
+        given = locals()
+        preflight_arguments = {name: kwargs.pop(name, given.get(name)) for name in Preflight.argument_names()}
         super().__init__(**kwargs)
         self.config = config
         self.job_name = job_name
@@ -166,16 +168,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self.stop_on_timeout = stop_on_timeout
         self.resubmit_after_failure = resubmit_after_failure
         self.stream_logs = stream_logs
-        self.max_hourly_cost_usd = max_hourly_cost_usd
-        self.max_cost_usd = max_cost_usd
-        self.on_violation = on_violation
-        self.quota_preflight = quota_preflight
-        self.requires = requires
-        self.finish_by = finish_by
-        self.workload = workload
-        self.certified = certified
-        self.certification_registry = certification_registry
-        self.training_plans = training_plans
+        for name, value in preflight_arguments.items():  # attributes, for Airflow to render the templated ones
+            setattr(self, name, value)
         self._life: TaskLife | None = None
         self._request: dict[str, Any] | None = None
         self._lineage_description: Mapping[str, Any] = {}
@@ -188,7 +182,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self.max_pending = duration_seconds(max_pending, "max_pending")
             self.wait_timeout = duration_seconds(wait_timeout, "wait_timeout")
             self.check_interval = interval_seconds(check_interval, "check_interval")
-            preflight = Preflight.of(self)
+            preflight = self._preflight()
             problems = job_name_problems(job_name, "job_name")
             if not isinstance(stream_logs, bool):
                 problems.append(f"stream_logs must be True or False, got {type(stream_logs).__name__}")
@@ -203,6 +197,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             for warning in warnings:
                 self.log.warning(warning)
             preflight.at_parse(self._request, markers)
+
+    def _preflight(self) -> Preflight:
+        return Preflight.of(self.job_kind, Preflight.arguments_of(self))
 
     @property
     def hook_kwargs(self) -> dict[str, Any]:
@@ -275,7 +272,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
 
     def execute(self, context: Context) -> Any:
         request = self._rendered_request()
-        preflight = Preflight.of(self)
+        preflight = self._preflight()
 
         def before_create(rendered: dict[str, Any]) -> Any:  # only when a job is to be created, not to reattach
             account = Account.of(self.hook_kwargs, self._region, self.hook.conn_config.endpoint_url)
@@ -284,7 +281,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         return self._carry_out(self._start_life(context, preflight).start(request, self.job_name, before_create))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        life = self._start_life(context, Preflight.of(self))
+        life = self._start_life(context, self._preflight())
         return self._carry_out(life.resume(WaitEnded.parse(event), self._rendered_request))
 
     def on_kill(self) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_sm_prefs.preflight.cost_caps import CostCaps, WithinCostCaps, cost_violations
+from airflow_sm_prefs.preflight.cost_caps import CostCaps, cost_violations
 from airflow_sm_prefs.reference import prices
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from tests.unit.test_prices import table
@@ -67,7 +67,7 @@ def test_an_entry_without_a_price_cannot_be_checked_and_is_objected_to(region, k
         },
         "StoppingCondition": {"MaxRuntimeInSeconds": 60},
     }
-    found = WithinCostCaps(CostCaps(max_cost_usd=1000.0), PRICED, region).violations(kind, request)
+    found = cost_violations(kind, request, CostCaps(max_cost_usd=1000.0), PRICED, region)
     assert found == {
         0: f"preference #1 (1 x ml.p4d.24xlarge): no on-demand price for ml.p4d.24xlarge ({kind.name}) in {region} "
         "in the price table, so its cost cannot be checked against the cap; run `airflow-sm-prefs prices refresh` "

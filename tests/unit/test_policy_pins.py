@@ -14,7 +14,7 @@ import pendulum
 import pytest
 
 from airflow_sm_prefs.evidence import metrics
-from airflow_sm_prefs.preflight import cost_caps, guardrails
+from airflow_sm_prefs.preflight import cost_caps
 from airflow_sm_prefs.reference import prices
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.task import deadlines
@@ -206,7 +206,7 @@ def _request() -> dict[str, Any]:
 
 
 def test_a_plan_backed_entry_is_exempt_from_the_cost_caps():
-    caps = guardrails.Guardrails(max_hourly_cost_usd=50.0).cost_caps
+    caps = cost_caps.CostCaps(max_hourly_cost_usd=50.0)
     priced = prices.parse(table({"us-east-1": {"training": {"ml.p5.48xlarge": 100, "ml.p4d.24xlarge": 10}}}), "t")
     assert set(cost_caps.cost_violations(TRAINING, _request(), caps, priced, "us-east-1")) == {0}
     assert cost_caps.cost_violations(TRAINING, _with_plan(_request()), caps, priced, "us-east-1") == {}

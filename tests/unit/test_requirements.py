@@ -107,8 +107,9 @@ def test_with_drop_or_a_templated_list_the_run_decides():
     assert dropping._request is not None
     from airflow_sm_prefs.preflight.runner import Preflight
 
-    requires = Preflight.of(dropping).guardrails.requires
-    assert requires is not None
+    preflight = Preflight.of(dropping.job_kind, Preflight.arguments_of(dropping))
+    (check,) = [c for c in preflight.checks if isinstance(c, requirements.MeetsRequirements)]
+    requires = check.requires
     violations = requirements.requirement_violations(dropping.job_kind, dropping._request, requires)
     assert list(violations) == [1], "the import passed, and the run will drop entry #2"
     templated = SageMakerPreferenceProcessingOperator(
@@ -178,25 +179,35 @@ def test_a_malformed_user_catalogue_names_the_file_and_the_entry(tmp_path, monke
 def test_every_check_is_asked_and_an_entry_objected_to_twice_keeps_the_first_reason():
     from dataclasses import dataclass
 
-    from airflow_sm_prefs.preflight import guardrails
+    from airflow_sm_prefs.preflight.check import EntryCheck, Listed, Run
     from airflow_sm_prefs.request.jobs import TRAINING
     from tests.helpers import TaskLog
 
     @dataclass(frozen=True)
-    class Objects:
+    class Objects(EntryCheck):
         ranks: tuple[int, ...]
         why: str
 
-        def violations(self, kind, request):
+        @classmethod
+        def from_arguments(cls, kind, given):
+            return None
+
+        def violations(self, run, request):
             return {rank: f"preference #{rank + 1}: {self.why}" for rank in self.ranks}
+
+    def enforce(checks, on_violation, log):
+        run = Run(TRAINING, {}, None, log, on_violation)  # type: ignore[arg-type]
+        listed = Listed.of(request)
+        for check in checks:
+            listed = check.before_create(run, listed)
+        settled = listed.settle(run)
+        return settled.request, list(settled.dropped)
 
     request = training_request(
         "x", [{"InstanceType": t, "InstanceCount": 1} for t in ("ml.p5.48xlarge", "ml.p4d.24xlarge", "ml.g5.48xlarge")]
     )
     log = TaskLog()
-    kept, dropped = guardrails.enforce(
-        TRAINING, request, [Objects((1,), "too dear"), Objects((1, 2), "short quota")], "drop", log
-    )
+    kept, dropped = enforce([Objects((1,), "too dear"), Objects((1, 2), "short quota")], "drop", log)
     assert [entry["InstanceType"] for entry in kept["ResourceConfig"]["InstancePreferences"]] == ["ml.p5.48xlarge"]
     assert [(d["rank"], d["reason"]) for d in dropped] == [
         (1, "preference #2: too dear"),
@@ -204,4 +215,4 @@ def test_every_check_is_asked_and_an_entry_objected_to_twice_keeps_the_first_rea
     ]
     assert log.messages == ["Dropped preference #2: too dear", "Dropped preference #3: short quota"]
     with pytest.raises(RequestValidationError, match="too dear"):
-        guardrails.enforce(TRAINING, request, [Objects((1,), "too dear")], "fail", log)
+        enforce([Objects((1,), "too dear")], "fail", log)

@@ -38,24 +38,3 @@ def test_the_operator_never_reads_a_raw_describe_response_or_event():
     source = (PACKAGE / "surface" / "operators.py").read_text()
     for raw in ('event["', "event.get(", "description.get(", 'description["', "JobView.parse("):
         assert raw not in source, raw
-
-
-def test_each_guardrail_check_is_a_module_of_its_own_turned_on_in_one_place():
-    """A ``Check`` (a class with ``violations(kind, request)``) per module of ``preflight/``, and ``checks_for``
-    the one place that names them all."""
-    homes: dict[str, list[str]] = {}
-    for module in sorted((PACKAGE / "preflight").glob("*.py")):
-        for node in ast.parse(module.read_text()).body:
-            is_protocol = isinstance(node, ast.ClassDef) and any(ast.unparse(b) == "Protocol" for b in node.bases)
-            if (
-                isinstance(node, ast.ClassDef)
-                and not is_protocol
-                and any(isinstance(item, ast.FunctionDef) and item.name == "violations" for item in node.body)
-            ):
-                homes.setdefault(module.stem, []).append(node.name)
-    assert all(len(checks) == 1 for checks in homes.values()), homes
-    assert set(homes) == {"requirements", "cost_caps", "quotas", "plans_first"}
-    guardrails = (PACKAGE / "preflight" / "guardrails.py").read_text()
-    registry = guardrails.split("def checks_for(", 1)[1].split("\ndef ", 1)[0]
-    for module, (check,) in homes.items():
-        assert f"{module}.{check}(" in registry, f"checks_for does not turn on {module}.{check}"
