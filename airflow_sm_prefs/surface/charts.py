@@ -135,6 +135,11 @@ class Bar:
     value: str
 
 
+BAR_CHART_LEFT = 230  # room for the bars' labels
+BAR_HEIGHT = 26
+BAR_VALUE_ROOM = 210  # room right of the longest bar for its figure
+
+
 @dataclass(frozen=True)
 class BarChart:
     """One bar per configuration with a figure, the longest spanning the chart."""
@@ -143,8 +148,8 @@ class BarChart:
     bars: tuple[Bar, ...]
     height: int
     width: int = WIDTH
-    left: int = 230
-    bar_height: int = 26
+    left: int = BAR_CHART_LEFT
+    bar_height: int = BAR_HEIGHT
 
 
 def _benchmark(configuration: Mapping[str, Any], key: str) -> str:
@@ -161,12 +166,11 @@ def configuration_chart(
     measured = [c for c in configurations if c[key] is not None]
     if not measured:
         return None
-    chart = BarChart(caption, (), 0)
     longest = max(c[key] for c in measured) or 1.0
     bars = tuple(
         Bar(
-            y=20 + index * chart.bar_height,
-            length=configuration[key] / longest * (chart.width - chart.left - 210),
+            y=20 + index * BAR_HEIGHT,
+            length=configuration[key] / longest * (WIDTH - BAR_CHART_LEFT - BAR_VALUE_ROOM),
             colour=rank_colour(configuration["rank"] or 0),
             label=f"#{(configuration['rank'] or 0) + 1} {configuration['instance_count']} x "
             f"{configuration['instance_type']}",
@@ -174,7 +178,7 @@ def configuration_chart(
         )
         for index, configuration in enumerate(measured)
     )
-    return BarChart(caption, bars, chart.bar_height * len(bars) + 30)
+    return BarChart(caption, bars, BAR_HEIGHT * len(bars) + 30)
 
 
 def share_colour(share: float) -> str:

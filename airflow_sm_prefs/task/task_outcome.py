@@ -64,26 +64,27 @@ class TaskOutcome:
             view, self.region, certified_run_seconds=certified, workload=workload, task_gave_up=task_gave_up
         )
 
-    def record_of(self, facts: JobFacts) -> record.JobRecord:
-        """The job's record, with what preflight decided about its list (kept with the claim)."""
-        claim = self.claims.load()
+    def record_of(self, facts: JobFacts, claim: attempts.JobClaim | None) -> record.JobRecord:
+        """The job's record, with what preflight decided about its list (kept with ``claim``)."""
         decided = claim.preflight if claim is not None and isinstance(claim.preflight, dict) else None
         return record.build(facts, decided)  # type: ignore[arg-type]  # written by submission from Prepared
 
-    def mark_finished(self) -> None:
-        """This try reached the job's outcome: a later try of this task instance is a user's new request."""
+    def mark_finished(self) -> attempts.JobClaim | None:
+        """This try reached the job's outcome: a later try of this task instance is a user's new request. The
+        claim as it stood, read once, for the record."""
         claim = self.claims.load()
         if claim is not None:
             self.claims.save(claim.advanced(attempts.FINISHED))
+        return claim
 
     def finish(self, view: JobView, announced: bool, log_tail: Sequence[str] = ()) -> record.JobRecord:
         """The job ended: return its record if it completed, else push the record and raise why it did not
         (ending with ``log_tail``, the job's last log lines, so the reason is in the alert)."""
-        self.mark_finished()
+        claim = self.mark_finished()
         if not announced:
             self.announce(view)
         facts = self.facts_of(view)
-        result = self.record_of(facts)
+        result = self.record_of(facts, claim)
         summary = json.dumps({k: result[k] for k in FINISH_SUMMARY_FIELDS})  # type: ignore[literal-required]
         self.log.info("SageMaker %s job %s ended %s: %s", view.kind.name, view.name, view.status, summary)
         self.record_in_ledger(facts)
@@ -105,7 +106,7 @@ class TaskOutcome:
     def refuse_ended_job(self, view: JobView, reason: str) -> NoReturn:
         """A retry finds the job ended and may not launch another: record it again (a retry starts with no
         XCom) and say again why it ended."""
-        result = self.record_of(self.facts_of(view))
+        result = self.record_of(self.facts_of(view), self.claims.load())
         self.context["ti"].xcom_push(key="record", value=result)
         raise AirflowFailException(f"{outcome_error(view, result)} Not launched again: {reason}.")
 
@@ -120,7 +121,7 @@ class TaskOutcome:
     ) -> NoReturn:
         """The task stops waiting: stop the job unless told not to, record it, and fail saying which."""
         assert view.name is not None
-        self.mark_finished()
+        claim = self.mark_finished()
         if stop:
             hook.stop_job(self.kind, view.name, self.log)
             # The record shows the job after the stop.
@@ -128,7 +129,7 @@ class TaskOutcome:
         facts = self.facts_of(view, task_gave_up=True)
         if stop:  # a job left running is not over: a backfill records it once it ends
             self.record_in_ledger(facts)
-        self.context["ti"].xcom_push(key="record", value=self.record_of(facts))
+        self.context["ti"].xcom_push(key="record", value=self.record_of(facts, claim))
         raise error(message + ("; the job was stopped" if stop else f"; the job was left {left}"))
 
 

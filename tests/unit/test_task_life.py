@@ -518,3 +518,40 @@ def test_a_streaming_task_hands_its_log_cursor_to_the_trigger_or_to_its_own_read
     assert readers == [({"aws_conn_id": "team_aws"}, TRAINING, "job-a", cursor, True)]
     (call,) = waited
     assert call[0] == "completion" and call[2] == until and call[3] == "the reader" and call[1] is not None
+
+
+class CountingStore(FakeStore):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.reads = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads += 1
+        return super().get(key, default)
+
+
+@pytest.mark.parametrize("outcome", [WaitOutcome.FINISHED, WaitOutcome.PENDING_TIMEOUT])
+def test_the_record_holds_what_preflight_decided_read_with_the_claim_once(outcome):
+    decided = {
+        "dropped_preferences": [{"rank": 2, "entry": {"InstanceType": "ml.g5.48xlarge"}, "reason": "too dear"}],
+        "uncertified_preferences": ["preference #2 (1 x ml.p4d.24xlarge): not certified"],
+        "training_plan": None,
+    }
+    task, context, _ = life(FakeHook(described("job-a")), replace(WAITING, stop_on_timeout=False))
+    store = CountingStore(context["task_state_store"])
+    store[attempts.STATE_KEY] = {**store[attempts.STATE_KEY], "preflight": decided}
+    context["task_state_store"] = store
+    task.claims = attempts.ClaimStore.from_context(context)
+    job = described("job-a", "Completed", selected="ml.p4d.24xlarge")
+    if outcome is WaitOutcome.FINISHED:
+        step = task.resume(ended(outcome, description=job, announced=True), dict)
+        assert isinstance(step, Done)
+        kept = step.record
+    else:
+        with pytest.raises(AirflowException):
+            task.resume(ended(outcome, description=described("job-a")), dict)
+        kept = context["ti"].xcoms["record"]
+    assert kept["dropped_preferences"] == decided["dropped_preferences"]
+    assert kept["uncertified_preferences"] == decided["uncertified_preferences"]
+    # One read to follow the claimed job, one as the task marks it finished; the record uses that one.
+    assert store.reads == 2
