@@ -36,7 +36,7 @@ PLATFORM_TESTS := tests/platforms tests/operators tests/triggers tests/unit/test
 PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST) $(USER_ACTIONS) \
 	$(CLOUDWATCH_TASK_LOGS)
 
-.PHONY: mutation platforms venv sdk-venv docs-venv docs lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
+.PHONY: mutation platforms process-layer venv sdk-venv docs-venv docs lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
 
 venv: $(STAMP)
 
@@ -99,10 +99,15 @@ platform-%:
 	echo "== $*: $$($$venv/bin/python -c 'import airflow, botocore; print("Airflow", airflow.__version__, "botocore", botocore.__version__)' 2>/dev/null)" && \
 	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra --numprocesses 2 --dist loadfile $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
 
-# The layers that start no Airflow on every core; then the ones that do, two test modules at a time (a stack
-# of Airflow processes mostly waits on Airflow and the emulator's clock: one alone keeps 2 cores about half busy).
-test: lint typecheck docs browser sdk-venv platforms
+# The layers that start no Airflow on every core; then the ones that do, two test modules at a time, side by side
+# with the platform matrix: a stack of Airflow processes mostly waits on Airflow and the emulator's clock, and two
+# of them left 2 cores 45 % idle (vmstat over a whole run), so the platforms' installs and tests fit beside them.
+# Each keeps its output together (--output-sync); nothing in either depends on how fast the other lets it run.
+test: lint typecheck docs browser sdk-venv
 	$(BIN)/pytest -q -ra --numprocesses auto -m "not airflow"
+	$(MAKE) --no-print-directory --output-sync=target -j2 process-layer platforms
+
+process-layer: venv
 	$(BIN)/pytest -q -ra --durations=30 --numprocesses 2 --dist loadfile -m airflow
 
 demo: venv

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,24 @@ IMPORT_DAGBAG = (
     "try:\n    from airflow.dag_processing.dagbag import DagBag  # Airflow 3.2 and later\n"
     "except ImportError:\n    from airflow.models.dagbag import DagBag  # Airflow 3.1\n"
 )
+
+
+def in_a_fresh_interpreter(script: str, home: Path, *args: str, cwd: Path | None = None, **env: str) -> dict:
+    """Run ``script`` in a clean interpreter (nothing imported yet, no environment of this one but ``env``, Airflow
+    at home in ``home``); the JSON its last line prints."""
+    base = {"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        env={**base, **env},
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
+
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}

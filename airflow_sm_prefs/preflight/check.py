@@ -20,9 +20,9 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
 
-from airflow_sm_prefs.evidence.record import DroppedPreference, TrainingPlanChoice
+from airflow_sm_prefs.evidence.record import DroppedPreference, PreflightDecided, TrainingPlanChoice
 from airflow_sm_prefs.preflight import guardrails
 from airflow_sm_prefs.request.jobs import JobKind
 
@@ -68,6 +68,26 @@ class Run:
     on_violation: guardrails.OnViolation
 
 
+class Prepared(NamedTuple):
+    """What preflight makes of the rendered request, just before a job is created from it: the request to send,
+    and what the record says of the list (kept with the task instance's claim, so that a retry which reattaches
+    to the job records it too)."""
+
+    request: dict[str, Any]
+    pending_until: str | None = None
+    dropped: tuple[DroppedPreference, ...] = ()
+    uncertified: tuple[str, ...] = ()
+    training_plan: TrainingPlanChoice | None = None
+
+    @property
+    def decided(self) -> PreflightDecided:
+        return PreflightDecided(
+            dropped_preferences=list(self.dropped),
+            uncertified_preferences=list(self.uncertified),
+            training_plan=self.training_plan,
+        )
+
+
 @dataclass(frozen=True)
 class Listed:
     """The list as preflight leaves it so far. ``given`` is the rendered request, whose ranks are the user's
@@ -100,6 +120,21 @@ class Listed:
         for removed in dropped:
             run.log.warning("Dropped %s", removed["reason"])
         return dataclasses.replace(self, request=request, settled=True, dropped=tuple(dropped))
+
+    def dropping(self, run: Run, reasons: Mapping[int, str]) -> Listed:
+        """With more entries of the list as given dropped (each logged) after it is settled: the drops are applied
+        to the list as given, earlier ones first, so that every recorded rank is still the user's own."""
+        settled = self.settle(run)
+        earlier = {removed["rank"]: removed["reason"] for removed in settled.dropped}
+        request, dropped = guardrails.apply(run.kind, settled.given, {**reasons, **earlier}, "drop")
+        for removed in dropped:
+            if removed["rank"] not in earlier:
+                run.log.warning("Dropped %s", removed["reason"])
+        return dataclasses.replace(settled, request=request, dropped=tuple(dropped))
+
+    def prepared(self) -> Prepared:
+        """What the create call and the record take from the list once every check has run."""
+        return Prepared(self.request, self.pending_until, self.dropped, self.uncertified, self.training_plan)
 
 
 class Check(ABC):

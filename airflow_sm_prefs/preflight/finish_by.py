@@ -24,7 +24,6 @@ import pendulum
 
 from airflow_sm_prefs.preflight import entries
 from airflow_sm_prefs.preflight.check import Arguments, Check, Listed, Run
-from airflow_sm_prefs.preflight.guardrails import apply
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.request.preferences import RequestValidationError, is_accelerated, is_templated
 
@@ -92,11 +91,8 @@ class FinishesBy(Check):
             ledger_history(ti.dag_id, ti.task_id, run.kind),
             excluded=earlier,
         )
-        request, dropped = apply(run.kind, listed.given, {**deadline.dropped, **earlier}, "drop")
-        for removed in dropped:
-            if removed["rank"] in deadline.dropped:
-                run.log.warning("Dropped %s", removed["reason"])
-        request, pending_until = applied(run.kind, request, deadline, now)
+        listed = listed.dropping(run, deadline.dropped)
+        request, pending_until = applied(run.kind, listed.request, deadline, now)
         run.log.info(
             "finish_by=%s: the job may wait for capacity %s, until %s (the longest expected run kept: %s), %s",
             deadline.finish_by.to_iso8601_string(),
@@ -105,7 +101,7 @@ class FinishesBy(Check):
             format_seconds(max(deadline.expected_seconds.values())),
             "enforced by this task" if pending_until else "as MaxPendingTimeInSeconds",
         )
-        return dataclasses.replace(listed, request=request, dropped=tuple(dropped), pending_until=pending_until)
+        return dataclasses.replace(listed, request=request, pending_until=pending_until)
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,9 @@ CHECKS: tuple[type[Check], ...] = (
 SHARED_ARGUMENTS = ("on_violation",)
 
 
-def arguments() -> tuple[str, ...]:
-    """The operator arguments preflight reads, each once, in the checks' order."""
-    names = [*SHARED_ARGUMENTS, *(name for check in CHECKS for name in check.arguments)]
-    return tuple(dict.fromkeys(names))
-
-
-def templated_arguments() -> tuple[str, ...]:
-    """Those Airflow renders before the run (the operator's ``template_fields`` include them)."""
-    return tuple(dict.fromkeys(name for check in CHECKS for name in check.templated))
+# The operator arguments preflight reads, each once, in the checks' order; and those Airflow renders before the
+# run (the operator's ``template_fields`` include them). Each operator built at DAG parse reads them.
+ARGUMENTS: tuple[str, ...] = tuple(
+    dict.fromkeys([*SHARED_ARGUMENTS, *(name for check in CHECKS for name in check.arguments)])
+)
+TEMPLATED_ARGUMENTS: tuple[str, ...] = tuple(dict.fromkeys(name for check in CHECKS for name in check.templated))

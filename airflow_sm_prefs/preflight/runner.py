@@ -9,12 +9,11 @@ what they dropped. A refusal never leaves a job behind: nothing is claimed or cr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from airflow_sm_prefs.evidence.record import DroppedPreference, PreflightDecided, TrainingPlanChoice
 from airflow_sm_prefs.preflight import certification, guardrails, registry
 from airflow_sm_prefs.preflight.certified import CertifiedOnly
-from airflow_sm_prefs.preflight.check import Account, Arguments, Check, Listed, Run
+from airflow_sm_prefs.preflight.check import Account, Arguments, Check, Listed, Prepared, Run
 from airflow_sm_prefs.request import job_request
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.request.preferences import RequestValidationError, template_markers
@@ -23,26 +22,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 __all__ = ["Account", "Preflight", "Prepared"]
-
-
-class Prepared(NamedTuple):
-    """What preflight makes of the rendered request, just before a job is created from it: the request to send,
-    and what the record says of the list (kept with the task instance's claim, so that a retry which reattaches
-    to the job records it too)."""
-
-    request: dict[str, Any]
-    pending_until: str | None = None
-    dropped: tuple[DroppedPreference, ...] = ()
-    uncertified: tuple[str, ...] = ()
-    training_plan: TrainingPlanChoice | None = None
-
-    @property
-    def decided(self) -> PreflightDecided:
-        return PreflightDecided(
-            dropped_preferences=list(self.dropped),
-            uncertified_preferences=list(self.uncertified),
-            training_plan=self.training_plan,
-        )
 
 
 @dataclass(frozen=True)
@@ -79,16 +58,16 @@ class Preflight:
     @staticmethod
     def argument_names() -> tuple[str, ...]:
         """The operator arguments preflight reads: every check's that the registry lists."""
-        return registry.arguments()
+        return registry.ARGUMENTS
 
     @staticmethod
     def templated_arguments() -> tuple[str, ...]:
-        return registry.templated_arguments()
+        return registry.TEMPLATED_ARGUMENTS
 
     @staticmethod
     def arguments_of(task: Any) -> dict[str, Any]:
         """An operator's preflight arguments, as one value."""
-        return {name: getattr(task, name, None) for name in registry.arguments()}
+        return {name: getattr(task, name, None) for name in registry.ARGUMENTS}
 
     @property
     def certification(self) -> certification.Certification:
@@ -117,4 +96,4 @@ class Preflight:
             for warning in self.kind.validate(listed.request):
                 if warning not in already_warned:
                     log.warning(warning)
-        return Prepared(listed.request, listed.pending_until, listed.dropped, listed.uncertified, listed.training_plan)
+        return listed.prepared()

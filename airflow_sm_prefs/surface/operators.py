@@ -153,7 +153,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         # Preflight's arguments, handed on as one value: those named above, and those of any check the registry
-        # lists that this signature does not name yet (a new check needs no change here).
+        # lists that this signature does not name yet (a new check needs no change here). ``locals()`` before any
+        # other local is assigned holds exactly the arguments: naming the ten again would be a second list to keep.
         given = locals()
         preflight_arguments = {name: kwargs.pop(name, given.get(name)) for name in Preflight.argument_names()}
         super().__init__(**kwargs)

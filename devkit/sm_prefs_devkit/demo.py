@@ -106,7 +106,6 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
     other_team = [stack.trigger(OTHER_TEAM_DAG)]
     first = run_pipeline(stack, timeout=timeout + 120, allow_failure=True)
     runs = [(first, stack.run_state(stack.dag_id, first))]
-    stack.wait_run_done(OTHER_TEAM_DAG, other_team[-1], timeout=timeout)
     # Before 02:00 UTC the scheduled run is yesterday's, not today's: later nights count back from it.
     logical_date = stack.dag_run(stack.dag_id, first)["logical_date"]
     scheduled_day = (
@@ -115,7 +114,10 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
         else pendulum.today("UTC").add(hours=2)
     )
     for night in range(1, nights):
-        # A minute after that night's weather changes (the scenario's nights are a virtual day apart).
+        # A minute after that night's weather changes (the scenario's nights are a virtual day apart). The other
+        # team's job may still be waiting out its hour: SageMaker ends that wait at the hour exactly (the
+        # emulator's pending limit is an event at creation plus the limit, handled as the clock moves past it),
+        # so moving on now changes none of its figures and spares the demo the rest of that hour.
         behind = start + night * NIGHT_SECONDS + 60.0 - float(control(stack.emulator_url, "health")["virtual_time"])
         if behind > 0:
             control(stack.emulator_url, "advance", {"seconds": behind})
@@ -124,7 +126,8 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
         other_team.append(stack.trigger(OTHER_TEAM_DAG))
         run_id = stack.trigger(stack.dag_id, day.to_iso8601_string())
         runs.append((run_id, stack.wait_run_done(stack.dag_id, run_id, timeout=timeout)))
-        stack.wait_run_done(OTHER_TEAM_DAG, other_team[-1], timeout=timeout)  # it gives up after its hour
+    for other_run in other_team:
+        stack.wait_run_done(OTHER_TEAM_DAG, other_run, timeout=timeout)
     return runs
 
 

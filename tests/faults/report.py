@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.faults.audit import Row, airflow_races
-from tests.faults.stack import PROJECT_DIR
+from tests.faults.stack import ARTIFACTS_DIR
 
 
 @dataclass(frozen=True)
@@ -71,13 +71,13 @@ def publish(topology: Topology, result: CampaignResult, page: Path) -> None:
 
 def collect_rows(topology: Topology, scheduler_log: Path, notes: list[str]) -> Iterator[list[Row]]:
     """A campaign module's ``rows`` fixture: its scenarios append their rows, and when the module ends the
-    results go to artifacts/reliability.md (and to SM_PREFS_RELIABILITY_REPORT, docs/reliability.md under
-    `make faults` and `make production-faults`)."""
+    results go to reliability.md in the environment's artifacts folder (and to SM_PREFS_RELIABILITY_REPORT,
+    docs/reliability.md under `make faults` and `make production-faults`)."""
     collected: list[Row] = []
     started = time.monotonic()
     yield collected
     result = CampaignResult(collected, (time.monotonic() - started) / 60, airflow_races(scheduler_log), notes)
-    pages = [PROJECT_DIR / "artifacts" / "reliability.md", os.environ.get("SM_PREFS_RELIABILITY_REPORT")]
+    pages = [ARTIFACTS_DIR / "reliability.md", os.environ.get("SM_PREFS_RELIABILITY_REPORT")]
     for page in filter(None, pages):
         publish(topology, result, Path(page))
 

@@ -12,6 +12,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,6 +24,10 @@ from sm_prefs_devkit.local_stack import LocalStack, StackError
 from tests.faults.invalid import CASES, STATIC_GUARDRAIL_CASES, STATIC_WAYS, static_dag_file, static_dag_id
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
+# `make test` runs the platforms' environments (.venv-mwaa-<version>) beside the main one (.venv) in one
+# checkout: each environment keeps its campaigns' stacks, logs and report in a folder of its own, so neither
+# deletes the other's stack when it prepares its own.
+ARTIFACTS_DIR = PROJECT_DIR / "artifacts" / Path(sys.prefix).name.removeprefix(".venv").lstrip("-")
 EXCEPTION_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Exit)\b.*$", re.MULTILINE)
 
 

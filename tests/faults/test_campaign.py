@@ -26,14 +26,14 @@ from tests.faults.invalid import (
     templated_task_id,
 )
 from tests.faults.report import SQLITE, collect_rows
-from tests.faults.stack import PROJECT_DIR, CampaignStack
+from tests.faults.stack import ARTIFACTS_DIR, PROJECT_DIR, CampaignStack
 from tests.helpers import listening_addresses
 
 pytestmark = pytest.mark.airflow
 
 QUEUED = {"ml.p5.48xlarge": 0, "ml.p4d.24xlarge": 0}
 LOG_LINE = re.compile(r"^\[[^\]/]+/algo-\d+-\d+\] ")
-ARTIFACTS = PROJECT_DIR / "artifacts" / "faults"
+ARTIFACTS = ARTIFACTS_DIR / "faults"
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from sm_prefs_devkit.local_stack import control, wait_for
 from tests.faults import test_campaign as campaign
 from tests.faults.audit import Expect, Row, audit, jobs_of
 from tests.faults.report import PRODUCTION, collect_rows
-from tests.faults.stack import PROJECT_DIR
+from tests.faults.stack import ARTIFACTS_DIR, PROJECT_DIR
 from tests.production.stack import HEARTBEAT_TIMEOUT, SHARED_BUCKET, SHARED_PREFIX, ProductionStack
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.airflow
 
-ARTIFACTS = PROJECT_DIR / "artifacts" / "production"
+ARTIFACTS = ARTIFACTS_DIR / "production"
 
 
 LEFT_OUT = (

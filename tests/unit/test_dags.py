@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.helpers import IMPORT_DAGBAG
+from tests.helpers import IMPORT_DAGBAG, in_a_fresh_interpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,17 +34,7 @@ print(json.dumps({
 
 def _parse_in_a_fresh_process(script: str, folder: Path, home: Path, **env: str) -> dict:
     """Run ``script`` on ``folder`` in a clean interpreter (nothing imported yet); its last line as JSON."""
-    base = {"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PATH": "/usr/bin:/bin"}
-    result = subprocess.run(
-        [sys.executable, "-c", script, str(folder)],
-        capture_output=True,
-        text=True,
-        env={**base, **env},
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
+    return in_a_fresh_interpreter(script, home, str(folder), **env)
 
 
 def _certify_nightly(home: Path) -> None:

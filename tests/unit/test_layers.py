@@ -8,15 +8,14 @@ exceptions: a module that needs something above it belongs elsewhere.
 from __future__ import annotations
 
 import ast
-import json
-import subprocess
-import sys
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import in_a_fresh_interpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "airflow_sm_prefs"
@@ -291,21 +290,12 @@ with DAG("parse_probe", schedule=None, start_date=pendulum.datetime(2026, 12, 1,
         preferences=[InstancePreference("ml.p5.48xlarge", 1), InstancePreference("ml.g5.48xlarge", 2)],
         max_hourly_cost_usd=500, finish_by="{{ data_interval_end }}",
     )
-print(json.dumps(sorted(m for m in sys.modules if m.startswith("airflow_sm_prefs.") and "." in m[17:])))
+print(json.dumps({"loaded": sorted(m for m in sys.modules if m.startswith("airflow_sm_prefs.") and "." in m[17:])}))
 """
 
 
 def test_parsing_a_dag_loads_only_what_judging_its_arguments_needs(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-c", PARSE_A_DAG],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={"AIRFLOW_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "AIRFLOW__CORE__LOAD_EXAMPLES": "False"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    loaded = set(json.loads(result.stdout.strip().splitlines()[-1])) - {
+    loaded = set(in_a_fresh_interpreter(PARSE_A_DAG, tmp_path)["loaded"]) - {
         f"airflow_sm_prefs.{name}" for name in LAYERS.subpackages()
     }
     assert "airflow_sm_prefs.evidence.ledger" not in loaded

@@ -6,10 +6,7 @@ from __future__ import annotations
 import ast
 import filecmp
 import importlib
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +16,7 @@ from airflow_sm_prefs.preflight.check import Check, EntryCheck, Listed, Run
 from airflow_sm_prefs.preflight.runner import Preflight
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.request.preferences import RequestValidationError
-from tests.helpers import TaskLog, training_request
+from tests.helpers import TaskLog, in_a_fresh_interpreter, training_request
 
 PACKAGE = Path(__file__).resolve().parents[2] / "airflow_sm_prefs"
 
@@ -62,7 +59,7 @@ def test_the_guardrails_judge_before_the_adjustments_that_settle_the_list():
 
 
 def test_the_arguments_are_each_checks_own_and_listed_once():
-    assert registry.arguments() == (
+    assert registry.ARGUMENTS == (
         "on_violation",
         "workload",
         "certified",
@@ -74,7 +71,7 @@ def test_the_arguments_are_each_checks_own_and_listed_once():
         "finish_by",
         "training_plans",
     )
-    assert registry.templated_arguments() == ("max_hourly_cost_usd", "max_cost_usd", "finish_by")
+    assert registry.TEMPLATED_ARGUMENTS == ("max_hourly_cost_usd", "max_cost_usd", "finish_by")
 
 
 def test_the_operator_names_in_its_signature_every_argument_of_the_shipped_checks():
@@ -84,9 +81,9 @@ def test_the_operator_names_in_its_signature_every_argument_of_the_shipped_check
     from airflow_sm_prefs import SageMakerPreferenceTrainingOperator
 
     parameters = inspect.signature(SageMakerPreferenceTrainingOperator.__init__).parameters
-    assert set(registry.arguments()) <= set(parameters)
+    assert set(registry.ARGUMENTS) <= set(parameters)
     templated = SageMakerPreferenceTrainingOperator.template_fields
-    assert set(registry.templated_arguments()) <= set(templated)
+    assert set(registry.TEMPLATED_ARGUMENTS) <= set(templated)
 
 
 def test_the_checks_turned_on_follow_the_arguments():
@@ -176,7 +173,7 @@ import airflow_sm_prefs
 from airflow_sm_prefs import SageMakerPreferenceTrainingOperator
 from airflow_sm_prefs.preflight.runner import Preflight
 from airflow_sm_prefs.preflight.check import Account
-from tests.helpers import TaskLog, training_request
+from tests.helpers import TaskLog, in_a_fresh_interpreter, training_request
 
 seen = {"package": airflow_sm_prefs.__file__}
 config = training_request("x")
@@ -224,22 +221,7 @@ def test_a_new_check_is_one_module_and_one_line_in_the_registry(tmp_path):
     changed = _differences(filecmp.dircmp(PACKAGE, copy, ignore=["__pycache__"]), Path())
     assert changed == {"preflight/at_most_instances.py", "preflight/registry.py"}
 
-    result = subprocess.run(
-        [sys.executable, "-c", USE_IT],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-        env={
-            "PYTHONPATH": str(tmp_path),
-            "AIRFLOW_HOME": str(tmp_path / "airflow"),
-            "PATH": "/usr/bin:/bin",
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        },
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    seen = in_a_fresh_interpreter(USE_IT, tmp_path / "airflow", cwd=tmp_path, PYTHONPATH=str(tmp_path))
     assert seen["package"].startswith(str(copy))
     assert "preference #1 (2 x ml.p5.48xlarge): more than max_instances=1" in seen["at_parse"]
     assert "max_instances must be a positive whole number, got 'one'" in seen["bad_argument"]
