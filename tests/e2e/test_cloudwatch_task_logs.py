@@ -73,9 +73,16 @@ def test_the_jobs_lines_stay_in_the_task_log_once_each(stack):
     (job,) = [j for j in stack.jobs() if j["tags"].get("airflow:dag_id") == DAG_ID]
     written = stack.job_log_lines(job["name"])
     assert written, "the job wrote lines"
-    shown = _shown(stack, run_id)
+    # The run is success as soon as the task ends; the worker ships its last lines to CloudWatch just after,
+    # so the log is read once its final line, the worker's own, is there (the run state says nothing of it).
+    shown: list[str] = []
+
+    def worker_lines_shipped() -> bool:
+        shown[:] = _shown(stack, run_id)
+        return any("SageMaker selected" in message for message in shown)
+
+    wait_for(worker_lines_shipped, 120, "the worker's own lines to reach the task log in CloudWatch")
     assert [message for message in shown if message in set(written)] == written, shown
-    assert any("SageMaker selected" in message for message in shown), "the worker's own lines are there too"
 
     # In CloudWatch: the try's stream holds them; the trigger's own stream (which Airflow's reader may learn to
     # show), where the triggerer writes one (Airflow 3.3 does, 3.1 does not), does not.
