@@ -26,6 +26,8 @@ class StoreProblem(NamedTuple):
 _UNREACHABLE = {"EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError"}
 _CUT_SHORT = {"ConnectionClosedError", "ClientPayloadError", "ContentLengthError", "IncompleteRead",
               "ResponseStreamingError", "ServerDisconnectedError", "ResponseParserError"}  # fmt: skip
+# The bytes that arrived are not those the store said it sent (botocore checks the checksum S3 announces).
+_CORRUPTED = {"FlexibleChecksumError", "ChecksumError"}
 _SILENT = {"ReadTimeoutError", "FSTimeoutError", "ServerTimeoutError", "TimeoutError"}
 _NO_CREDENTIALS = {"NoCredentialsError", "PartialCredentialsError"}
 _DENIED_CODES = {"AccessDenied", "Forbidden", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
@@ -74,6 +76,8 @@ def explained(error: BaseException) -> StoreProblem | None:
         return StoreProblem("did not answer in time", CHECK_NETWORK)
     if names & _CUT_SHORT:
         return StoreProblem("cut its answer short", CHECK_PATH)
+    if names & _CORRUPTED:
+        return StoreProblem("sent an answer that did not match its checksum", CHECK_PATH)
     if any(isinstance(cause, ConnectionResetError) for cause in chain) and "ClientConnectorError" not in names:
         return StoreProblem("closed the connection without answering", CHECK_NETWORK)
     if names & _UNREACHABLE or any(isinstance(cause, ConnectionError) for cause in chain):

@@ -92,6 +92,25 @@ def test_a_half_sent_request_does_not_hold_a_thread(start_emulator):
     _still_serving(server)
 
 
+def test_a_put_whose_body_is_cut_short_stores_nothing(start_emulator):
+    # As S3: the part that arrived is never stored under the checksum its headers announced (a proxy that closed
+    # mid-request once left an empty object whose every later read failed its checksum).
+    server = start_emulator(buckets={"cut-short": ()})
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as cut:
+        cut.sendall(
+            b"PUT /cut-short/entry.json HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: AWS4-HMAC-SHA256 Credential=k/"
+            b"20261201/us-east-1/s3/aws4_request\r\nx-amz-checksum-crc32: 5INupg==\r\nContent-Length: 100\r\n\r\n"
+            + b"{"
+            * 50
+        )
+        cut.shutdown(socket.SHUT_WR)
+        assert cut.recv(1024) == b"", "no answer to a request that never arrived whole"
+    s3 = boto_client(server.endpoint_url, service="s3")
+    assert s3.list_objects_v2(Bucket="cut-short").get("KeyCount") == 0
+    s3.put_object(Bucket="cut-short", Key="entry.json", Body=b"{}")
+    assert s3.get_object(Bucket="cut-short", Key="entry.json")["Body"].read() == b"{}"
+
+
 def test_unknown_operations_are_remembered_as_one_count_and_never_echoed_whole(start_emulator):
     server = start_emulator()
 

@@ -11,6 +11,7 @@ from botocore.exceptions import (
     ClientError,
     ConnectionClosedError,
     EndpointConnectionError,
+    FlexibleChecksumError,
     NoCredentialsError,
     ReadTimeoutError,
 )
@@ -46,6 +47,8 @@ CASES = [
     (ReadTimeoutError(endpoint_url=URL), "did not answer in time", store_errors.CHECK_NETWORK),
     (StoreTimedOut("the ledger: no answer"), "did not answer in time", store_errors.CHECK_NETWORK),
     (ConnectionClosedError(endpoint_url=URL), "cut its answer short", store_errors.CHECK_PATH),
+    (FlexibleChecksumError(error_msg="Expected checksum 5INupg== did not match calculated checksum: AAAAAA=="),
+     "sent an answer that did not match its checksum", store_errors.CHECK_PATH),
     (NoCredentialsError(), "was asked with no credentials", store_errors.CHECK_ACCESS),
     (s3fs_error(errno.EACCES, "Forbidden", client_error("AccessDenied")), "refused access", store_errors.CHECK_ACCESS),
     (PermissionError(errno.EACCES, "denied"), "refused access", store_errors.CHECK_ACCESS),

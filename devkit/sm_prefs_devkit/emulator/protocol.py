@@ -55,6 +55,13 @@ class BodyRefused(Exception):
         self.message = message
 
 
+class BodyCutShort(Exception):
+    """The client closed its connection before sending the body its ``Content-Length`` declared.
+
+    S3 never stores such a PUT (it answers IncompleteBody, or the connection is simply gone); storing the part
+    that arrived under the checksum the headers announced would hand a later reader a corrupt object."""
+
+
 def _refuse_non_finite(constant: str) -> Any:
     # NaN and Infinity are not JSON; Python's parser accepts them unless told otherwise.
     raise ValueError(f"{constant} is not a JSON number")
@@ -130,7 +137,10 @@ class RequestHandler(BaseHTTPRequestHandler):
         length = int(declared)
         if length > limit:
             raise BodyRefused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body of {length} bytes exceeds {limit}")
-        return self.rfile.read(length) if length else b""
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            raise BodyCutShort(f"{len(body)} of {length} bytes arrived")
+        return body
 
     def _body(self) -> dict[str, Any]:
         """The JSON object a POST carries; BodyRefused (and nothing read) when it breaks a limit."""
@@ -222,7 +232,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     def _s3(self) -> None:
         try:
             body = self._s3_body()
-        except TimeoutError:
+        except (TimeoutError, BodyCutShort):
             self.close_connection = True  # a client that stopped sending gets no reply, only a closed connection
             return
         except BodyRefused as refused:
@@ -328,7 +338,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             return
         try:
             result = self._call()
-        except TimeoutError:
+        except (TimeoutError, BodyCutShort):
             self.close_connection = True  # a client that stopped sending gets no reply, only a closed connection
             return
         except BodyRefused as refused:
