@@ -126,6 +126,10 @@ class Listed:
         to the list as given, earlier ones first, so that every recorded rank is still the user's own."""
         settled = self.settle(run)
         earlier = {removed["rank"]: removed["reason"] for removed in settled.dropped}
+        # Drops are made afresh on the list as given, so a change an adjustment made to ``request`` before this
+        # would be silently lost: refused, as a guardrail after ``settle`` is.
+        if settled.request != guardrails.apply(run.kind, settled.given, earlier, "drop")[0]:
+            raise RuntimeError("entries were dropped after an adjustment changed the list: list the check earlier")
         request, dropped = guardrails.apply(run.kind, settled.given, {**reasons, **earlier}, "drop")
         for removed in dropped:
             if removed["rank"] not in earlier:

@@ -55,6 +55,8 @@ class Preflight:
             raise RequestValidationError(problems)
         return cls(kind, on_violation, tuple(checks))
 
+    # The operator reaches preflight through this class alone (its one seam, which keeps the operator module's
+    # imports few: test_shape), so the registry's names are handed on from here.
     @staticmethod
     def argument_names() -> tuple[str, ...]:
         """The operator arguments preflight reads: every check's that the registry lists."""

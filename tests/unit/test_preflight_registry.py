@@ -4,6 +4,7 @@ and a new check needs a module and a line in the registry, nothing else (counted
 from __future__ import annotations
 
 import ast
+import dataclasses
 import filecmp
 import importlib
 import shutil
@@ -124,6 +125,20 @@ def test_a_guardrail_listed_after_the_list_is_settled_is_refused_loudly():
     run = Run(TRAINING, {}, None, TaskLog(), "drop")  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="after the list was settled"):
         listed.settle(run).objected({0: "too late"})
+
+
+def test_entries_dropped_after_an_adjustment_changed_the_list_are_refused_loudly():
+    entries = [{"InstanceType": type, "InstanceCount": 1} for type in ("ml.p5.48xlarge", "ml.g5.xlarge")]
+    listed = Listed.of(training_request("x", entries))
+    run = Run(TRAINING, {}, None, TaskLog(), "drop")  # type: ignore[arg-type]
+    dropped = listed.dropping(run, {1: "too slow"})  # before any adjustment: the list as given, less rank 1
+    assert [removed["rank"] for removed in dropped.dropped] == [1]
+    assert dropped.request["ResourceConfig"]["InstancePreferences"] == entries[:1]
+    settled = listed.settle(run)
+    shortened = {**settled.request, "StoppingCondition": {"MaxRuntimeInSeconds": 60}}  # as an adjustment might
+    adjusted = dataclasses.replace(settled, request=shortened)
+    with pytest.raises(RuntimeError, match="after an adjustment changed the list"):
+        adjusted.dropping(run, {1: "too slow"})
 
 
 # -- a new check: one module, one line -----------------------------------------------------------------------
