@@ -1,6 +1,8 @@
-"""Another team's training in the same AWS account and Region: one ml.p5.48xlarge, nothing else, and at most
-an hour's wait for it. It runs when that team triggers it (`make demo` does, each night, beside the nightly
-pipeline).
+"""Another team's training in the same AWS account and Region: a pretraining run of most of a day on one
+ml.p5.48xlarge, nothing else on demand, and at most an hour's wait for it. It runs when that team triggers it
+(`make demo` does, each night, beside the nightly pipeline). With ``training_plans="auto"``, a Flexible Training
+Plan the account holds for that type is tried first, when one is Active and has an instance free; `make demo`
+buys one when `airflow-sm-prefs plans advise` says it pays.
 
 It is also evidence. When nightly_evaluation's fine-tuning falls back from ml.p5.48xlarge, this DAG's job
 waiting for that same type at the same time is what tells the capacity report how long waiting would have
@@ -41,9 +43,10 @@ with DAG(
             ],
             "OutputDataConfig": {"S3OutputPath": f"s3://{BUCKET}/team-b/models"},
             "ResourceConfig": {"VolumeSizeInGB": 500},
-            "StoppingCondition": {"MaxRuntimeInSeconds": 6 * 3600},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 24 * 3600},
         },
         preferences=[InstancePreference("ml.p5.48xlarge", 1)],
         max_pending=pendulum.duration(hours=1),
+        training_plans="auto",
         check_interval=5,
     )

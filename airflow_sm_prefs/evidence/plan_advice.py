@@ -7,7 +7,10 @@ For each group of tasks that share a first choice (type and count, in one Region
 - how often the first choice was sold out: a job that did not get it, or waited more than ``SOLD_OUT_WAIT`` for
   it; the share ``p`` with a 90 % Wilson interval (the estimate's spread);
 - what a sold-out night cost: the fallback's price, and its delay (its wait and run against the first choice's
-  run), priced at ``value_per_hour`` (default 0: money only);
+  run), priced at ``value_per_hour`` (default 0: money only); for a task that never fell back (it waited for its
+  first choice, or gave up), the first choice's price, its work being done later, and its wait priced;
+- each task of the group priced on its own, then weighed by its share of the group's jobs: a day-long task and a
+  ten-minute one sharing a first choice are not given one median cost;
 - the first choice's wait had the list held it alone (``counterfactual.estimate``).
 
 Three options over an offering's window, each with its time to result (p50, p90) and expected cost: keep the
@@ -48,6 +51,40 @@ class NoOfferings(Exception):
 
 
 @dataclass(frozen=True)
+class TaskCosts:
+    """One task's prices within a group: a job on the first choice, and a night its first choice was sold out."""
+
+    task: str
+    jobs: int
+    first_cost_usd: float | None  # the median cost of its jobs on the first choice
+    sold_out_jobs: int
+    fell_back: bool  # some sold-out job of it ran on a fallback
+    fallback_cost_usd: float | None  # the median cost of its jobs that fell back
+    fallback_delay_seconds: float | None  # their median wait + run, less the first choice's median run
+    sold_out_wait_seconds: float | None  # without a fallback: the median wait of its sold-out jobs (at least)
+
+    def sold_out_cost(self, value_per_hour: float) -> float | None:
+        """A sold-out night of this task: its fallback's price and delay; without a fallback, the first choice's
+        price (the work is done later) and the wait; None when a price is unknown or it was never sold out."""
+        if not self.sold_out_jobs:
+            return None
+        if self.fell_back:
+            if self.fallback_cost_usd is None:
+                return None
+            return self.fallback_cost_usd + value_per_hour * (self.fallback_delay_seconds or 0.0) / 3600.0
+        if self.first_cost_usd is None:
+            return None
+        return self.first_cost_usd + value_per_hour * (self.sold_out_wait_seconds or 0.0) / 3600.0
+
+
+def weighed(figures: Iterable[tuple[int, float | None]]) -> float | None:
+    """The mean of the known figures, each weighed by its task's jobs; None when none is known."""
+    known = [(jobs, figure) for jobs, figure in figures if figure is not None]
+    total = sum(jobs for jobs, _ in known)
+    return sum(jobs * figure for jobs, figure in known) / total if total else None
+
+
+@dataclass(frozen=True)
 class Demand:
     """What a group of tasks sharing a first choice asked of it, and how the first choice answered."""
 
@@ -59,12 +96,23 @@ class Demand:
     jobs_per_day: float
     instance_hours_by_hour_of_week: dict[int, float]
     first_run_seconds: tuple[float, ...]  # completed runs on the first choice
-    first_cost_usd: float | None  # the median cost of a job on the first choice
-    fallback_cost_usd: float | None  # the median cost of a job that fell back
-    fallback_delay_seconds: float | None  # the median fallback's wait + run, less the first choice's median run
     finishes: tuple[tuple[float, bool], ...]  # each job's time to result as the list ran (False: none)
     had_room_finishes: tuple[tuple[float, bool], ...]  # the same, of the jobs that found the first choice free
     first_choice_waits: tuple[tuple[float, bool], ...]  # the first choice's estimated wait on each sold-out job
+    task_costs: tuple[TaskCosts, ...]  # each task's prices, by task
+
+    def first_choice_cost(self) -> float | None:
+        """A job on the first choice, the group's tasks weighed by their jobs."""
+        return weighed((task.jobs, task.first_cost_usd) for task in self.task_costs)
+
+    def sold_out_cost(self, value_per_hour: float) -> float | None:
+        """A job on a sold-out night, the tasks that were ever sold out weighed by their jobs; None when one of
+        them has an unknown price (a guess would move the verdict)."""
+        seen = [task for task in self.task_costs if task.sold_out_jobs]
+        costs = [(task.jobs, task.sold_out_cost(value_per_hour)) for task in seen]
+        if not seen or any(cost is None for _, cost in costs):
+            return None
+        return weighed(costs)
 
     @property
     def sold_out_share(self) -> float:
@@ -99,6 +147,36 @@ def groups(entries: Iterable[Mapping[str, Any]]) -> dict[tuple[str | None, Confi
     return found
 
 
+def task_costs(jobs: Sequence[Mapping[str, Any]], group_first_run: float | None) -> TaskCosts:
+    """One task's jobs of a group, priced (``group_first_run`` stands in for a task never run on the first
+    choice when its fallback's delay is measured)."""
+    completed = [job for job in jobs if job["outcome"] == "completed" and job["run_seconds"] is not None]
+    on_first = [job for job in completed if job.get("selected_rank") == 0]
+    fallbacks = [job for job in completed if job.get("selected_rank") not in (0, None)]
+    sold_out = [job for job in jobs if was_sold_out(job)]
+    first_run = percentile([float(job["run_seconds"]) for job in on_first], 0.5)
+    first_run = group_first_run if first_run is None else first_run
+    fallback_finish = percentile([float(job["pending_seconds"]) + float(job["run_seconds"]) for job in fallbacks], 0.5)
+    return TaskCosts(
+        task=counterfactual.task_of(jobs[0]),
+        jobs=len(jobs),
+        first_cost_usd=_median_cost(on_first),
+        sold_out_jobs=len(sold_out),
+        fell_back=bool(fallbacks) or any(job.get("selected_rank") not in (0, None) for job in sold_out),
+        fallback_cost_usd=_median_cost(fallbacks),
+        fallback_delay_seconds=None
+        if fallback_finish is None or first_run is None
+        else max(0.0, fallback_finish - first_run),
+        sold_out_wait_seconds=percentile([float(job["pending_seconds"]) for job in sold_out], 0.5),
+    )
+
+
+def _median_cost(jobs: Sequence[Mapping[str, Any]]) -> float | None:
+    return percentile(
+        [float(job["estimated_cost_usd"]) for job in jobs if job.get("estimated_cost_usd") is not None], 0.5
+    )
+
+
 def demand(group: Sequence[Mapping[str, Any]], timeline: Timeline) -> Demand:
     ordered = sorted(group, key=lambda entry: counterfactual.created(entry) or 0.0)
     region, first = ordered[0].get("region"), counterfactual.listed(ordered[0])[0]
@@ -106,9 +184,6 @@ def demand(group: Sequence[Mapping[str, Any]], timeline: Timeline) -> Demand:
     days = max(1.0, (starts[-1] - starts[0]) / DAY + 1.0)
     by_hour: defaultdict[int, float] = defaultdict(float)
     first_runs: list[float] = []
-    first_costs: list[float] = []
-    fallback_costs: list[float] = []
-    fallback_finishes: list[float] = []
     finishes: list[tuple[float, bool]] = []
     for entry, start in zip(ordered, starts, strict=True):
         completed = entry["outcome"] == "completed" and entry["run_seconds"] is not None
@@ -121,36 +196,27 @@ def demand(group: Sequence[Mapping[str, Any]], timeline: Timeline) -> Demand:
         moment = dt.datetime.fromtimestamp(start, dt.UTC)
         count = int(entry.get("selected_instance_count") or 0)
         by_hour[moment.weekday() * 24 + moment.hour] += count * float(entry["run_seconds"]) / 3600.0
-        cost = entry.get("estimated_cost_usd")
         if entry.get("selected_rank") == 0:
             first_runs.append(float(entry["run_seconds"]))
-            if cost is not None:
-                first_costs.append(float(cost))
-        else:
-            fallback_finishes.append(float(entry["pending_seconds"]) + float(entry["run_seconds"]))
-            if cost is not None:
-                fallback_costs.append(float(cost))
     sold_out = [entry for entry in ordered if was_sold_out(entry)]
     had_room = [finish for entry, finish in zip(ordered, finishes, strict=True) if not was_sold_out(entry)]
     first_run = percentile(first_runs, 0.5)
-    fallback_finish = percentile(fallback_finishes, 0.5)
+    by_task: defaultdict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for entry in ordered:
+        by_task[counterfactual.task_of(entry)].append(entry)
     return Demand(
         region=region,
         first_choice=first,
-        tasks=tuple(sorted({counterfactual.task_of(entry) for entry in ordered})),
+        tasks=tuple(sorted(by_task)),
         jobs=len(ordered),
         sold_out=len(sold_out),
         jobs_per_day=len(ordered) / days,
         instance_hours_by_hour_of_week={hour: round(hours, 3) for hour, hours in sorted(by_hour.items())},
         first_run_seconds=tuple(first_runs),
-        first_cost_usd=percentile(first_costs, 0.5),
-        fallback_cost_usd=percentile(fallback_costs, 0.5),
-        fallback_delay_seconds=None
-        if fallback_finish is None or first_run is None
-        else max(0.0, fallback_finish - first_run),
         finishes=tuple(finishes),
         had_room_finishes=tuple(had_room),
         first_choice_waits=_first_choice_waits(ordered, sold_out, timeline),
+        task_costs=tuple(task_costs(jobs, first_run) for _, jobs in sorted(by_task.items())),
     )
 
 
@@ -192,11 +258,8 @@ def options(
     days = offering.duration_hours / 24.0 if offering is not None else horizon_days
     jobs = max(1, round(found.jobs_per_day * days))
     share, (low, high) = found.sold_out_share, found.sold_out_interval()
-    first, fallback = found.first_cost_usd, found.fallback_cost_usd
+    first, sold_out_night = found.first_choice_cost(), found.sold_out_cost(value_per_hour)
     first_run = percentile(found.first_run_seconds, 0.5)
-    sold_out_night = None
-    if fallback is not None:
-        sold_out_night = fallback + value_per_hour * (found.fallback_delay_seconds or 0.0) / 3600.0
     keep_list = None
     if first is not None and (sold_out_night is not None or found.sold_out == 0):
         keep_list = jobs * ((1 - share) * first + share * (sold_out_night or 0.0))
@@ -297,7 +360,8 @@ def advise(
     tasks: set[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Every group's options; ``offerings_of(region, configuration, demand)`` gives SageMaker's offerings (the
-    caller searches, caches and limits); the cheapest offering is weighed, the others listed."""
+    caller searches, caches and limits); the cheapest offering is weighed (of equal fees, the soonest to start),
+    the others listed."""
     entries = list(entries)
     timeline = Timeline(entries)
     advice = []
@@ -307,16 +371,20 @@ def advise(
         found = demand(group, timeline)
         why = "SageMaker offered no plan for this window"
         try:
-            offered = sorted(
-                offerings_of(found.region, found.first_choice, found),
-                key=lambda offering: (offering.upfront_fee is None, offering.upfront_fee or 0.0, offering.offering_id),
-            )
+            offered = sorted(offerings_of(found.region, found.first_choice, found), key=_weighed_first)
         except NoOfferings as reason:
             offered, why = [], str(reason)
         result = options(found, offered[0] if offered else None, horizon_days, value_per_hour, why)
         result["other_offerings"] = [offering.as_dict() for offering in offered[1:]]
         advice.append(result)
     return advice
+
+
+def _weighed_first(offering: Offering) -> tuple[bool, float, dt.datetime, str]:
+    """The cheapest offering first; among equal fees, the one that starts soonest (the sooner the evidence's
+    sold-out nights are covered); unpriced ones last."""
+    latest = dt.datetime.max.replace(tzinfo=dt.UTC)
+    return offering.upfront_fee is None, offering.upfront_fee or 0.0, offering.start or latest, offering.offering_id
 
 
 def render(advice: Sequence[Mapping[str, Any]], output_format: str) -> str:

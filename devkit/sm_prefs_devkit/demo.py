@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sm_prefs_devkit.local_stack import LocalStack, StackError, wait_for
+from sm_prefs_devkit.local_stack import LocalStack, StackError, control, wait_for
 
 SAGEMAKER_TASKS = ("prepare_data", "fine_tune", "evaluate")
 CERTIFICATION_DAG = "nightly_fine_tune_certification"
@@ -21,10 +22,12 @@ OTHER_TEAM_DAG = "team_b_pretraining"
 DEMO_BUCKET = "sm-prefs-demo"
 WEATHER_SCENARIO = "nightly-weather"
 NIGHTS = 4
+PLAN_NIGHTS = 2  # the nights after the advised plan is bought (the scenario's nights 5 and 6)
 # Days of raw data that land before the runs: each reads its logical day's (``raw/{{ ds }}``); the scheduled
 # run's is today or yesterday depending on the hour, and later nights run for the days before.
-LANDED_DAYS = NIGHTS + 1
+LANDED_DAYS = NIGHTS + PLAN_NIGHTS + 1
 NIGHT_SECONDS = 86400.0  # the weather scenario's nights are a virtual day apart
+HOUR_SECONDS = 3600.0
 
 
 def land_raw_data(stack: LocalStack) -> list[str]:
@@ -94,41 +97,69 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
     """The pipeline once a night on the weather scenario: night 1 is the DAG's scheduled run; before each
     later night the emulator's clock moves to that night (a virtual day on), then a run is triggered.
     Returns each night's (run id, state); a night whose run failed is part of the story, not an error."""
+    wait_for(lambda: stack.dag_known(OTHER_TEAM_DAG), 120, f"DAG {OTHER_TEAM_DAG} to be parsed", every=2)
+    stack.request("PATCH", f"/api/v2/dags/{OTHER_TEAM_DAG}", {"is_paused": False})
+    other_team = stack.trigger(OTHER_TEAM_DAG)
+    first = run_pipeline(stack, timeout=timeout + 120, allow_failure=True)
+    night_one = (first, stack.run_state(stack.dag_id, first))
+    return [night_one, *later_nights(stack, first, 2, nights - 1, timeout, other_team=[other_team])]
+
+
+def later_nights(
+    stack: LocalStack,
+    first_run: str,
+    first_night: int,
+    nights: int = PLAN_NIGHTS,
+    timeout: float = 300,
+    other_team: Sequence[str] = (),
+) -> list[tuple[str, str]]:
+    """Nights ``first_night`` on (``first_run``: night 1's run, the day they count back from); then the other
+    team's runs of those nights and ``other_team`` ended."""
+    other_team = list(other_team)
+    runs = [
+        _one_night(stack, first_run, night, other_team, timeout) for night in range(first_night, first_night + nights)
+    ]
+    _other_team_done(stack, first_night + nights - 1, other_team, timeout)
+    return runs
+
+
+def _one_night(stack: LocalStack, first_run: str, night: int, other_team: list[str], timeout: float) -> tuple[str, str]:
+    """Night ``night``: the clock moved to it, the other team's job and the pipeline triggered, the pipeline's
+    run waited for (the other team's job runs most of a day: its run is waited for by :func:`_other_team_done`)."""
     import datetime as dt
 
     import pendulum
 
-    from sm_prefs_devkit.local_stack import control
-
-    start = float(control(stack.emulator_url, "health")["scenario_start"])
-    wait_for(lambda: stack.dag_known(OTHER_TEAM_DAG), 120, f"DAG {OTHER_TEAM_DAG} to be parsed", every=2)
-    stack.request("PATCH", f"/api/v2/dags/{OTHER_TEAM_DAG}", {"is_paused": False})
-    other_team = [stack.trigger(OTHER_TEAM_DAG)]
-    first = run_pipeline(stack, timeout=timeout + 120, allow_failure=True)
-    runs = [(first, stack.run_state(stack.dag_id, first))]
-    # Before 02:00 UTC the scheduled run is yesterday's, not today's: later nights count back from it.
-    logical_date = stack.dag_run(stack.dag_id, first)["logical_date"]
+    # A minute after that night's weather changes. The other team's job may still be waiting out its hour:
+    # SageMaker ends that wait at the hour exactly (the emulator's pending limit is an event at creation plus
+    # the limit, handled as the clock moves past it), so moving on changes none of its figures.
+    _clock_to(stack, (night - 1) * NIGHT_SECONDS + 60.0)
+    # Before 02:00 UTC the scheduled run (night 1) is yesterday's, not today's: later nights count back from it,
+    # a day each (a run needs a day: templates use ``ds``).
+    logical_date = stack.dag_run(stack.dag_id, first_run)["logical_date"]
     scheduled_day = (
         pendulum.instance(dt.datetime.fromisoformat(logical_date))
         if logical_date
         else pendulum.today("UTC").add(hours=2)
     )
-    for night in range(1, nights):
-        # A minute after that night's weather changes (the scenario's nights are a virtual day apart). The other
-        # team's job may still be waiting out its hour: SageMaker ends that wait at the hour exactly (the
-        # emulator's pending limit is an event at creation plus the limit, handled as the clock moves past it),
-        # so moving on now changes none of its figures and spares the demo the rest of that hour.
-        behind = start + night * NIGHT_SECONDS + 60.0 - float(control(stack.emulator_url, "health")["virtual_time"])
-        if behind > 0:
-            control(stack.emulator_url, "advance", {"seconds": behind})
-        # Each later night runs for a day before the scheduled run's (a run needs a day: templates use ``ds``).
-        day = scheduled_day.subtract(days=night)
-        other_team.append(stack.trigger(OTHER_TEAM_DAG))
-        run_id = stack.trigger(stack.dag_id, day.to_iso8601_string())
-        runs.append((run_id, stack.wait_run_done(stack.dag_id, run_id, timeout=timeout)))
+    other_team.append(stack.trigger(OTHER_TEAM_DAG))
+    run_id = stack.trigger(stack.dag_id, scheduled_day.subtract(days=night - 1).to_iso8601_string())
+    return run_id, stack.wait_run_done(stack.dag_id, run_id, timeout=timeout)
+
+
+def _other_team_done(stack: LocalStack, last_night: int, other_team: list[str], timeout: float) -> None:
+    """The other team's runs, ended: the clock moves on to the next night, past its last job's 20 hours."""
+    _clock_to(stack, last_night * NIGHT_SECONDS + 60.0)
     for other_run in other_team:
         stack.wait_run_done(OTHER_TEAM_DAG, other_run, timeout=timeout)
-    return runs
+
+
+def _clock_to(stack: LocalStack, seconds_after_start: float) -> None:
+    """The emulator's clock moved on to ``seconds_after_start`` (never back)."""
+    health = control(stack.emulator_url, "health")
+    behind = float(health["scenario_start"]) + seconds_after_start - float(health["virtual_time"])
+    if behind > 0:
+        control(stack.emulator_url, "advance", {"seconds": behind})
 
 
 def other_team_line(stack: LocalStack, night: int) -> str:
@@ -143,9 +174,12 @@ def other_team_line(stack: LocalStack, night: int) -> str:
     if night > len(theirs):
         return f"{OTHER_TEAM_DAG}: no job recorded"
     job = theirs[night - 1]
+    said = f"{OTHER_TEAM_DAG} (1 x ml.p5.48xlarge alone, 20 h)"
     if job["selected_rank"] is None:
-        return f"{OTHER_TEAM_DAG} (1 x ml.p5.48xlarge alone): waited {format_seconds(job['pending_seconds'])}, got none"
-    return f"{OTHER_TEAM_DAG} (1 x ml.p5.48xlarge alone): got it after {format_seconds(job['pending_seconds'])}"
+        return f"{said}: waited {format_seconds(job['pending_seconds'])}, got none"
+    plan = job.get("training_plan_arn")
+    where = f" on training plan {plan.rpartition('/')[2]}" if plan else ""
+    return f"{said}: got it{where} after {format_seconds(job['pending_seconds'])}"
 
 
 def night_record(stack: LocalStack, run_id: str, task_id: str) -> dict[str, Any] | None:
@@ -194,25 +228,97 @@ def capacity_report(stack: LocalStack) -> str:
     return report.render(report.summarize(ledger.read(stack.ledger_root).entries), "table")
 
 
-def plans_chapter(stack: LocalStack) -> str:
-    """What `airflow-sm-prefs plans advise` and `plans used` print for this stack (SageMaker's offerings and
-    plans from the emulator); both keep what they found for the Capacity page's training plans view."""
+def plans_command(stack: LocalStack, *arguments: str) -> str:
+    """What ``airflow-sm-prefs ARGUMENTS`` prints on this stack (SageMaker's offerings and plans from the
+    emulator), as a person at a terminal would see it: the command, then its output."""
     import subprocess
 
-    said = []
-    for command in (["plans", "advise"], ["plans", "used"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "airflow_sm_prefs.surface.cli", *command],
-            env=stack.airflow_env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise StackError(f"`airflow-sm-prefs {' '.join(command)}` failed: {done.stderr.strip()[-500:]}")
-        said.append(f"$ airflow-sm-prefs {' '.join(command)}\n{done.stdout.rstrip()}")
-    return "\n\n".join(said)
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_sm_prefs.surface.cli", *arguments],
+        env=stack.airflow_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise StackError(f"`airflow-sm-prefs {' '.join(arguments)}` failed: {done.stderr.strip()[-500:]}")
+    return done.stdout
+
+
+def plans_chapter(stack: LocalStack) -> tuple[str, str]:
+    """`airflow-sm-prefs plans advise`, then `plans reserve` of the offering it advises, capped at its fee: what
+    both printed, and the name of the plan bought. The clock is then moved on until the plan is Active.
+
+    An offering starts on the hour, so SageMaker carves new ones each hour: the clock is first moved to just past
+    an hour, which leaves the commands most of a virtual hour (a real minute at the scenario's speed) to buy the
+    one advised. Were it gone all the same, it is searched for again, once, as a person would."""
+    import json
+
+    _clock_to_just_past_an_hour(stack)
+    said = [f"$ airflow-sm-prefs plans advise\n{plans_command(stack, 'plans', 'advise').rstrip()}"]
+    advice = json.loads(plans_command(stack, "plans", "advise", "--format", "json"))
+    advised = [group for group in advice if group["verdict"] == "reserve"]
+    if not advised:
+        raise StackError("`airflow-sm-prefs plans advise` advised no plan: see what it printed above")
+    offering = advised[0]["offering"]
+    try:
+        bought = _reserve(stack, offering, said)
+    except StackError as error:
+        if "no longer offers" not in str(error):
+            raise
+        said[-1] += f"\n{error}"
+        _clock_to_just_past_an_hour(stack)
+        search = ["--instance-type", offering["instance_type"], "--count", str(offering["instance_count"])]
+        search += ["--hours", f"{offering['duration_hours']:g}", "--format", "json"]
+        offering = json.loads(plans_command(stack, "plans", "offerings", *search))[0]
+        bought = _reserve(stack, offering, said)
+    plan = next(line for line in bought.splitlines() if line.startswith("ARN: ")).rpartition("/")[2]
+    _clock_to_active(stack, plan)
+    return "\n\n".join(said), plan
+
+
+def _reserve(stack: LocalStack, offering: dict[str, Any], said: list[str]) -> str:
+    reserve = ["plans", "reserve", offering["offering_id"], "--max-usd", f"{offering['upfront_fee']:.2f}", "--yes"]
+    said.append(f"$ airflow-sm-prefs {' '.join(reserve)}")
+    bought = plans_command(stack, *reserve)
+    said[-1] += f"\n{bought.rstrip()}"
+    return bought
+
+
+def _clock_to_just_past_an_hour(stack: LocalStack) -> None:
+    health = control(stack.emulator_url, "health")
+    next_hour = (float(health["virtual_time"]) // HOUR_SECONDS + 1) * HOUR_SECONDS
+    _clock_to(stack, next_hour + 10.0 - float(health["scenario_start"]))
+
+
+def _clock_to_active(stack: LocalStack, plan: str, timeout: float = 120) -> None:
+    """The clock moved on to the plan's start, then a minute at a time, until SageMaker says it is Active."""
+    sagemaker = stack.aws_client("sagemaker")
+
+    def active() -> bool:
+        described = sagemaker.describe_training_plan(TrainingPlanName=plan)
+        if described["Status"] == "Active":
+            return True
+        now = float(control(stack.emulator_url, "health")["virtual_time"])
+        starts = described.get("StartTime")
+        step = max(60.0, starts.timestamp() - now + 1.0) if starts is not None else 60.0
+        control(stack.emulator_url, "advance", {"seconds": step})
+        return False
+
+    wait_for(active, timeout, f"training plan {plan} to be Active", every=0.1)
+
+
+def plans_used(stack: LocalStack) -> str:
+    """What `airflow-sm-prefs plans used` prints: what each plan of the account bought."""
+    return f"$ airflow-sm-prefs plans used\n{plans_command(stack, 'plans', 'used').rstrip()}"
+
+
+def print_night(stack: LocalStack, night: int, run_id: str, state: str) -> None:
+    records = {task_id: night_record(stack, run_id, task_id) for task_id in SAGEMAKER_TASKS}
+    print(f"\nNight {night}: the run {state}")
+    print(results_table(records))
+    print(other_team_line(stack, night), flush=True)
 
 
 def main(project_dir: Path, exit_when_done: bool) -> int:
@@ -237,10 +343,7 @@ def main(project_dir: Path, exit_when_done: bool) -> int:
             )
             nights = run_nights(stack)
             for night, (run_id, state) in enumerate(nights, start=1):
-                records = {task_id: night_record(stack, run_id, task_id) for task_id in SAGEMAKER_TASKS}
-                print(f"\nNight {night}: the run {state}")
-                print(results_table(records))
-                print(other_team_line(stack, night))
+                print_night(stack, night, run_id, state)
             last_good = next((run_id for run_id, state in reversed(nights) if state == "success"), None)
             if last_good is not None:
                 model = stack.xcom(stack.dag_id, last_good, "inspect_model")
@@ -248,8 +351,16 @@ def main(project_dir: Path, exit_when_done: bool) -> int:
                 print(f"\nModel written by fine_tune: {model['model_artifact']} ({model['bytes']} bytes: {files})")
             print("\nThe capacity report (`airflow-sm-prefs report`):\n")
             print(capacity_report(stack))
-            print("\nWould a Flexible Training Plan pay? (docs/capacity-planning.md)\n")
-            print(plans_chapter(stack))
+            print("\nWould a Flexible Training Plan pay? (docs/capacity-planning.md)\n", flush=True)
+            said, plan = plans_chapter(stack)
+            print(said)
+            print(
+                f"\nTwo more nights, with {plan} Active ({OTHER_TEAM_DAG} lists training_plans='auto') ...", flush=True
+            )
+            for night, (run_id, state) in enumerate(later_nights(stack, nights[0][0], NIGHTS + 1), start=NIGHTS + 1):
+                print_night(stack, night, run_id, state)
+            print("\nWhat the plans bought:\n")
+            print(plans_used(stack))
             print()
             print("Times are the emulator's virtual seconds (its scenarios run 60x faster than real time).")
             print(f"Capacity page: {stack.api_url}/plugin/sm-prefs-capacity (training plans: /sm-prefs/capacity/plans)")

@@ -16,7 +16,18 @@ from typing import Any
 
 import pytest
 
-from sm_prefs_devkit.demo import WEATHER_SCENARIO, certify, night_record, plans_chapter, refresh_prices, run_nights
+from sm_prefs_devkit.demo import (
+    NIGHTS,
+    OTHER_TEAM_DAG,
+    WEATHER_SCENARIO,
+    certify,
+    later_nights,
+    night_record,
+    plans_chapter,
+    plans_used,
+    refresh_prices,
+    run_nights,
+)
 from sm_prefs_devkit.local_stack import LocalStack
 from tests.helpers import listening_addresses
 
@@ -316,17 +327,57 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
             browser.close()
 
 
-def test_plans_advise_and_used_then_the_training_plans_view(demo, screenshots):
-    """What `make demo` prints last: the plan advice for the first choice the nights fell back from (the
-    fine-tuning step and the other team share it), and the account's one plan, which no DAG names, idle; a user's
-    command keeps both in the shared store, where the Capacity page's training plans view shows them."""
+@pytest.fixture(scope="module")
+def planned(nights: tuple[LocalStack, list[tuple[str, str]]]) -> dict[str, Any]:
+    """What `make demo` does last: the plan advice, the plan it advises bought, two more nights (the scenario's
+    nights 5 and 6), and what the account's plans bought. It moves the clock on: the module's last tests use it."""
+    stack, runs = nights
+    said, plan = plans_chapter(stack)
+    later = later_nights(stack, runs[0][0], NIGHTS + 1)
+    return {"stack": stack, "said": said, "plan": plan, "later": later, "used": plans_used(stack)}
+
+
+def test_the_advised_plan_is_bought_and_the_later_nights_run_on_it(planned, screenshots):
+    """The fine-tuning step and the other team's 20-hour pretraining share 1 x ml.p5.48xlarge first: priced each
+    on its own, a week's plan costs less than their demand on demand, so the advice is to reserve. The demo buys
+    the offering advised, capped at its fee; on night 5 (p5 sold out on demand) and night 6 the other team's job,
+    which lists training_plans="auto", runs on the plan, and the pipeline's job does not (it lists no plan). Then
+    `plans used` says what the plan bought, and the plan no DAG names sat idle; the Capacity page shows both."""
     from playwright.sync_api import sync_playwright
 
-    stack, _ = demo
-    said = plans_chapter(stack)
+    from airflow_sm_prefs.evidence import ledger
+
+    stack, said, plan = planned["stack"], planned["said"], planned["plan"]
     group = next(line for line in said.splitlines() if line.startswith("1 x ml.p5.48xlarge in us-east-1 ("))
-    assert "nightly_evaluation.fine_tune" in group and "team_b_pretraining." in group, said
-    assert "spare-p4d sat idle: none of the" in said, said
+    assert "nightly_evaluation.fine_tune" in group and "team_b_pretraining.pretrain" in group, said
+    assert group.endswith(": reserve"), said
+    assert "the plan costs less per job than ml.p5.48xlarge on demand;" in said, said
+    assert " --max-usd 10080.00 --yes\nBought training plan " in said and f"training-plan/{plan}" in said, said
+    # Nothing in a DAG bought a plan: the one CreateTrainingPlan call is the command's.
+    from sm_prefs_devkit.local_stack import control
+
+    assert control(stack.emulator_url, "calls")["calls"]["CreateTrainingPlan"] == 1
+
+    assert [state for _, state in planned["later"]] == ["success", "success"]
+    theirs = sorted(ledger.read(stack.ledger_root, dag_id=OTHER_TEAM_DAG).entries, key=lambda e: e["created_at"] or "")
+    assert len(theirs) == NIGHTS + 2
+    on_plan = [(e.get("training_plan_arn") or "").rpartition("/")[2] for e in theirs]
+    assert on_plan == [""] * NIGHTS + [plan, plan]
+    assert all((e["outcome"], e["selected_rank"]) == ("completed", 0) for e in theirs[NIGHTS:])
+    fine_tunes = [night_record(stack, run_id, "fine_tune") for run_id, _ in planned["later"]]
+    assert [(t["selected_rank"], t["selected_instance_type"]) for t in fine_tunes] == [
+        (1, "ml.p4d.24xlarge"),
+        (0, "ml.p5.48xlarge"),
+    ]
+
+    used = planned["used"]
+    line = next(line for line in used.splitlines() if line.startswith(f"{plan}: "))
+    hours = float(line.split(": ", 1)[1].split(" of ", 1)[0])
+    # Two pretraining runs of 20 hours (and the seconds SageMaker bills around them) on its one instance.
+    assert 40.0 <= hours < 40.1, line
+    assert "by 2 job(s) of team_b_pretraining.pretrain" in line, line
+    assert "spare-p4d sat idle: none of the" in used, used
+
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -334,6 +385,7 @@ def test_plans_advise_and_used_then_the_training_plans_view(demo, screenshots):
             page.goto(f"{stack.api_url}/sm-prefs/capacity/plans")
             page.get_by_role("heading", name="Would a plan pay?").wait_for(timeout=30_000)
             page.get_by_text("1 x ml.p5.48xlarge in us-east-1").first.wait_for(timeout=10_000)
+            page.get_by_text(f"{plan}: ").first.wait_for(timeout=10_000)
             page.get_by_text("spare-p4d sat idle").first.wait_for(timeout=10_000)
             shoot(page, screenshots, "capacity_plans.png")
         finally:

@@ -437,3 +437,27 @@ def test_after_a_kill_the_clock_resumes_ahead_of_every_date_it_served(start_emul
     shutil.copy(as_killed, state)  # what a SIGKILL leaves behind
     second = start_emulator("all-busy-then-free", state_file=state)
     assert served_at(boto_client(second.endpoint_url)) >= seen
+
+
+def test_a_job_runs_as_long_as_its_name_says_in_the_scenario(start_emulator, tmp_path):
+    """``job_runtime_seconds``: one team's day-long job beside short ones on the same type; the longest prefix
+    that matches wins, and a job no prefix matches runs its type's time."""
+    scenario = tmp_path / "long-and-short.yaml"
+    scenario.write_text(
+        "name: long-and-short\ndefault_capacity: 8\nruntime_seconds: {default: 300}\n"
+        "job_runtime_seconds: {team-b: 3600, team-b-pretrain: 72000}\n"
+    )
+    server = start_emulator(str(scenario))
+    client = boto_client(server.endpoint_url)
+    for name in ("team-b-pretrain-1", "team-b-eval-1", "nightly-1"):
+        request = training_request(name, GPU_PAIR)
+        request["StoppingCondition"]["MaxRuntimeInSeconds"] = 86400
+        client.create_training_job(**request)
+    control(server.endpoint_url, "advance", {"seconds": 200_000})
+    ran = {}
+    for name in ("team-b-pretrain-1", "team-b-eval-1", "nightly-1"):
+        description = client.describe_training_job(TrainingJobName=name)
+        assert description["TrainingJobStatus"] == "Completed", name
+        ran[name] = description["TrainingTimeInSeconds"]
+    # Each adds the scenario's download and upload phases (10 s each) to its workload's time.
+    assert ran == {"team-b-pretrain-1": 72020, "team-b-eval-1": 3620, "nightly-1": 320}

@@ -32,6 +32,7 @@ def screenshots() -> Path:
 certification = e2e.certification
 nights = e2e.nights
 demo = e2e.demo
+planned = e2e.planned
 
 test_four_nights_of_weather_and_the_verdict_they_earn = e2e.test_four_nights_of_weather_and_the_verdict_they_earn
 test_certification_keeps_the_candidates_that_passed_and_the_nightly_dag_lists_only_those = (
@@ -53,7 +54,9 @@ test_every_capacity_route_refuses_an_unauthenticated_request = (
     e2e.test_every_capacity_route_refuses_an_unauthenticated_request
 )
 test_the_capacity_page_in_the_airflow_ui = e2e.test_the_capacity_page_in_the_airflow_ui
-test_plans_advise_and_used_then_the_training_plans_view = e2e.test_plans_advise_and_used_then_the_training_plans_view
+test_the_advised_plan_is_bought_and_the_later_nights_run_on_it = (
+    e2e.test_the_advised_plan_is_bought_and_the_later_nights_run_on_it
+)
 
 
 def test_the_demo_ran_on_postgres_and_celery(stack: LocalStack) -> None:

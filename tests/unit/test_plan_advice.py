@@ -3,6 +3,7 @@ the evidence cannot settle, too little evidence, and a fallback as cheap as the 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
@@ -239,7 +240,9 @@ def test_another_teams_waits_price_the_wait_and_the_cheapest_offering_is_weighed
         (o["option"], o["time_to_result_p50_seconds"], o["time_to_result_p90_seconds"], o["expected_cost_usd"])
         for o in group["options"]
     ] == [
-        ("keep the list (fall back)", 3660.0, 10800.0, 1820.0),
+        # 14 jobs in the week, half on sold-out nights: the pipeline's cost $160 (its fallback), team_b's $100 (it
+        # waited for p5 and got it); each task is half the jobs, so a sold-out night costs $130 on average.
+        ("keep the list (fall back)", 3660.0, 10800.0, 14 * (0.5 * 100 + 0.5 * 130)),
         # The pipeline's sold-out nights, had it waited: team_b's 2 h waits, then the first choice's 1 h run.
         ("wait for 1 x ml.p5.48xlarge alone", 3660.0, 10800.0, 1400.0),
         ("reserve tpo-week", 3600.0, 3600.0, 500.0),
@@ -279,12 +282,23 @@ def test_the_demand_of_one_night_with_a_job_that_got_no_capacity():
         # Sunday 21:00 UTC: the two completed runs, 1 h + 0.343 h, to three digits; the starved job used nothing.
         instance_hours_by_hour_of_week={165: 1.343},
         first_run_seconds=(3600.0, 1234.5678),
-        first_cost_usd=100.0,
-        fallback_cost_usd=None,
-        fallback_delay_seconds=None,
         finishes=((3660.0, True), (1800.0, False), (1294.5678, True)),
         had_room_finishes=((3660.0, True), (1294.5678, True)),
         first_choice_waits=((1800.0, False),),  # no job was seen getting p5 after it: at least its 30 minutes
+        # The starved job fell back to nothing: its work is done another night, on the first choice, after at
+        # least its 30 minutes' wait.
+        task_costs=(
+            plan_advice.TaskCosts(
+                task="nightly.train",
+                jobs=3,
+                first_cost_usd=100.0,
+                sold_out_jobs=1,
+                fell_back=False,
+                fallback_cost_usd=None,
+                fallback_delay_seconds=None,
+                sold_out_wait_seconds=1800.0,
+            ),
+        ),
     )
 
 
@@ -353,6 +367,77 @@ def test_an_offering_without_a_fee_is_weighed_after_those_with_one():
     assert [o["offering_id"] for o in group["other_offerings"]] == ["tpo-week", "tpo-free?"]
 
 
+def test_of_offerings_with_equal_fees_the_soonest_to_start_is_weighed():
+    later = Offering(
+        "tpo-a-later", P5, 1, START + dt.timedelta(days=3), START + dt.timedelta(days=10), 168.0, 910.0, "USD"
+    )
+    sooner = Offering(
+        "tpo-b-sooner", P5, 1, START + dt.timedelta(days=1), START + dt.timedelta(days=8), 168.0, 910.0, "USD"
+    )
+    unscheduled = Offering("tpo-0", P5, 1, None, None, 168.0, 910.0, "USD")
+    group = _advice_from(_ledger(10, 8), [later, unscheduled, sooner])
+    assert group["offering"]["offering_id"] == "tpo-b-sooner"
+    assert [o["offering_id"] for o in group["other_offerings"]] == ["tpo-a-later", "tpo-0"]
+
+
 def _advice_from(entries: list[dict], offered: list) -> dict:
     (group,) = plan_advice.advise(entries, lambda *_: offered)
     return group
+
+
+def _day_long(index: int, sold_out: bool) -> dict:
+    """Another team's pretraining on p5 alone: 20 h a night ($2,000); on a sold-out night it gives up after an hour."""
+    return {
+        **_night(index, False),
+        "dag_id": "team_b",
+        "task_id": "pretrain",
+        "job_name": f"pretrain-{index}",
+        "job_arn": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/pretrain-{index}",
+        "preferences": [{"InstanceType": P5, "InstanceCount": 1}],
+        "run_seconds": None if sold_out else 72000.0,
+        "estimated_cost_usd": None if sold_out else 2000.0,
+        "outcome": "no_capacity" if sold_out else "completed",
+        "selected_instance_type": None if sold_out else P5,
+        "selected_instance_count": None if sold_out else 1,
+        "selected_rank": None if sold_out else 0,
+        "pending_seconds": 3600.0 if sold_out else 60.0,
+    }
+
+
+def test_each_task_of_a_group_is_priced_on_its_own_and_weighed_by_its_jobs():
+    """A ten-minute nightly job ($10 on p5, $16 on its fallback) and a day-long one ($2,000) share p5, each sold
+    out on half its nights. A week's plan for $10,080 costs less than their demand on demand: reserve. One median
+    cost for the group would have priced the day-long job like the short one."""
+    entries = [_night(index, index % 2 == 1, first_cost=10.0, fallback_cost=16.0) for index in range(8)]
+    entries += [_day_long(index, index % 2 == 1) for index in range(8)]
+    group = _advice(entries, _offering(10_080.0))
+    # 16 jobs in 8 days: 14 in the week. A job on p5: (8 x $10 + 8 x $2,000) / 16 = $1,005. A sold-out night:
+    # the nightly job's fallback $16, the pretraining's $2,000 (its work done another night): $1,008.
+    assert (group["first_choice_cost_usd"], group["sold_out_night_cost_usd"]) == (1005.0, 1008.0)
+    assert group["jobs_in_window"] == 14
+    keep, wait, reserve = (option["expected_cost_usd"] for option in group["options"])
+    assert (keep, wait, reserve) == (14 * (0.5 * 1005 + 0.5 * 1008), 14 * 1005.0, 10_080.0)
+    assert group["break_even_share"] == round((10_080 / 14 - 1005) / (1008 - 1005), 3) < 0
+    assert group["verdict"] == "reserve"
+    assert group["in_words"].startswith(f"the plan costs less per job than {P5} on demand;")
+    # Without the day-long team, the same fee cannot pay: $720 a job against $10 to $16.
+    assert _advice(entries[:8], _offering(10_080.0))["verdict"] == "do not reserve"
+
+
+def test_a_sold_out_night_is_priced_by_what_each_task_did_on_it():
+    costs = plan_advice.TaskCosts("t", 4, 100.0, 2, False, None, None, 1800.0)
+    # No fallback: the first choice's price, the work done later, and the wait priced at $40 an hour.
+    assert (costs.sold_out_cost(0.0), costs.sold_out_cost(40.0)) == (100.0, 120.0)
+    fell_back = plan_advice.TaskCosts("t", 4, 100.0, 2, True, 160.0, 3600.0, None)
+    assert (fell_back.sold_out_cost(0.0), fell_back.sold_out_cost(40.0)) == (160.0, 200.0)
+    assert plan_advice.TaskCosts("t", 4, 100.0, 2, True, None, 3600.0, None).sold_out_cost(0.0) is None
+    assert plan_advice.TaskCosts("t", 4, None, 2, False, None, None, 60.0).sold_out_cost(0.0) is None
+    assert plan_advice.TaskCosts("t", 4, 100.0, 0, False, None, None, None).sold_out_cost(0.0) is None
+    # A task never sold out does not price a sold-out night; one whose sold-out price is unknown leaves it unknown.
+    never = plan_advice.TaskCosts("never", 12, 50.0, 0, False, None, None, None)
+    unknown = plan_advice.TaskCosts("unknown", 1, 100.0, 1, True, None, None, None)
+    group = plan_advice.demand(_ledger(4, 2), plan_advice.Timeline(_ledger(4, 2)))
+    assert dataclasses.replace(group, task_costs=(costs, never)).sold_out_cost(0.0) == 100.0
+    assert dataclasses.replace(group, task_costs=(costs, never)).first_choice_cost() == (4 * 100 + 12 * 50) / 16
+    assert dataclasses.replace(group, task_costs=(costs, unknown)).sold_out_cost(0.0) is None
+    assert plan_advice.weighed([]) is None and plan_advice.weighed([(3, None), (1, 8.0)]) == 8.0

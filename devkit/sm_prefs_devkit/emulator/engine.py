@@ -223,10 +223,11 @@ class Engine:
         self._push_for(job, started, "started")
         kind = KINDS[job.kind]
         # Progress first: at equal times the queue keeps push order, so the last epoch precedes the upload.
-        begin, end = kind.run_window(self.scenario, candidate.instance_type)
+        runtime = self.scenario.runtime_for(candidate.instance_type, job.name)
+        begin, end = kind.run_window(self.scenario, runtime)
         for step in range(1, job_logs.PROGRESS_STEPS + 1):
             self._push_for(job, started + begin + (end - begin) * step / job_logs.PROGRESS_STEPS, "progress", step)
-        milestones, finish = kind.timeline(self.scenario, candidate.instance_type)
+        milestones, finish = kind.timeline(self.scenario, runtime)
         for offset, secondary, message in milestones:
             self._push_for(job, started + offset, "phase", secondary, message)
         self._push_for(job, started + finish, "finished")

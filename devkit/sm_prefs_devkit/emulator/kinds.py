@@ -35,10 +35,11 @@ class EmulatedKind:
     times_out_pending: bool
     # ListTrainingJobs documents a quirk: with MaxResults set, StatusEquals filters after taking the page.
     status_filter_after_paging: bool
-    # The milestones between start and finish, and when the job finishes (seconds after it started).
-    timeline: Callable[[Scenario, str], tuple[list[Milestone], float]]
+    # The milestones between start and finish, and when the job finishes (seconds after it started), for a
+    # workload that runs ``runtime`` seconds (``Scenario.runtime_for``).
+    timeline: Callable[[Scenario, float], tuple[list[Milestone], float]]
     # When the workload itself runs (seconds after the job started): where its progress lines go.
-    run_window: Callable[[Scenario, str], tuple[float, float]]
+    run_window: Callable[[Scenario, float], tuple[float, float]]
     log_group: str
     # The message a Describe of a job that does not exist answers with (the two APIs word it differently).
     not_found: Callable[[str], str]
@@ -92,9 +93,9 @@ class EmulatedKind:
         return rule == "wait" or (rule == "accelerated-waits" and accelerated)
 
 
-def _training_timeline(scenario: Scenario, instance_type: str) -> tuple[list[Milestone], float]:
+def _training_timeline(scenario: Scenario, runtime: float) -> tuple[list[Milestone], float]:
     training = scenario.download_seconds
-    uploading = training + scenario.runtime_for(instance_type)
+    uploading = training + runtime
     milestones = [
         (training, "Training", "Training image download completed. Training in progress."),
         (uploading, "Uploading", "Uploading generated training model"),
@@ -102,16 +103,16 @@ def _training_timeline(scenario: Scenario, instance_type: str) -> tuple[list[Mil
     return milestones, uploading + scenario.upload_seconds
 
 
-def _training_run_window(scenario: Scenario, instance_type: str) -> tuple[float, float]:
-    return scenario.download_seconds, scenario.download_seconds + scenario.runtime_for(instance_type)
+def _training_run_window(scenario: Scenario, runtime: float) -> tuple[float, float]:
+    return scenario.download_seconds, scenario.download_seconds + runtime
 
 
-def _processing_run_window(scenario: Scenario, instance_type: str) -> tuple[float, float]:
-    return 0.0, scenario.runtime_for(instance_type)
+def _processing_run_window(scenario: Scenario, runtime: float) -> tuple[float, float]:
+    return 0.0, runtime
 
 
-def _processing_timeline(scenario: Scenario, instance_type: str) -> tuple[list[Milestone], float]:
-    return [], scenario.runtime_for(instance_type)
+def _processing_timeline(scenario: Scenario, runtime: float) -> tuple[list[Milestone], float]:
+    return [], runtime
 
 
 TRAINING = EmulatedKind(

@@ -141,6 +141,9 @@ class Scenario:
     quotas: dict[Name, Count | None] = field(default_factory=dict)  # None: unlimited
     default_quota: Count | None = None
     runtime_seconds: dict[Name, Seconds] = field(default_factory=lambda: {"default": 300.0})
+    # A job whose name starts with a key runs that long on any type (the longest key that matches wins): one
+    # team's day-long pretraining beside another's short nightly jobs on the same types.
+    job_runtime_seconds: dict[Name, Seconds] = field(default_factory=dict)
     startup_seconds: Seconds = 60.0
     download_seconds: Seconds = 10.0
     upload_seconds: Seconds = 10.0
@@ -163,7 +166,10 @@ class Scenario:
     # scenario's prices are made up for rehearsal; they are not AWS's.
     prices: dict[Region, dict[Literal["training", "processing"], dict[Name, Price]]] = field(default_factory=dict)
 
-    def runtime_for(self, instance_type: str) -> float:
+    def runtime_for(self, instance_type: str, job_name: str = "") -> float:
+        by_name = [prefix for prefix in self.job_runtime_seconds if job_name.startswith(prefix)]
+        if by_name:
+            return float(self.job_runtime_seconds[max(by_name, key=len)])
         return float(self.runtime_seconds.get(instance_type, self.runtime_seconds.get("default", 300.0)))
 
     def capacity_for(self, instance_type: str) -> int:
