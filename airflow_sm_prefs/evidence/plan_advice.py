@@ -58,7 +58,7 @@ class TaskCosts:
     jobs: int
     first_cost_usd: float | None  # the median cost of its jobs on the first choice
     sold_out_jobs: int
-    fell_back: bool  # some sold-out job of it ran on a fallback
+    fell_back: bool  # some sold-out job of it got a fallback (whether or not it then completed)
     fallback_cost_usd: float | None  # the median cost of its jobs that fell back
     fallback_delay_seconds: float | None  # their median wait + run, less the first choice's median run
     sold_out_wait_seconds: float | None  # without a fallback: the median wait of its sold-out jobs (at least)
@@ -162,7 +162,7 @@ def task_costs(jobs: Sequence[Mapping[str, Any]], group_first_run: float | None)
         jobs=len(jobs),
         first_cost_usd=_median_cost(on_first),
         sold_out_jobs=len(sold_out),
-        fell_back=bool(fallbacks) or any(job.get("selected_rank") not in (0, None) for job in sold_out),
+        fell_back=any(job.get("selected_rank") not in (0, None) for job in sold_out),
         fallback_cost_usd=_median_cost(fallbacks),
         fallback_delay_seconds=None
         if fallback_finish is None or first_run is None
