@@ -150,7 +150,7 @@ def groups(entries: Iterable[Mapping[str, Any]]) -> dict[tuple[str | None, Confi
 def task_costs(jobs: Sequence[Mapping[str, Any]], group_first_run: float | None) -> TaskCosts:
     """One task's jobs of a group, priced (``group_first_run`` stands in for a task never run on the first
     choice when its fallback's delay is measured)."""
-    completed = [job for job in jobs if job["outcome"] == "completed" and job["run_seconds"] is not None]
+    completed = [job for job in jobs if _completed(job)]
     on_first = [job for job in completed if job.get("selected_rank") == 0]
     fallbacks = [job for job in completed if job.get("selected_rank") not in (0, None)]
     sold_out = [job for job in jobs if was_sold_out(job)]
@@ -171,6 +171,10 @@ def task_costs(jobs: Sequence[Mapping[str, Any]], group_first_run: float | None)
     )
 
 
+def _completed(job: Mapping[str, Any]) -> bool:
+    return bool(job["outcome"] == "completed" and job["run_seconds"] is not None)
+
+
 def _median_cost(jobs: Sequence[Mapping[str, Any]]) -> float | None:
     return percentile(
         [float(job["estimated_cost_usd"]) for job in jobs if job.get("estimated_cost_usd") is not None], 0.5
@@ -186,7 +190,7 @@ def demand(group: Sequence[Mapping[str, Any]], timeline: Timeline) -> Demand:
     first_runs: list[float] = []
     finishes: list[tuple[float, bool]] = []
     for entry, start in zip(ordered, starts, strict=True):
-        completed = entry["outcome"] == "completed" and entry["run_seconds"] is not None
+        completed = _completed(entry)
         if completed:
             finishes.append((float(entry["pending_seconds"]) + float(entry["run_seconds"]), True))
         else:

@@ -230,7 +230,7 @@ def capacity_report(stack: LocalStack) -> str:
 
 def plans_command(stack: LocalStack, *arguments: str) -> str:
     """What ``airflow-sm-prefs ARGUMENTS`` prints on this stack (SageMaker's offerings and plans from the
-    emulator), as a person at a terminal would see it: the command, then its output."""
+    emulator); a StackError with its last error lines when it fails."""
     import subprocess
 
     done = subprocess.run(
@@ -246,6 +246,11 @@ def plans_command(stack: LocalStack, *arguments: str) -> str:
     return done.stdout
 
 
+def as_typed(arguments: Sequence[str], output: str) -> str:
+    """A command and what it printed, as a person at a terminal would see them."""
+    return f"$ airflow-sm-prefs {' '.join(arguments)}\n{output.rstrip()}"
+
+
 def plans_chapter(stack: LocalStack) -> tuple[str, str]:
     """`airflow-sm-prefs plans advise`, then `plans reserve` of the offering it advises, capped at its fee: what
     both printed, and the name of the plan bought. The clock is then moved on until the plan is Active.
@@ -256,7 +261,7 @@ def plans_chapter(stack: LocalStack) -> tuple[str, str]:
     import json
 
     _clock_to_just_past_an_hour(stack)
-    said = [f"$ airflow-sm-prefs plans advise\n{plans_command(stack, 'plans', 'advise').rstrip()}"]
+    said = [as_typed(["plans", "advise"], plans_command(stack, "plans", "advise"))]
     advice = json.loads(plans_command(stack, "plans", "advise", "--format", "json"))
     advised = [group for group in advice if group["verdict"] == "reserve"]
     if not advised:
@@ -267,7 +272,6 @@ def plans_chapter(stack: LocalStack) -> tuple[str, str]:
     except StackError as error:
         if "no longer offers" not in str(error):
             raise
-        said[-1] += f"\n{error}"
         _clock_to_just_past_an_hour(stack)
         search = ["--instance-type", offering["instance_type"], "--count", str(offering["instance_count"])]
         search += ["--hours", f"{offering['duration_hours']:g}", "--format", "json"]
@@ -280,9 +284,12 @@ def plans_chapter(stack: LocalStack) -> tuple[str, str]:
 
 def _reserve(stack: LocalStack, offering: dict[str, Any], said: list[str]) -> str:
     reserve = ["plans", "reserve", offering["offering_id"], "--max-usd", f"{offering['upfront_fee']:.2f}", "--yes"]
-    said.append(f"$ airflow-sm-prefs {' '.join(reserve)}")
-    bought = plans_command(stack, *reserve)
-    said[-1] += f"\n{bought.rstrip()}"
+    try:
+        bought = plans_command(stack, *reserve)
+    except StackError as error:
+        said.append(as_typed(reserve, str(error)))
+        raise
+    said.append(as_typed(reserve, bought))
     return bought
 
 
@@ -311,7 +318,7 @@ def _clock_to_active(stack: LocalStack, plan: str, timeout: float = 120) -> None
 
 def plans_used(stack: LocalStack) -> str:
     """What `airflow-sm-prefs plans used` prints: what each plan of the account bought."""
-    return f"$ airflow-sm-prefs plans used\n{plans_command(stack, 'plans', 'used').rstrip()}"
+    return as_typed(["plans", "used"], plans_command(stack, "plans", "used"))
 
 
 def print_night(stack: LocalStack, night: int, run_id: str, state: str) -> None:

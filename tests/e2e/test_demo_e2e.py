@@ -28,7 +28,7 @@ from sm_prefs_devkit.demo import (
     refresh_prices,
     run_nights,
 )
-from sm_prefs_devkit.local_stack import LocalStack
+from sm_prefs_devkit.local_stack import LocalStack, control
 from tests.helpers import listening_addresses
 
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
@@ -354,8 +354,6 @@ def test_the_advised_plan_is_bought_and_the_later_nights_run_on_it(planned, scre
     assert "the plan costs less per job than ml.p5.48xlarge on demand;" in said, said
     assert " --max-usd 10080.00 --yes\nBought training plan " in said and f"training-plan/{plan}" in said, said
     # Nothing in a DAG bought a plan: the one CreateTrainingPlan call is the command's.
-    from sm_prefs_devkit.local_stack import control
-
     assert control(stack.emulator_url, "calls")["calls"]["CreateTrainingPlan"] == 1
 
     assert [state for _, state in planned["later"]] == ["success", "success"]
