@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from sm_prefs_devkit.demo import (
+    CERTIFICATION_DAG,
     NIGHTS,
     OTHER_TEAM_DAG,
     WEATHER_SCENARIO,
@@ -162,12 +163,21 @@ def test_certification_keeps_the_candidates_that_passed_and_the_nightly_dag_list
 
     verdicts = certification["candidates"]
     assert [label for label, v in verdicts.items() if v["passed"]] == ["1 x ml.p5.48xlarge", "2 x ml.p4d.24xlarge"]
-    assert "CUDA error" in verdicts["4 x ml.g5.48xlarge"]["reason"]
+    assert "CUDA error" in verdicts["4 x ml.g5.48xlarge"]["reason"], what_the_task_did(stack, "run_g5_48xlarge_x4")
     assert str(certification["registry"]).endswith("certified.yaml")
     written = registry.read(stack.shared_copy("certified.yaml"))["nightly-fine-tune"]
     assert sorted(c.key for c in written) == [("ml.p4d.24xlarge", 2), ("ml.p5.48xlarge", 1)]
     # The image the jobs ran (the DAG's config holds a template for it).
     assert {c.image_uri for c in written} == {"123456789012.dkr.ecr.us-east-1.amazonaws.com/llm-eval:2026.11"}
+
+
+def what_the_task_did(stack: LocalStack, task_id: str) -> str:
+    """A certification task's state, its log's events and the emulator's jobs of it: why its record is missing."""
+    (run,) = stack.get(f"/api/v2/dags/{CERTIFICATION_DAG}/dagRuns?limit=1&order_by=-run_after")["dag_runs"]
+    (ti,) = [t for t in stack.task_instances(CERTIFICATION_DAG, run["dag_run_id"]) if t["task_id"] == task_id]
+    jobs = [(job["name"], job["status"]) for job in stack.jobs() if "g5-48xlarge" in job["name"]]
+    messages = stack.try_messages(CERTIFICATION_DAG, run["dag_run_id"], task_id, ti["try_number"])
+    return f"{task_id} ended {ti['state']}; its jobs {jobs}; its log's end:\n" + "\n".join(messages[-40:])
 
 
 def test_pipeline_falls_back_and_records_the_choice(demo):

@@ -97,6 +97,9 @@ def test_a_stalled_triggerer_whose_triggers_fired_elsewhere_leaves_their_jobs_ru
         wait_for(lambda: campaign._queued_jobs(stack, dag_id, run_id) == 4, 60, "four queued jobs")
         first = wait_for(lambda: _triggerers_assigned(database, dag_id, run_id, 4), 60, "the four on triggerer-1")
         assert len(first) == 1, f"the four triggers are not all on one triggerer: {first}"
+        # Assigned is not yet running: a triggerer stalled between taking the rows and starting the triggers
+        # never runs them, so it has no copies for Airflow to call on_kill on when it wakes.
+        wait_for(lambda: _triggers_started(stack, "triggerer-1", dag_id, run_id) == 4, 60, "the four running")
         for component in ("celery-worker-1", "celery-worker-2", "triggerer-1"):
             stack.pause_component(component)
         stack.resume_component("triggerer-2")
@@ -176,6 +179,13 @@ def _triggerers_assigned(database: Engine, dag_id: str, run_id: str, count: int)
             .all()
         )
     return set(assigned) if len(assigned) == count and None not in assigned else set()
+
+
+def _triggers_started(stack: ProductionStack, host: str, dag_id: str, run_id: str) -> int:
+    """How many of the run's triggers ``host``'s triggerer has started: their log, on that host until the
+    trigger ends, says so."""
+    run = stack.home_of(host) / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+    return sum(" starting" in path.read_text(errors="replace") for path in run.rglob("*.trigger.*.log"))
 
 
 def _running_jobs(stack: ProductionStack, dag_id: str, run_id: str) -> int:

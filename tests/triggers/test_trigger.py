@@ -94,8 +94,11 @@ async def test_caller_side_pending_deadline_for_processing(start_emulator, aws_c
         aws_connection(server), "prep", job_kind="processing", wait_for="selection", pending_deadline=soon
     )
     payload = await _first_event(trigger)
-    assert payload["status"] == "pending_timeout"
-    assert payload["description"]["ProcessingJobStatus"] == "InProgress"
+    assert (payload["status"], payload["job_name"]) == ("pending_timeout", "prep")
+    # The event carries the job as the trigger last saw it; a loaded machine may reach the deadline before the
+    # first look, and then the task describes the job itself (TaskLife.resume).
+    if payload["description"] is not None:
+        assert payload["description"]["ProcessingJobStatus"] == "InProgress"
 
 
 async def test_absolute_deadline(start_emulator, aws_connection):
