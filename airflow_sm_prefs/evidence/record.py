@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from airflow_sm_prefs.sagemaker.job_view import JobView, iso
+from airflow_sm_prefs.sagemaker.job_view import iso
 
 if TYPE_CHECKING:
     from airflow_sm_prefs.evidence.job_facts import JobFacts
@@ -33,19 +33,6 @@ class PreflightDecided(TypedDict):
     dropped_preferences: list[DroppedPreference]
     uncertified_preferences: list[str]
     training_plan: TrainingPlanChoice | None
-
-
-class Selection(TypedDict):
-    """XCom ``selection``: pushed as soon as SageMaker picked a preference, while the job still runs."""
-
-    job_name: str | None
-    job_kind: str
-    selected_instance_type: str
-    selected_instance_count: int
-    selected_rank: int | None
-    fell_back: bool | None
-    pending_seconds: float
-    region: str | None
 
 
 class JobRecord(TypedDict):
@@ -85,21 +72,6 @@ class JobRecord(TypedDict):
     started_at: str | None
     ended_at: str | None
     last_modified_at: str | None
-
-
-def selection(view: JobView, region: str | None) -> Selection | None:
-    if view.selected_type is None:
-        return None
-    return Selection(
-        job_name=view.name,
-        job_kind=view.kind.name,
-        selected_instance_type=view.selected_type,
-        selected_instance_count=view.selected_count or 0,
-        selected_rank=view.selected_rank,
-        fell_back=view.fell_back,
-        pending_seconds=round(view.pending_seconds(), 3),
-        region=region,
-    )
 
 
 def build(facts: JobFacts, decided: PreflightDecided | None = None) -> JobRecord:

@@ -139,6 +139,11 @@ class SageMakerPreferenceHook(AwsBaseHook):
             tags.update({tag["Key"]: tag["Value"] for tag in page.get("Tags", [])})
         return tags
 
+    def tag_job(self, kind: JobKind, job_name: str, tags: Mapping[str, str]) -> None:
+        """Add ``tags`` to the job (its ARN from a Describe); raises what SageMaker answers."""
+        arn = self.describe_job(kind, job_name)[kind.arn_field]
+        self.conn.add_tags(ResourceArn=arn, Tags=[{"Key": key, "Value": value} for key, value in tags.items()])
+
     def stop_job(self, kind: JobKind, job_name: str, log: logging.Logger | Any) -> None:
         """Best effort: a job that cannot be stopped is logged, never raised, since the caller gives up on it."""
         try:

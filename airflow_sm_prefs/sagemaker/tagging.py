@@ -22,6 +22,9 @@ MAP_INDEX = "airflow:map_index"
 # no task_state_store, a later try rebuilds its claim on the job from these.
 TRY_NUMBER = "airflow:try_number"
 PENDING_UNTIL = "sm_prefs:pending_until"
+# Added after the create, by the listener, when a try failed for good for a reason the package cannot attribute
+# and the job was kept running: the try after it (a retry or a clear) reattaches instead of replacing the job.
+KEPT_AFTER_TRY = "sm_prefs:kept_after_try"
 
 
 def _allowed(character: str) -> bool:

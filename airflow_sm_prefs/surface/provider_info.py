@@ -89,6 +89,14 @@ def get_provider_info() -> dict[str, Any]:
                         "$AIRFLOW_HOME/sm_prefs/certified.yaml).",
                         "/opt/airflow/sm_prefs/certified.yaml",
                     ),
+                    "deferral_hold_seconds": _option(
+                        "Seconds after a task defers before its trigger may resume it (default 90; 0: at once). "
+                        "Airflow 3.1 to 3.3 fail a task whose trigger event re-queues it before the scheduler has "
+                        "taken the deferring try's exit (apache/airflow#67287); the trigger keeps watching meanwhile "
+                        "and announces the selection itself, so only a job that ends within the hold waits for it "
+                        "(docs/how-it-works.md, 'The deferral race').",
+                        "90",
+                    ),
                     "instance_catalogue": _option(
                         "A catalogue of instance types read over the shipped one (types it lacks, corrections).",
                         "/opt/airflow/sm_prefs/instances.json",

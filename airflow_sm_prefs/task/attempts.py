@@ -24,6 +24,11 @@ MAX_NAME = 63
 # reached the job's outcome, so there is nothing left for a user's "mark failed" to stop.
 SUBMITTING, SUBMITTED, DEFERRED, RESUMED, BLOCKING = "submitting", "submitted", "deferred", "resumed", "blocking"
 FINISHED = "finished"
+# The task failed for good for a reason nothing here can attribute (Airflow's deferral race among them) while
+# its job may be healthy: the job was left running, and the execution right after that try reattaches to it.
+KEPT = "kept"
+# Phases in which a worker holds the job in its slot: a final failure then is the worker's loss.
+WORKER_HELD = frozenset({SUBMITTING, SUBMITTED, BLOCKING})
 
 
 def hook_kwargs(
@@ -54,6 +59,8 @@ class JobClaim:
     pending_until: str | None = None
     # What preflight decided about the list (``record.PreflightDecided``), for the record of whichever try ends.
     preflight: dict[str, Any] | None = None
+    # The try that failed while the job was kept running (phase KEPT): the try after it reattaches, even a clear.
+    kept_after_try: int | None = None
 
     @property
     def hook_kwargs(self) -> dict[str, Any]:
@@ -145,20 +152,28 @@ def decide(
     live_status: str | None,
     first_try: int,
     resubmit_after_failure: bool,
+    *,
+    try_number: int | None = None,
 ) -> Decision:
     """What this execution should do, given the stored claim and the claimed job's live status.
 
     ``live_status`` is None when the claimed job does not exist (the earlier try stopped before the create
-    call reached SageMaker). ``first_try`` is :func:`first_try_since_clear`.
+    call reached SageMaker). ``first_try`` is :func:`first_try_since_clear`; ``try_number`` this execution's try.
     """
     if claim is None:
         return Decision("create", base_name, 1, "no earlier job for this task instance")
     name, generation = claim.job_name, claim.generation
     next_name = generation_name(claim.base_name, generation + 1)
-    cleared = claim.try_number < first_try
+    # A clear right after a try that failed while its job was kept running asks for that job's result, not for
+    # a fresh one: nothing ended the job, so nothing asked for it to be replaced.
+    kept = claim.kept_after_try is not None and try_number is not None and claim.kept_after_try == try_number - 1
+    cleared = claim.try_number < first_try and not kept
     if live_status is None:
         return Decision("create", name, generation, f"job {name} was claimed but never created")
     if job_status.may_still_complete(live_status):
+        if kept:
+            why = f"job {name} is still {live_status}, kept running after try {claim.kept_after_try} failed"
+            return Decision("reattach", name, generation, why)
         if cleared:
             # The user asked for a fresh run while the job ran; the old try's on_kill may be stopping it
             # right now, so reattaching would follow a job that is about to stop.

@@ -82,7 +82,12 @@ class Submission:
         max_tries = getattr(ti, "max_tries", None)
         first_try = attempts.first_try_since_clear(int(max_tries), self.retries) if max_tries is not None else 1
         decision = attempts.decide(
-            claim, base_name, live.get(kind.status_field) if live else None, first_try, self.resubmit_after_failure
+            claim,
+            base_name,
+            live.get(kind.status_field) if live else None,
+            first_try,
+            self.resubmit_after_failure,
+            try_number=try_number,
         )
         self.log.info("SageMaker %s job %s: %s (%s)", kind.name, decision.job_name, decision.action, decision.reason)
         if decision.action == "fail":
@@ -150,14 +155,16 @@ class Submission:
                 "Job %s does not say which try created it: treating this try as a retry (reattach, never relaunch)",
                 job_name,
             )
+        kept_after = tags.get(tagging.KEPT_AFTER_TRY, "")
         return attempts.JobClaim(
             job_name=job_name,
             base_name=base_name,
             generation=generation,
-            phase=attempts.SUBMITTED,
+            phase=attempts.KEPT if kept_after.isdigit() else attempts.SUBMITTED,
             try_number=int(written) if written.isdigit() else try_number,
             job_kind=kind.name,
             pending_until=tags.get(tagging.PENDING_UNTIL) or None,
+            kept_after_try=int(kept_after) if kept_after.isdigit() else None,
         )
 
     def create_or_reattach(self, request: dict[str, Any]) -> None:

@@ -5,15 +5,18 @@
     start ──► submit (claim, preflight, create or reattach) ──► follow ──► ended ─────────────► Done
                                                                   │                               ▲
                                                                   ▼                               │
-                                   resume(WaitEnded) ──► after ◄── wait (deferred: Defer; blocking: │
-                                                          │        the loop here, then after)      │
-                                                          ├── selected: announce, wait again        │
+                                   resume(WaitEnded) ──► after ◄── wait (deferred: one Defer, whose │
+                                                          │        trigger announces the selection; │
+                                                          │        blocking: the loop here, which   │
+                                                          │        announces it, then after)        │
                                                           ├── finished ─────────────────────────────┘
+                                                          ├── selected (an older trigger): announce, wait again
                                                           └── no capacity in time, timeout, lost: fail
 
 ``execute`` calls :meth:`TaskLife.start`, ``execute_complete`` :meth:`TaskLife.resume`; each returns the step the
 operator carries out: :class:`Defer` (hand the wait to the triggerer) or :class:`Done` (return the record). Every
 Describe is parsed once into a :class:`~airflow_sm_prefs.sagemaker.job_view.JobView`, which is what flows from here on.
+A deferred wait has one event, held until Airflow has taken the deferral's exit (``wait/deferral_hold.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from airflow_sm_prefs.task.deadlines import wait_deadlines
 from airflow_sm_prefs.task.outcomes import NoCapacityError, no_capacity_message, wait_timeout_message
 from airflow_sm_prefs.task.submission import Submission
 from airflow_sm_prefs.task.task_outcome import TaskOutcome, latest_view
+from airflow_sm_prefs.wait import deferral_hold
 from airflow_sm_prefs.wait.polling import WaitFor, WaitOutcome
 from airflow_sm_prefs.wait.wait_event import WaitEnded
 
@@ -135,6 +139,8 @@ class TaskLife:
         self.log = log
         self.persist_links = persist_links
         self.active_job: str | None = None  # what a kill stops
+        # Read before anything is created: a setting that cannot be used fails the task with no job launched.
+        self.hold_seconds = deferral_hold.configured_seconds() if waiting.deferrable else 0.0
         self.claims = attempts.ClaimStore.from_context(context)
 
     @cached_property
@@ -207,16 +213,18 @@ class TaskLife:
         return self._wait(view, Wait(announced, deadline, pending_deadline))
 
     def _wait(self, view: JobView, wait: Wait) -> Step:
-        """Wait for the selection (unless announced), then for the end: in the triggerer or in this slot."""
-        wait_for: WaitFor = "completion" if wait.announced else "selection"
+        """Wait for the job's end: in the triggerer, which announces the selection itself, or in this slot,
+        which waits for the selection first (unless announced) and announces it."""
         log_cursor = None
         if self.waiting.stream_logs:
             from airflow_sm_prefs.wait.worker_logs import saved_cursor
 
             log_cursor = saved_cursor(self.context["ti"])
         if self.waiting.deferrable:
-            return self._deferral(view, wait_for, wait, log_cursor)
+            return self._deferral(view, wait, log_cursor)
         from airflow_sm_prefs.wait import blocking
+
+        wait_for: WaitFor = "completion" if wait.announced else "selection"
 
         observed = None
         if self.waiting.stream_logs:
@@ -236,16 +244,17 @@ class TaskLife:
         )
         return self._after(outcome, view, wait)
 
-    def _deferral(self, view: JobView, wait_for: WaitFor, wait: Wait, log_cursor: dict[str, Any] | None) -> Defer:
+    def _deferral(self, view: JobView, wait: Wait, log_cursor: dict[str, Any] | None) -> Defer:
         from airflow_sm_prefs.wait.triggers import SageMakerPreferenceJobTrigger
         from airflow_sm_prefs.wait.watcher import KnownState
 
         assert view.name is not None
+        now = pendulum.now("UTC")
         trigger = SageMakerPreferenceJobTrigger(
             job_name=view.name,
             job_kind=self.kind.name,
             hook_kwargs=self.hook_kwargs,
-            wait_for=wait_for,
+            wait_for="completion",
             deadline=wait.deadline,
             pending_deadline=wait.pending_deadline,
             poll_interval=self.waiting.check_interval,
@@ -255,8 +264,10 @@ class TaskLife:
             log_cursor=log_cursor,
             mask_variables=[list(read) for read in self.waiting.mask_variables],
             mask_connections=list(self.waiting.mask_connections),
+            hold_until=deferral_hold.hold_until(now, self.hold_seconds),
+            announce_selection=not wait.announced,
+            region=self.region,
         )
-        now = pendulum.now("UTC")
         remaining = (to_time(wait.deadline) or now) - now
         # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.
         return Defer(trigger, timedelta(seconds=remaining.total_seconds()) + DEFER_TIMEOUT_MARGIN)

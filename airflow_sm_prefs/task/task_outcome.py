@@ -19,6 +19,7 @@ from airflow_sm_prefs.sagemaker import job_status, status_lines
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.task import attempts
 from airflow_sm_prefs.task.outcomes import FINISH_SUMMARY_FIELDS, outcome_error, with_log_tail
+from airflow_sm_prefs.wait import announcement
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -38,14 +39,12 @@ class TaskOutcome:
 
     def announce(self, view: JobView) -> None:
         """The chosen configuration, as soon as SageMaker chose it: a log line, an XCom, a metric."""
-        from airflow_sm_prefs.evidence.metrics import emit_selection
-
-        chosen = record.selection(view, self.region)
+        chosen = announcement.selection(view, self.region)
         if chosen is None:
             return
         self.log.info(status_lines.selection_line(view))
-        self.context["ti"].xcom_push(key="selection", value=chosen)
-        emit_selection(chosen)
+        self.context["ti"].xcom_push(key=announcement.XCOM_KEY, value=chosen)
+        announcement.emit_selection(chosen)
 
     def facts_of(self, view: JobView, task_gave_up: bool = False) -> JobFacts:
         """Everything the record, the ledger and the metrics say of the job, computed once. ``task_gave_up``:

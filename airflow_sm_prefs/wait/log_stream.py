@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from airflow_sm_prefs.platform import supervisor_calls
+from airflow_sm_prefs.wait.announcement import xcom_scope
 from airflow_sm_prefs.wait.cloudwatch_task_log import TryStream
 from airflow_sm_prefs.wait.log_follower import LogBatch, LogCursor, LogFollower
 
@@ -84,16 +85,7 @@ class TriggerLogStream:
     # Read and written through supervisor_calls: a cancelled trigger never cuts a request in half.
 
     def _scope(self) -> dict[str, Any] | None:
-        ti = self.task_instance
-        if ti is None or not getattr(ti, "run_id", None):
-            return None  # a trigger run outside a triggerer (tests, ``airflow dags test``)
-        map_index = getattr(ti, "map_index", -1)
-        return {
-            "dag_id": ti.dag_id,
-            "task_id": ti.task_id,
-            "run_id": ti.run_id,
-            "map_index": -1 if map_index is None else map_index,
-        }
+        return xcom_scope(self.task_instance)
 
     async def saved_cursor(self) -> LogCursor | None:
         scope = self._scope()

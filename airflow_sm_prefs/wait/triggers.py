@@ -14,6 +14,8 @@ from airflow_sm_prefs.platform import airflow_lines, supervisor_calls
 from airflow_sm_prefs.request.jobs import KINDS, JobKind
 from airflow_sm_prefs.sagemaker import status_lines
 from airflow_sm_prefs.sagemaker.job_view import JobView
+from airflow_sm_prefs.wait import deferral_hold
+from airflow_sm_prefs.wait.announcement import announce_from_trigger
 from airflow_sm_prefs.wait.polling import WaitFor, WaitOutcome, next_limit, observe
 from airflow_sm_prefs.wait.wait_event import WaitEnded
 
@@ -21,6 +23,9 @@ from airflow_sm_prefs.wait.wait_event import WaitEnded
 # (removed, upstream_failed), or cleared ("none", until the scheduler picks it up again). In any other state
 # the task still owns its job: a retry reattaches to it, a resumed try goes on watching it, and a clear that
 # the scheduler already moved on is met by the next try, which stops the old job before it starts a new one.
+# What a wait ended with, before it becomes an event: the outcome, the last description, a message.
+_Ready = tuple[WaitOutcome, dict[str, Any] | None, str | None]
+
 USER_ENDED_STATES = frozenset({"failed", "success", "skipped", "removed", "upstream_failed", "none"})
 
 
@@ -43,6 +48,13 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         values), read again here so the triggerer masks in the job's log lines and events what the worker masks.
     :param mask_connections: the ids of the connections the task's templates read, read again here for the same
         reason.
+    :param hold_until: no event before this moment (ISO 8601): the deferral plus ``[sm_prefs]
+        deferral_hold_seconds``, so that Airflow has taken the deferring try's exit before the event resumes the
+        task (:mod:`~airflow_sm_prefs.wait.deferral_hold`). The trigger keeps watching meanwhile and sends the
+        job's latest state.
+    :param announce_selection: push the XCom ``selection`` (and its metrics) here when SageMaker selects a
+        preference, and go on waiting for the job's end, instead of resuming the task to do it.
+    :param region: the job's Region, for the announced selection.
     """
 
     def __init__(
@@ -62,6 +74,9 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         log_cursor: dict[str, Any] | None = None,
         mask_variables: list[list[Any]] | None = None,
         mask_connections: list[str] | None = None,
+        hold_until: str | None = None,
+        announce_selection: bool = False,
+        region: str | None = None,
     ) -> None:
         super().__init__()
         if job_kind not in KINDS:
@@ -83,6 +98,9 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         self.log_cursor = log_cursor
         self.mask_variables = [[str(key), bool(as_json)] for key, as_json in mask_variables or []]
         self.mask_connections = [str(conn_id) for conn_id in mask_connections or []]
+        self.hold_until = hold_until
+        self.announce_selection = announce_selection
+        self.region = region
 
     @property
     def kind(self) -> JobKind:
@@ -105,19 +123,21 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                 "log_cursor": self.log_cursor,
                 "mask_variables": self.mask_variables,
                 "mask_connections": self.mask_connections,
+                "hold_until": self.hold_until,
+                "announce_selection": self.announce_selection,
+                "region": self.region,
             },
         )
 
-    def _event(
-        self, status: WaitOutcome, description: dict[str, Any] | None, message: str | None = None
-    ) -> TriggerEvent:
+    def _event(self, ready: _Ready, announced: bool) -> TriggerEvent:
         # What the operator needs to resume travels in the event itself: `airflow dags test` hands the resume
         # method only the event, not the kwargs given to defer().
+        status, description, message = ready
         ended = WaitEnded(
             outcome=status,
             job_name=self.job_name,
             description=self.kind.essentials(description) if description else None,
-            announced=self.wait_for == "completion",
+            announced=announced,
             deadline=self.deadline,
             pending_deadline=self.pending_deadline,
             message=message,
@@ -146,27 +166,47 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         last_signature = known.signature if known else None
         description: dict[str, Any] | None = None
         selected = False
+        # The selection was announced before the deferral (waiting for completion, with nothing to announce here),
+        # or by this trigger.
+        announced = self.wait_for == "completion" and not self.announce_selection
+        selection_seen = False
+        # How the wait ended, kept until the hold is over; a later observation replaces it.
+        ready: _Ready | None = None
         async with watcher.watch(self.job_name, self.poll_interval, known) as updates, self._log_lines() as lines:
-            waiting_for_update = asyncio.ensure_future(updates.get())
+            waiting_for_update: asyncio.Future[Any] | None = asyncio.ensure_future(updates.get())
             waiting_for_lines = asyncio.ensure_future(lines.next_batch()) if lines else None
             try:
                 while True:
-                    timeout, limit = next_limit(pendulum.now("UTC"), self.deadline, self.pending_deadline, selected)
-                    pending = {waiting_for_update, *([waiting_for_lines] if waiting_for_lines else [])}
+                    now = pendulum.now("UTC")
+                    held_for = deferral_hold.seconds_left(self.hold_until, now)
+                    if ready is not None and held_for <= 0:
+                        yield self._event(ready, announced)
+                        return
+                    timeout, limit = next_limit(now, self.deadline, self.pending_deadline, selected)
+                    if ready is not None:
+                        timeout = held_for
+                    pending = {waiting for waiting in (waiting_for_update, waiting_for_lines) if waiting is not None}
+                    if not pending:  # the job ended and its lines are shown: only the hold is left
+                        await asyncio.sleep(held_for)
+                        continue
                     done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                     if not done:
-                        yield self._event(limit, description)
-                        return
+                        if ready is None:
+                            ready = (limit, description, None)
+                            self._say_if_held(limit)
+                        continue
                     if lines is not None and waiting_for_lines is not None and waiting_for_lines in done:
                         await lines.show(waiting_for_lines.result())
                         waiting_for_lines = asyncio.ensure_future(lines.next_batch())
-                    if waiting_for_update not in done:
+                    if waiting_for_update is None or waiting_for_update not in done:
                         continue
                     update = waiting_for_update.result()
                     waiting_for_update = asyncio.ensure_future(updates.get())
                     if update.error is not None:
-                        yield self._event(WaitOutcome.ERROR, description, update.error)
-                        return
+                        if ready is None:  # a held observation stands: the task describes the job again
+                            ready = (WaitOutcome.ERROR, description, update.error)
+                            self._say_if_held(WaitOutcome.ERROR)
+                        continue
                     description = update.description
                     assert description is not None
                     view = JobView.parse(kind, description)
@@ -177,23 +217,41 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                         self.log.info(status_lines.status_line(view))
                         last_signature = view.signature
                     outcome = observe(view, self.wait_for)
-                    if outcome is WaitOutcome.SELECTED:
+                    if selected and not selection_seen and (outcome is WaitOutcome.SELECTED or not announced):
+                        selection_seen = True
                         self.log.info(status_lines.selection_line(view))
-                    if outcome is not None:
-                        if lines is not None and waiting_for_lines is not None and view.terminal:
-                            # A batch already taken from the queue is shown first; a pending get is cancelled,
-                            # which leaves its batch in the queue for finish() to show.
-                            if waiting_for_lines.done():
-                                await lines.show(waiting_for_lines.result())
-                            waiting_for_lines.cancel()
-                            waiting_for_lines = None
-                            await lines.finish()
-                        yield self._event(outcome, description)
-                        return
+                        if self.announce_selection:
+                            ti = getattr(self, "task_instance", None)
+                            announced = await announce_from_trigger(view, self.region, ti)
+                    if outcome is None:
+                        continue
+                    if lines is not None and waiting_for_lines is not None and view.terminal:
+                        # A batch already taken from the queue is shown first; a pending get is cancelled,
+                        # which leaves its batch in the queue for finish() to show.
+                        if waiting_for_lines.done():
+                            await lines.show(waiting_for_lines.result())
+                        waiting_for_lines.cancel()
+                        waiting_for_lines = None
+                        await lines.finish()
+                    if view.terminal:  # nothing more will change: stop asking SageMaker while the hold runs out
+                        waiting_for_update.cancel()
+                        waiting_for_update = None
+                    ready = (outcome, description, None)
+                    self._say_if_held(outcome)
             finally:
                 for waiting in (waiting_for_update, waiting_for_lines):
                     if waiting is not None:
                         waiting.cancel()
+
+    def _say_if_held(self, outcome: WaitOutcome) -> None:
+        held_for = deferral_hold.seconds_left(self.hold_until, pendulum.now("UTC"))
+        if held_for > 0:
+            self.log.info(
+                "The wait ended (%s); resuming the task in %.0f s, once Airflow has taken the deferral's exit "
+                "([sm_prefs] deferral_hold_seconds)",
+                outcome,
+                held_for,
+            )
 
     @contextlib.asynccontextmanager
     async def _log_lines(self) -> AsyncIterator[Any]:

@@ -100,6 +100,11 @@ class LocalStack:
     parallelism: int = 2
     extra_env: dict[str, str] = field(default_factory=dict)
     aws_config_kwargs: dict[str, Any] | None = None  # botocore Config for the connection (retries, ...)
+    # ``[sm_prefs] deferral_hold_seconds``. The bundled scenarios run 60 virtual seconds a second, so a job ends
+    # seconds after its task deferred and the package's default hold (90 s) would be most of a demo night; this
+    # stack's scheduler, lightly loaded, takes a deferring try's exit within 7 s (measured). None: the default,
+    # as a stack on a real-time clock should keep.
+    deferral_hold_seconds: float | None = 10.0
     emulator_port: int = field(default_factory=free_port)
     api_port: int = field(default_factory=free_port)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -180,6 +185,8 @@ class LocalStack:
         )
         if self.separate_components:
             env["AIRFLOW__API_AUTH__JWT_SECRET"] = self.jwt_secret
+        if self.deferral_hold_seconds is not None:
+            env["AIRFLOW__SM_PREFS__DEFERRAL_HOLD_SECONDS"] = str(self.deferral_hold_seconds)
         env.update(self.extra_env)
         return env
 

@@ -21,6 +21,8 @@ def airflow_env(home: Path, dags_folder: Path, **extra: str) -> dict[str, str]:
             "AIRFLOW__CORE__PARALLELISM": "2",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            # `airflow dags test` runs the trigger and the resume in one process, with no scheduler to race.
+            "AIRFLOW__SM_PREFS__DEFERRAL_HOLD_SECONDS": "0",
         }
     )
     env.update(extra)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import pendulum
@@ -110,7 +111,7 @@ def test_verify_and_botocore_config_reach_the_trigger_and_the_claim(start_emulat
     assert (client.meta.config.connect_timeout, client.meta.config.retries["mode"]) == (7, "standard")
 
 
-def test_templated_counts_are_cast_and_the_job_defers_until_selection(start_emulator, aws_connection):
+def test_templated_counts_are_cast_and_the_job_defers_once_for_the_whole_wait(start_emulator, aws_connection):
     server = start_emulator("all-busy-then-free")
     operator = training_operator(
         aws_connection(server), preferences=[{"instance_type": "ml.p5.48xlarge", "instance_count": "{{ params.n }}"}]
@@ -120,7 +121,7 @@ def test_templated_counts_are_cast_and_the_job_defers_until_selection(start_emul
     with pytest.raises(TaskDeferred) as deferred:
         operator.execute(ctx)
     trigger = deferred.value.trigger
-    assert (trigger.wait_for, trigger.job_name) == ("selection", "eval-job")
+    assert (trigger.wait_for, trigger.announce_selection, trigger.job_name) == ("completion", True, "eval-job")
     assert server.engine.job("training", "eval-job").candidates[0]["count"] == 2
     assert ctx["task_state_store"][STATE_KEY]["phase"] == "deferred"
     links = {k for k in ctx["ti"].xcoms if k.endswith("_link")}
@@ -370,6 +371,58 @@ def test_a_retry_of_a_deferred_try_that_airflow_failed_reattaches(start_emulator
     assert deferred.value.trigger.job_name == "eval-job" and _creates(server) == 1
 
 
+class _ListenersView:
+    """The metadata database as the scheduler's listener reads and writes the claim: the task's own store (3.3),
+    or the try's XCom (before 3.3, where the listener tags the job instead of writing)."""
+
+    def __init__(self, store: FakeStore) -> None:
+        self.store = store
+
+    def get(self, scope: Any, key: str) -> str:
+        return json.dumps(self.store.get(key))
+
+    def set(self, scope: Any, key: str, value: str, **_: Any) -> None:
+        self.store.set(key, json.loads(value))
+
+
+@CLAIMS
+def test_a_clear_after_a_failure_the_listener_could_not_attribute_reattaches(
+    start_emulator, aws_connection, claims, monkeypatch
+):
+    """Airflow's deferral race fails try 1 for good while its job runs: the listener keeps the job, and the user's
+    clear reattaches to it instead of stopping it and launching another."""
+    import contextlib
+
+    from airflow.utils.state import TaskInstanceState
+
+    from airflow_sm_prefs.platform import airflow_lines
+    from airflow_sm_prefs.surface import listener
+
+    if claims == "store" and not airflow_lines.has_task_state_store():
+        pytest.skip("Airflow before 3.3 has no task state store")
+    server = start_emulator("gpu-shortage")
+    operator = training_operator(aws_connection(server))
+    store = FakeStore()
+    first = FakeTI(try_number=1)
+    with pytest.raises(TaskDeferred):
+        operator.execute(context(first, store, claims))
+    if claims == "store":
+        monkeypatch.setattr("airflow.state.get_state_backend", lambda: _ListenersView(store))
+        monkeypatch.setattr(listener, "_own_session", contextlib.nullcontext)
+    else:
+        monkeypatch.setattr(airflow_lines, "has_task_state_store", lambda: False)
+        monkeypatch.setattr(
+            listener, "_claim_in_xcom", lambda ti, map_index: JobClaim.from_stored(first.xcoms[STATE_KEY])
+        )
+    failed = FakeTI(try_number=1, state=TaskInstanceState.FAILED)
+    listener.on_task_instance_failed(previous_state=TaskInstanceState.QUEUED, task_instance=failed, error="race")
+    assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] == "InProgress"
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute(context(FakeTI(try_number=2, max_tries=1), store, claims))  # the user's clear
+    assert deferred.value.trigger.job_name == "eval-job" and _creates(server) == 1
+    assert server.engine.describe("training", "eval-job")["TrainingJobStatus"] == "InProgress"
+
+
 def test_no_capacity_error_names_every_preference_and_the_wait(start_emulator, aws_connection):
     server = start_emulator("all-busy-then-free")
     never = [("ml.p4d.24xlarge", 1), ("ml.g5.48xlarge", 2)]
@@ -567,8 +620,8 @@ def test_a_deferred_task_times_out_fifteen_minutes_after_its_wait_would(start_em
 
 
 def test_a_job_that_ended_before_its_selection_was_seen_still_announces_it(start_emulator, aws_connection):
-    """The trigger waited for the selection but first saw the job ended: the selection XCom, the log line and
-    the metric come then, once."""
+    """The trigger could not announce the selection (or the job ended before it saw one): the selection XCom, the
+    log line and the metric come when the task resumes, once."""
     from airflow_sm_prefs.sagemaker.job_view import jsonable
 
     server = start_emulator("all-busy-then-free")
@@ -576,7 +629,7 @@ def test_a_job_that_ended_before_its_selection_was_seen_still_announces_it(start
     ctx = context()
     with pytest.raises(TaskDeferred) as deferred:
         operator.execute(ctx)
-    assert deferred.value.trigger.wait_for == "selection" and "selection" not in ctx["ti"].xcoms
+    assert deferred.value.trigger.announce_selection and "selection" not in ctx["ti"].xcoms
     control(server.endpoint_url, "advance", {"seconds": 5000})
     ended = jsonable(server.engine.describe("training", "eval-job"))
     assert ended["TrainingJobStatus"] == "Completed"

@@ -223,6 +223,9 @@ def test_serialize_carries_every_argument_the_constructor_takes():
         "log_cursor": {"after": 5, "read_at_after": {"s/1": 2}},
         "mask_variables": [["api_token", False], ["service_secrets", True]],
         "mask_connections": ["registry"],
+        "hold_until": "2026-11-30T00:01:30+00:00",
+        "announce_selection": True,
+        "region": "eu-west-1",
     }
     legacy = {"aws_conn_id", "region_name"}  # 0.1.0's form, folded into hook_kwargs
     parameters = set(inspect.signature(SageMakerPreferenceJobTrigger.__init__).parameters) - {"self"}
@@ -349,3 +352,106 @@ def test_triggers_on_one_connection_share_a_hook_renewed_after_a_while(monkeypat
     later = time.monotonic() + hooks.SHARED_HOOK_SECONDS + 1
     monkeypatch.setattr(time, "monotonic", lambda: later)
     assert hooks.shared_hook(kwargs) is not first
+
+
+# -- the deferral hold and the trigger's own announcement (apache/airflow#67287: docs/how-it-works.md) ----------
+
+
+async def test_an_event_is_held_until_the_hold_is_over_and_reports_the_jobs_latest_state(
+    start_emulator, aws_connection
+):
+    """The job is selected at once and completes during the hold: one event, after the hold, saying it finished
+    (not the selection the trigger saw first)."""
+    server = start_emulator("ample")
+    boto_client(server.endpoint_url).create_training_job(**training_request("held", GPU_PAIR))
+    hold_until = pendulum.now("UTC").add(seconds=3)
+    trigger = _trigger(aws_connection(server), "held", wait_for="selection", hold_until=hold_until.isoformat())
+    task = asyncio.ensure_future(_first_event(trigger))
+    await asyncio.sleep(1.0)
+    assert not task.done(), "an event was sent inside the hold"
+    control(server.endpoint_url, "advance", {"seconds": 5000})
+    payload = await task
+    assert pendulum.now("UTC") >= hold_until
+    assert (payload["status"], payload["description"]["TrainingJobStatus"]) == ("finished", "Completed")
+
+
+async def test_a_passed_hold_delays_nothing(start_emulator, aws_connection):
+    server = start_emulator("ample")
+    boto_client(server.endpoint_url).create_training_job(**training_request("late", GPU_PAIR))
+    control(server.endpoint_url, "advance", {"seconds": 5000})
+    passed = pendulum.now("UTC").subtract(seconds=1).isoformat()
+    payload = await _first_event(_trigger(aws_connection(server), "late", hold_until=passed), timeout=5)
+    assert payload["status"] == "finished"
+
+
+async def test_a_deadline_inside_the_hold_is_sent_once_the_hold_is_over(start_emulator, aws_connection):
+    server = start_emulator("all-busy-then-free")
+    never_freed = [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}]
+    boto_client(server.endpoint_url).create_training_job(**training_request("bound", never_freed))
+    now = pendulum.now("UTC")
+    trigger = _trigger(
+        aws_connection(server),
+        "bound",
+        pending_deadline=now.add(seconds=0.5).isoformat(),
+        hold_until=now.add(seconds=2).isoformat(),
+    )
+    payload = await _first_event(trigger)
+    assert pendulum.now("UTC") >= now.add(seconds=2)
+    assert payload["status"] == "pending_timeout"
+
+
+class _TaskInstance:
+    dag_id, task_id, run_id, map_index = "d", "t", "r", 3
+
+
+async def test_the_trigger_announces_the_selection_itself_and_waits_on_for_the_end(
+    start_emulator, aws_connection, monkeypatch
+):
+    """No event for the selection (each resume is a chance for Airflow's race): the XCom is pushed from the
+    triggerer, once, and the end's event says so, so the task does not push it again."""
+    from airflow_sm_prefs.wait import announcement
+
+    pushed: list[tuple] = []
+
+    async def ask(call, *args, **kwargs):
+        if getattr(call, "__name__", "") == "set":  # the XCom; masking asks for Variables and connections too
+            pushed.append((call.__name__, args, kwargs))
+
+    monkeypatch.setattr(announcement.supervisor_calls, "ask", ask)
+    server = start_emulator("gpu-shortage")
+    boto_client(server.endpoint_url).create_training_job(**training_request("announce", GPU_PAIR))
+    trigger = _trigger(aws_connection(server), "announce", announce_selection=True, region="us-east-1")
+    trigger.task_instance = _TaskInstance()
+    task = asyncio.ensure_future(_first_event(trigger))
+    for _ in range(100):
+        if pushed:
+            break
+        await asyncio.sleep(0.1)
+    assert not task.done(), "a selection must not end the wait"
+    ((name, args, scope),) = pushed
+    assert (name, args[0], scope) == (
+        "set",
+        "selection",
+        {"dag_id": "d", "task_id": "t", "run_id": "r", "map_index": 3},
+    )
+    assert (args[1]["selected_instance_type"], args[1]["selected_rank"], args[1]["region"]) == (
+        "ml.p4d.24xlarge",
+        1,
+        "us-east-1",
+    )
+    control(server.endpoint_url, "advance", {"seconds": 5000})
+    payload = await task
+    assert (payload["status"], payload["announced"]) == ("finished", True)
+    assert len(pushed) == 1, "announced once"
+
+
+async def test_a_selection_the_trigger_could_not_push_is_left_to_the_task(start_emulator, aws_connection):
+    """Outside a triggerer (no task instance to push for) the end's event says nothing was announced."""
+    server = start_emulator("gpu-shortage")
+    boto_client(server.endpoint_url).create_training_job(**training_request("unpushed", GPU_PAIR))
+    trigger = _trigger(aws_connection(server), "unpushed", announce_selection=True)
+    task = asyncio.ensure_future(_first_event(trigger))
+    await asyncio.sleep(1.0)
+    control(server.endpoint_url, "advance", {"seconds": 5000})
+    payload = await task
+    assert (payload["status"], payload["announced"]) == ("finished", False)

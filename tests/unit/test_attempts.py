@@ -6,6 +6,7 @@ from airflow_sm_prefs.request.preferences import JOB_NAME_SHAPE
 from airflow_sm_prefs.task.attempts import (
     DEFERRED,
     FINISHED,
+    KEPT,
     RESUMED,
     SUBMITTED,
     SUBMITTING,
@@ -92,6 +93,35 @@ def test_a_clear_while_the_job_runs_supersedes_it(claimed_by_try, first_try):
         2,
         f"the task was cleared while job base ran (try {claimed_by_try}); stopping it and starting afresh",
     )
+
+
+def kept(after_try: int) -> JobClaim:
+    """The claim as the listener leaves it when try ``after_try`` failed for a reason it cannot attribute."""
+    return JobClaim("base", "base", 1, KEPT, 1, kept_after_try=after_try)
+
+
+def test_a_clear_right_after_a_try_whose_job_was_kept_reattaches_to_it():
+    """Try 2 was failed by Airflow's race while its job ran; the user clears it (try 3, first since the clear)."""
+    decision = decide(kept(after_try=2), "base", "InProgress", 3, True, try_number=3)
+    assert decision == Decision("reattach", "base", 1, "job base is still InProgress, kept running after try 2 failed")
+
+
+def test_a_clear_right_after_a_try_whose_kept_job_completed_records_it_instead_of_running_again():
+    decision = decide(kept(after_try=2), "base", "Completed", 3, True, try_number=3)
+    assert decision == Decision("finished", "base", 1, "job base already completed")
+
+
+def test_a_kept_jobs_failure_follows_the_failure_policy():
+    assert decide(kept(after_try=2), "base", "Failed", 3, False, try_number=3).action == "fail"
+    assert decide(kept(after_try=2), "base", "Failed", 3, True, try_number=3).action == "create"
+
+
+@pytest.mark.parametrize("try_number", [4, 5, None])
+def test_the_mark_counts_only_for_the_try_right_after_the_one_that_failed(try_number):
+    """Before 3.3 the mark is a tag that stays on the job: a later clear (after the reattaching try finished) is
+    a user's request for a fresh run again."""
+    assert decide(kept(after_try=2), "base", "InProgress", 4, True, try_number=try_number).action == "supersede"
+    assert decide(kept(after_try=2), "base", "Completed", 4, True, try_number=try_number).action == "create"
 
 
 @pytest.mark.parametrize(

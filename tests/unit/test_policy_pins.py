@@ -18,7 +18,7 @@ from airflow_sm_prefs.preflight import cost_caps
 from airflow_sm_prefs.reference import prices
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.task import deadlines
-from airflow_sm_prefs.wait import watcher
+from airflow_sm_prefs.wait import announcement, watcher
 from airflow_sm_prefs.wait.polling import (
     MAX_BACKOFF_SECONDS,
     WaitOutcome,
@@ -263,7 +263,7 @@ def test_an_unknown_cost_or_run_time_is_never_sent_to_metrics_as_zero(monkeypatc
 
 def test_a_selection_sends_its_rank_wait_and_whether_it_fell_back(monkeypatch):
     stats = _Stats()
-    monkeypatch.setattr(metrics, "_stats", lambda: stats)
+    monkeypatch.setattr(announcement, "stats", lambda: stats)
     chosen = {
         "job_kind": "training",
         "selected_instance_type": "ml.p4d.24xlarge",
@@ -271,7 +271,7 @@ def test_a_selection_sends_its_rank_wait_and_whether_it_fell_back(monkeypatch):
         "pending_seconds": 90.0,
         "fell_back": True,
     }
-    metrics.emit_selection(chosen)  # type: ignore[arg-type]
+    announcement.emit_selection(chosen)  # type: ignore[arg-type]
     assert stats.sent == [
         ("incr", "sm_prefs.selected", 1),
         ("gauge", "sm_prefs.selected_rank", 1),

@@ -9,6 +9,7 @@ from airflow_sm_prefs.evidence import record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.sagemaker.job_view import JobView, jsonable
+from airflow_sm_prefs.wait import announcement
 
 T0 = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.UTC)
 
@@ -144,7 +145,7 @@ def test_processing_selection_and_uniform_count():
         "CreationTime": T0,
         "ProcessingStartTime": _at(65),
     }
-    chosen = record.selection(JobView.parse(PROCESSING, description), "eu-west-1")
+    chosen = announcement.selection(JobView.parse(PROCESSING, description), "eu-west-1")
     assert chosen == {
         "job_name": "prep",
         "job_kind": "processing",
@@ -162,7 +163,7 @@ def test_the_selection_keeps_a_milliseconds_wait_and_a_missing_count_as_zero():
     description = training_description(TrainingJobStatus="InProgress", SecondaryStatus="Starting")
     description["SecondaryStatusTransitions"][0]["EndTime"] = _at(640.1234)
     del description["ResourceConfig"]["SelectedInstanceCount"]
-    chosen = record.selection(JobView.parse(TRAINING, description), "us-east-1")
+    chosen = announcement.selection(JobView.parse(TRAINING, description), "us-east-1")
     assert chosen is not None
     assert (chosen["pending_seconds"], chosen["selected_instance_count"]) == (640.123, 0)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from unittest import mock
 
 from airflow_sm_prefs.evidence import metrics
-from airflow_sm_prefs.evidence.metrics import emit_selection
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.surface.lineage import s3_datasets
 from airflow_sm_prefs.surface.operators import SageMakerPreferenceTrainingOperator
+from airflow_sm_prefs.wait import announcement
+from airflow_sm_prefs.wait.announcement import emit_selection
 from tests.helpers import training_request
 
 
@@ -21,7 +22,7 @@ def test_the_stats_found_on_this_airflow_line_take_tagged_metrics():
 
 
 def test_selection_metrics_carry_rank_and_fallback():
-    with mock.patch.object(metrics, "_stats") as found:
+    with mock.patch.object(announcement, "stats") as found:
         stats = found.return_value
         emit_selection(
             {
@@ -44,7 +45,7 @@ def test_selection_metrics_carry_rank_and_fallback():
 
 
 def test_first_choice_emits_no_fallback():
-    with mock.patch.object(metrics, "_stats") as found:
+    with mock.patch.object(announcement, "stats") as found:
         stats = found.return_value
         emit_selection(
             {

@@ -223,7 +223,12 @@ def test_following_a_queued_job_defers_with_a_trigger_built_from_the_waiting_arg
     assert isinstance(step, Defer)
     trigger = step.trigger
     deadline, pending_deadline = wait_deadlines(TRAINING, request, "2029-12-31T00:00:00+00:00", None, None)
-    assert (trigger.job_name, trigger.job_kind, trigger.wait_for) == ("job-a", "training", "selection")
+    # One deferral for the whole wait: the trigger announces the selection itself, without resuming the task.
+    assert (trigger.job_name, trigger.job_kind, trigger.wait_for) == ("job-a", "training", "completion")
+    assert trigger.announce_selection is True and trigger.region == task.region
+    # No event before the hold: the deferral plus [sm_prefs] deferral_hold_seconds (90 s by default).
+    hold_until = pendulum.parse(trigger.hold_until)
+    assert before.add(seconds=90) <= hold_until <= after.add(seconds=90)  # type: ignore[operator]
     assert (trigger.deadline, trigger.pending_deadline) == (deadline, pending_deadline)
     assert (trigger.poll_interval, trigger.stop_on_kill, trigger.stream_logs) == (45.0, False, False)
     assert trigger.mask_variables == [["team_secrets", True]] and trigger.mask_connections == ["warehouse"]
@@ -240,6 +245,7 @@ def test_following_a_job_that_already_chose_announces_it_and_waits_for_the_end()
     task, context, _ = life(hook)
     step = _follow(task, {})
     assert isinstance(step, Defer) and step.trigger.wait_for == "completion"
+    assert step.trigger.announce_selection is False, "announced here: the trigger must not announce it again"
     assert context["ti"].xcoms["selection"]["selected_instance_type"] == "ml.p4d.24xlarge"
 
 

@@ -30,6 +30,7 @@ from sm_prefs_devkit.emulator.scenario import Scenario
 from sm_prefs_devkit.emulator.service_rules import Candidate
 
 TERMINAL = ("Completed", "Failed", "Stopped")
+MAX_TAGS = 50  # per resource
 STATE_FORMAT = 1
 
 CAPACITY_ERROR = (
@@ -428,15 +429,29 @@ class Engine:
             self._push_for(job, now + delay, "stop_complete")
             self.version += 1
 
+    def _tagged_job(self, arn: str, region: str | None) -> Job:
+        region = region or self.scenario.region
+        job = next((j for j in self.jobs.values() if j.arn == arn and j.region == region), None)
+        if job is None:
+            raise ValidationException(f"Resource {arn} does not exist or is not taggable.")
+        return job
+
+    def add_tags(self, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
+        """Add or overwrite tags of a job by its ARN (SageMaker answers with the tags it was sent)."""
+        with self.lock:
+            job = self._tagged_job(request["ResourceArn"], region)
+            given = {tag["Key"]: tag["Value"] for tag in request["Tags"]}
+            kept = [tag for tag in job.tags if tag["Key"] not in given]
+            if len(kept) + len(given) > MAX_TAGS:
+                raise ValidationException(f"A resource can have at most {MAX_TAGS} tags.")
+            job.tags = [*kept, *({"Key": key, "Value": value} for key, value in given.items())]
+            self.version += 1
+        return {"Tags": list(request["Tags"])}
+
     def list_tags(self, request: dict[str, Any], region: str | None = None) -> dict[str, Any]:
         """A job's tags by its ARN, paged (``MaxResults`` up to 100, default 50)."""
-        region = region or self.scenario.region
-        arn = request["ResourceArn"]
         with self.lock:
-            job = next((j for j in self.jobs.values() if j.arn == arn and j.region == region), None)
-            if job is None:
-                raise ValidationException(f"Resource {arn} does not exist or is not taggable.")
-            tags = list(job.tags)
+            tags = list(self._tagged_job(request["ResourceArn"], region).tags)
         start = int(request["NextToken"]) if str(request.get("NextToken") or "").isdigit() else 0
         if request.get("NextToken") and not str(request["NextToken"]).isdigit():
             raise ValidationException("The NextToken is invalid.")

@@ -51,6 +51,8 @@ class Backends:
 
 
 LIST_TAGS = "ListTags"  # of a job, by its ARN: what rebuilding the capacity ledger from SageMaker reads
+# What the listener writes on a job it kept running after its task failed for a reason it cannot attribute.
+ADD_TAGS = "AddTags"
 
 
 class StateFileError(ValueError):
@@ -167,6 +169,13 @@ class Emulator:
             self._play_faults(operation)
             _check_against_model(operation, request)
             return self.engine.list_tags(request, region)
+        if operation == ADD_TAGS:
+            self.engine.calls[operation] += 1
+            self._play_faults(operation)
+            _check_against_model(operation, request)
+            tagged = self.engine.add_tags(request, region)
+            self.save()
+            return tagged
         if operation in training_plans.OPERATIONS:
             self.engine.calls[operation] += 1
             self._play_faults(operation)
@@ -180,7 +189,7 @@ class Emulator:
             self.engine.calls[UNKNOWN_OPERATIONS] += 1
             raise UnknownOperationException(
                 f"SageMaker.{shorten(operation)} is not supported by the airflow-sm-prefs emulator; it implements "
-                f"{', '.join(sorted([*OPERATIONS, LIST_TAGS, *training_plans.OPERATIONS]))}."
+                f"{', '.join(sorted([*OPERATIONS, LIST_TAGS, ADD_TAGS, *training_plans.OPERATIONS]))}."
             )
         self.engine.calls[operation] += 1
         self._play_faults(operation)
