@@ -264,9 +264,15 @@ class TaskLife:
             log_cursor=log_cursor,
             mask_variables=[list(read) for read in self.waiting.mask_variables],
             mask_connections=list(self.waiting.mask_connections),
-            hold_until=deferral_hold.hold_until(now, self.hold_seconds),
+            deferred_at=now.isoformat(),
+            hold_seconds=self.hold_seconds,
             announce_selection=not wait.announced,
             region=self.region,
+        )
+        self.log.info(
+            "Deferring: the job's end resumes the task, no sooner than %.0f s from now "
+            "([sm_prefs] deferral_hold_seconds: Airflow must first take this try's exit)",
+            self.hold_seconds,
         )
         remaining = (to_time(wait.deadline) or now) - now
         # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.

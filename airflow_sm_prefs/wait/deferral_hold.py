@@ -50,11 +50,15 @@ def parse_seconds(raw: object) -> float:
     return seconds
 
 
-def hold_until(deferred_at: datetime, seconds: float) -> str | None:
-    """When the trigger of a deferral made at ``deferred_at`` may send its event, as ISO text (None: at once)."""
-    if seconds <= 0:
+def hold_until(deferred_at: str | None, seconds: float) -> str | None:
+    """When the trigger of a deferral made at ``deferred_at`` (ISO text) may send its event (None: at once)."""
+    if seconds <= 0 or not deferred_at:
         return None
-    return (deferred_at + timedelta(seconds=seconds)).isoformat()
+    return (datetime.fromisoformat(deferred_at) + timedelta(seconds=seconds)).isoformat()
+
+
+def seconds_since(moment: str, now: datetime) -> float:
+    return (now - datetime.fromisoformat(moment)).total_seconds()
 
 
 def seconds_left(until: str | None, now: datetime) -> float:

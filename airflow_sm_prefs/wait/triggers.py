@@ -48,8 +48,9 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         values), read again here so the triggerer masks in the job's log lines and events what the worker masks.
     :param mask_connections: the ids of the connections the task's templates read, read again here for the same
         reason.
-    :param hold_until: no event before this moment (ISO 8601): the deferral plus ``[sm_prefs]
-        deferral_hold_seconds``, so that Airflow has taken the deferring try's exit before the event resumes the
+    :param deferred_at: when the task deferred (ISO 8601).
+    :param hold_seconds: no event sooner than this many seconds after ``deferred_at`` (``[sm_prefs]
+        deferral_hold_seconds``), so that Airflow has taken the deferring try's exit before the event resumes the
         task (:mod:`~airflow_sm_prefs.wait.deferral_hold`). The trigger keeps watching meanwhile and sends the
         job's latest state.
     :param announce_selection: push the XCom ``selection`` (and its metrics) here when SageMaker selects a
@@ -74,7 +75,8 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         log_cursor: dict[str, Any] | None = None,
         mask_variables: list[list[Any]] | None = None,
         mask_connections: list[str] | None = None,
-        hold_until: str | None = None,
+        deferred_at: str | None = None,
+        hold_seconds: float = 0.0,
         announce_selection: bool = False,
         region: str | None = None,
     ) -> None:
@@ -98,7 +100,9 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         self.log_cursor = log_cursor
         self.mask_variables = [[str(key), bool(as_json)] for key, as_json in mask_variables or []]
         self.mask_connections = [str(conn_id) for conn_id in mask_connections or []]
-        self.hold_until = hold_until
+        self.deferred_at = deferred_at
+        self.hold_seconds = float(hold_seconds)
+        self.hold_until = deferral_hold.hold_until(deferred_at, self.hold_seconds)
         self.announce_selection = announce_selection
         self.region = region
 
@@ -123,7 +127,8 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                 "log_cursor": self.log_cursor,
                 "mask_variables": self.mask_variables,
                 "mask_connections": self.mask_connections,
-                "hold_until": self.hold_until,
+                "deferred_at": self.deferred_at,
+                "hold_seconds": self.hold_seconds,
                 "announce_selection": self.announce_selection,
                 "region": self.region,
             },
@@ -141,7 +146,11 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             deadline=self.deadline,
             pending_deadline=self.pending_deadline,
             message=message,
+            deferred_at=self.deferred_at,
         )
+        if self.deferred_at:
+            waited = deferral_hold.seconds_since(self.deferred_at, pendulum.now("UTC"))
+            self.log.info("Resuming the task (%s) %.1f s after it deferred", status, waited)
         return TriggerEvent(ended.payload(self.kind))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:

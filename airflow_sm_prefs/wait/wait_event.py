@@ -28,6 +28,9 @@ class WaitEnded:
     deadline: str | None
     pending_deadline: str | None
     message: str | None = None
+    # When the task deferred (ISO 8601), so the resumed task can say how long its wait took; None from triggers
+    # of earlier releases.
+    deferred_at: str | None = None
 
     def payload(self, kind: JobKind) -> dict[str, Any]:
         return {
@@ -39,6 +42,7 @@ class WaitEnded:
             "announced": self.announced,
             "deadline": self.deadline,
             "pending_deadline": self.pending_deadline,
+            "deferred_at": self.deferred_at,
         }
 
     @classmethod
@@ -54,6 +58,7 @@ class WaitEnded:
             deadline=payload.get("deadline"),
             pending_deadline=payload.get("pending_deadline"),
             message=payload.get("message"),
+            deferred_at=payload.get("deferred_at") if isinstance(payload.get("deferred_at"), str) else None,
         )
 
     def view(self, kind: JobKind) -> JobView | None:

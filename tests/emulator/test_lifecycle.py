@@ -461,3 +461,38 @@ def test_a_job_runs_as_long_as_its_name_says_in_the_scenario(start_emulator, tmp
         ran[name] = description["TrainingTimeInSeconds"]
     # Each adds the scenario's download and upload phases (10 s each) to its workload's time.
     assert ran == {"team-b-pretrain-1": 72020, "team-b-eval-1": 3620, "nightly-1": 320}
+
+
+def _with_selection_delay(tmp_path: Path, lowest: float, highest: float) -> str:
+    copy = tmp_path / "delayed.yaml"
+    copy.write_text(
+        f"name: delayed\nspeed: 1\ndefault_capacity: 8\nselection_delay_seconds: [{lowest}, {highest}]\nseed: 4\n"
+    )
+    return str(copy)
+
+
+def test_a_selection_delay_keeps_a_job_that_fits_pending_until_its_delay_passes(start_emulator, tmp_path):
+    """Capacity frees seconds after the create: the Describe right after it says Pending, and the job is
+    selected once its own delay (from the scenario's range) has passed, not before, even if capacity changes."""
+    server = start_emulator(_with_selection_delay(tmp_path, 30, 30))
+    client = boto_client(server.endpoint_url)
+    client.create_training_job(**training_request("delayed", GPU_PAIR))
+    first = client.describe_training_job(TrainingJobName="delayed")
+    assert (first["SecondaryStatus"], _resources(first).get("SelectedInstanceType")) == ("Pending", None)
+    control(server.endpoint_url, "capacity", {"ml.p5.48xlarge": 8})
+    control(server.endpoint_url, "advance", {"seconds": 29})
+    assert _resources(client.describe_training_job(TrainingJobName="delayed")).get("SelectedInstanceType") is None
+    control(server.endpoint_url, "advance", {"seconds": 2})
+    chosen = client.describe_training_job(TrainingJobName="delayed")
+    assert (_resources(chosen)["SelectedInstanceType"], chosen["SecondaryStatus"]) == ("ml.p5.48xlarge", "Starting")
+
+
+def test_each_job_draws_its_own_delay_from_the_range_the_same_on_every_run():
+    scenario = scenario_module.parse({"selection_delay_seconds": [0, 10], "seed": 4})
+    delays = [scenario.selection_delay_for(f"job-{number}") for number in range(200)]
+    assert all(0 <= delay <= 10 for delay in delays)
+    assert min(delays) < 1 and max(delays) > 9, "the whole range is used"
+    assert delays == [scenario.selection_delay_for(f"job-{number}") for number in range(200)]
+    assert scenario_module.parse({}).selection_delay_for("job") == 0.0
+    with pytest.raises(scenario_module.ScenarioError, match="selection_delay_seconds"):
+        scenario_module.parse({"selection_delay_seconds": [-1, 5]})

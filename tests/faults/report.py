@@ -1,8 +1,9 @@
 """docs/reliability.md: the fault campaign on both topologies, side by side.
 
 Each campaign (tests/faults on SQLite + LocalExecutor, tests/production on PostgreSQL + Celery) keeps its
-results under its own key in ``reliability.json`` beside the page, then renders the page from both keys, so
-running one campaign refreshes its column and keeps the other's last results.
+results under its own key in ``reliability.json`` beside the page, then renders the page from every key, so
+running one campaign refreshes its column and keeps the other's last results. A campaign of its own on a
+topology (the real-clock one: ``part``) has a key of its own too, and its rows join that topology's column.
 """
 
 from __future__ import annotations
@@ -55,21 +56,28 @@ class CampaignResult:
         return cls([Row(**row) for row in data["rows"]], data["minutes"], data["races"], data["notes"])
 
 
-def publish(topology: Topology, result: CampaignResult, page: Path) -> None:
-    """Store one campaign's results beside ``page`` (``reliability.json``) and render the page from both."""
+def publish(topology: Topology, result: CampaignResult, page: Path, part: str = "") -> None:
+    """Store one campaign's results beside ``page`` (``reliability.json``) and render the page from all."""
     store = page.with_suffix(".json")
     page.parent.mkdir(parents=True, exist_ok=True)
     # Both campaigns may end at once (test modules run in parallel): one read-merge-write at a time.
     with open(Path(tempfile.gettempdir()) / "airflow-sm-prefs-reliability.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         results = json.loads(store.read_text()) if store.exists() else {}
-        results[topology.key] = asdict(result)
+        results[f"{topology.key}/{part}" if part else topology.key] = asdict(result)
         store.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-        rendered = {t: CampaignResult.from_json(results[t.key]) for t in TOPOLOGIES if t.key in results}
-        page.write_text(render(rendered))
+        rendered = {
+            t: [
+                (key.partition("/")[2], CampaignResult.from_json(value))
+                for key, value in sorted(results.items())
+                if key.partition("/")[0] == t.key
+            ]
+            for t in TOPOLOGIES
+        }
+        page.write_text(render({t: parts for t, parts in rendered.items() if parts}))
 
 
-def collect_rows(topology: Topology, scheduler_log: Path, notes: list[str]) -> Iterator[list[Row]]:
+def collect_rows(topology: Topology, scheduler_log: Path, notes: list[str], part: str = "") -> Iterator[list[Row]]:
     """A campaign module's ``rows`` fixture: its scenarios append their rows, and when the module ends the
     results go to reliability.md in the environment's artifacts folder (and to SM_PREFS_RELIABILITY_REPORT,
     docs/reliability.md under `make faults` and `make production-faults`)."""
@@ -79,7 +87,7 @@ def collect_rows(topology: Topology, scheduler_log: Path, notes: list[str]) -> I
     result = CampaignResult(collected, (time.monotonic() - started) / 60, airflow_races(scheduler_log), notes)
     pages = [ARTIFACTS_DIR / "reliability.md", os.environ.get("SM_PREFS_RELIABILITY_REPORT")]
     for page in filter(None, pages):
-        publish(topology, result, Path(page))
+        publish(topology, result, Path(page), part)
 
 
 def _order(scenario: str) -> tuple[int, str]:
@@ -98,8 +106,9 @@ def _cell(row: Row | None) -> str:
     )
 
 
-def render(results: dict[Topology, CampaignResult]) -> str:
-    by_topology = {t: {row.scenario: row for row in result.rows} for t, result in results.items()}
+def render(results: dict[Topology, list[tuple[str, CampaignResult]]]) -> str:
+    """The page, from each topology's campaigns: the main one (part ``""``) and any of its own."""
+    by_topology = {t: {row.scenario: row for _, result in parts for row in result.rows} for t, parts in results.items()}
     scenarios: dict[str, str] = {}
     for rows in by_topology.values():
         for row in rows.values():
@@ -125,19 +134,22 @@ def render(results: dict[Topology, CampaignResult]) -> str:
     for scenario in sorted(scenarios, key=_order):
         cells = " | ".join(_cell(by_topology[t].get(scenario)) for t in results)
         lines.append(f"| {scenario} | {scenarios[scenario]} | {cells} |")
-    for topology, result in results.items():
-        lines += ["", f"## {topology.title}", "", f"Campaign wall time on this machine: {result.minutes:.1f} min."]
-        lines += [
-            "",
-            f"Besides the injected faults, Airflow itself failed a try this many times during the run: "
-            f"**{result.races}** (the scheduler log's \"finished with state success, but the task instance's state "
-            "attribute is ...\": the executor event of a deferral arrives after the trigger's event, and the "
-            "scheduler fails the resumed try; apache/airflow#66374, #71580). Each such retry must reattach to the "
-            "same job; the table above is the proof that it did.",
-        ]
-        problems = [f"- {row.scenario}: {problem}" for row in result.rows for problem in row.problems]
-        if problems:
-            lines += ["", "Problems found:", *problems]
-        for note in result.notes:
-            lines += ["", note]
+    for topology, parts in results.items():
+        lines += ["", f"## {topology.title}"]
+        for part, result in parts:
+            campaign = "Campaign" if not part else f"The {part} campaign's"
+            lines += ["", f"{campaign} wall time on this machine: {result.minutes:.1f} min."]
+            lines += [
+                "",
+                f"Besides the injected faults, Airflow itself failed a try this many times during the run: "
+                f"**{result.races}** (the scheduler log's \"finished with state success, but the task instance's "
+                "state attribute is ...\": the executor event of a deferral arrives after the trigger's event, and "
+                "the scheduler fails the resumed try; apache/airflow#66374, #67287, #71580). Each such retry must "
+                "reattach to the same job; the table above is the proof that it did.",
+            ]
+            problems = [f"- {row.scenario}: {problem}" for row in result.rows for problem in row.problems]
+            if problems:
+                lines += ["", "Problems found:", *problems]
+            for note in result.notes:
+                lines += ["", note]
     return "\n".join(lines) + "\n"

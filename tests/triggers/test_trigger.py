@@ -223,7 +223,8 @@ def test_serialize_carries_every_argument_the_constructor_takes():
         "log_cursor": {"after": 5, "read_at_after": {"s/1": 2}},
         "mask_variables": [["api_token", False], ["service_secrets", True]],
         "mask_connections": ["registry"],
-        "hold_until": "2026-11-30T00:01:30+00:00",
+        "deferred_at": "2026-11-30T00:00:00+00:00",
+        "hold_seconds": 90.0,
         "announce_selection": True,
         "region": "eu-west-1",
     }
@@ -364,8 +365,11 @@ async def test_an_event_is_held_until_the_hold_is_over_and_reports_the_jobs_late
     (not the selection the trigger saw first)."""
     server = start_emulator("ample")
     boto_client(server.endpoint_url).create_training_job(**training_request("held", GPU_PAIR))
-    hold_until = pendulum.now("UTC").add(seconds=3)
-    trigger = _trigger(aws_connection(server), "held", wait_for="selection", hold_until=hold_until.isoformat())
+    deferred_at = pendulum.now("UTC")
+    hold_until = deferred_at.add(seconds=3)
+    trigger = _trigger(
+        aws_connection(server), "held", wait_for="selection", deferred_at=deferred_at.isoformat(), hold_seconds=3
+    )
     task = asyncio.ensure_future(_first_event(trigger))
     await asyncio.sleep(1.0)
     assert not task.done(), "an event was sent inside the hold"
@@ -373,14 +377,16 @@ async def test_an_event_is_held_until_the_hold_is_over_and_reports_the_jobs_late
     payload = await task
     assert pendulum.now("UTC") >= hold_until
     assert (payload["status"], payload["description"]["TrainingJobStatus"]) == ("finished", "Completed")
+    assert payload["deferred_at"] == deferred_at.isoformat(), "the resumed task says how long its wait took"
 
 
 async def test_a_passed_hold_delays_nothing(start_emulator, aws_connection):
     server = start_emulator("ample")
     boto_client(server.endpoint_url).create_training_job(**training_request("late", GPU_PAIR))
     control(server.endpoint_url, "advance", {"seconds": 5000})
-    passed = pendulum.now("UTC").subtract(seconds=1).isoformat()
-    payload = await _first_event(_trigger(aws_connection(server), "late", hold_until=passed), timeout=5)
+    long_ago = pendulum.now("UTC").subtract(seconds=100).isoformat()
+    trigger = _trigger(aws_connection(server), "late", deferred_at=long_ago, hold_seconds=90)
+    payload = await _first_event(trigger, timeout=5)
     assert payload["status"] == "finished"
 
 
@@ -393,7 +399,8 @@ async def test_a_deadline_inside_the_hold_is_sent_once_the_hold_is_over(start_em
         aws_connection(server),
         "bound",
         pending_deadline=now.add(seconds=0.5).isoformat(),
-        hold_until=now.add(seconds=2).isoformat(),
+        deferred_at=now.isoformat(),
+        hold_seconds=2,
     )
     payload = await _first_event(trigger)
     assert pendulum.now("UTC") >= now.add(seconds=2)

@@ -32,7 +32,7 @@ def test_the_setting_is_read_from_airflows_configuration(monkeypatch):
 
 
 def test_the_hold_ends_that_many_seconds_after_the_deferral_and_counts_down_to_zero():
-    until = deferral_hold.hold_until(AT, 90)
+    until = deferral_hold.hold_until(AT.isoformat(), 90)
     assert until == "2026-12-06T12:01:30+00:00"
     assert deferral_hold.seconds_left(until, AT) == 90.0
     assert deferral_hold.seconds_left(until, AT + dt.timedelta(seconds=89.5)) == 0.5
@@ -40,5 +40,6 @@ def test_the_hold_ends_that_many_seconds_after_the_deferral_and_counts_down_to_z
 
 
 def test_no_hold_delays_nothing():
-    assert deferral_hold.hold_until(AT, 0) is None
+    assert deferral_hold.hold_until(AT.isoformat(), 0) is None
+    assert deferral_hold.hold_until(None, 90) is None, "a trigger of an earlier release: no deferral time"
     assert deferral_hold.seconds_left(None, AT) == 0.0

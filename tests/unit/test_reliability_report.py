@@ -46,3 +46,21 @@ def test_each_campaign_fills_its_own_column_and_keeps_the_others(tmp_path: Path)
     text = page.read_text()
     assert "**problems**" in text and "- 2. triggerer killed: 2 jobs" in text
     assert "10. invalid inputs" not in text
+
+
+def test_a_campaign_of_its_own_joins_its_topologys_column_and_survives_the_main_campaigns_runs(tmp_path: Path) -> None:
+    """The real-clock campaign runs in a module of its own: its row sits in the same column, and a later run of
+    the main campaign (or of itself) replaces only its own part."""
+    page = tmp_path / "reliability.md"
+    publish(SQLITE, CampaignResult([_row("2. triggerer killed")], 5.0, 1, ["main note"]), page)
+    publish(SQLITE, CampaignResult([_row("11. the race")], 4.0, 0, ["window note"]), page, "real-clock")
+    publish(SQLITE, CampaignResult([_row("2. triggerer killed")], 5.5, 2, ["main note again"]), page)
+
+    text = page.read_text()
+    rows = [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| 2") or line.startswith("| 11")]
+    assert rows == ["| 2. triggerer killed", "| 11. the race"]
+    assert text.count("## SQLite + LocalExecutor") == 1
+    assert "Campaign wall time on this machine: 5.5 min." in text
+    assert "The real-clock campaign's wall time on this machine: 4.0 min." in text
+    assert "window note" in text and "main note again" in text and "main note\n" not in text
+    assert set(json.loads(page.with_suffix(".json").read_text())) == {"sqlite", "sqlite/real-clock"}

@@ -174,9 +174,11 @@ def test_an_unknown_status_means_the_job_was_lost_and_a_retry_reattaches():
 
 
 def test_a_wait_event_survives_its_payload_and_keeps_the_keys_0_1_0_sent():
-    event = WaitEnded(WaitOutcome.PENDING_TIMEOUT, "job-a", {"TrainingJobName": "job-a"}, True, DEADLINE, DEADLINE, "m")
+    event = WaitEnded(
+        WaitOutcome.PENDING_TIMEOUT, "job-a", {"TrainingJobName": "job-a"}, True, DEADLINE, DEADLINE, "m", DEADLINE
+    )
     payload = event.payload(TRAINING)
-    assert set(payload) == {
+    assert set(payload) - {"deferred_at"} == {
         "status",
         "job_name",
         "job_kind",
@@ -186,8 +188,9 @@ def test_a_wait_event_survives_its_payload_and_keeps_the_keys_0_1_0_sent():
         "deadline",
         "pending_deadline",
     }
-    assert payload["status"] == "pending_timeout"
+    assert (payload["status"], payload["deferred_at"]) == ("pending_timeout", DEADLINE)
     assert WaitEnded.parse(payload) == event
+    assert WaitEnded.parse({**payload, "deferred_at": None}).deferred_at is None  # a trigger of 0.5 or before
     assert WaitEnded.parse({**payload, "description": {}}).description is None
     assert replace(event, description=None).payload(TRAINING)["description"] is None
 
@@ -227,8 +230,7 @@ def test_following_a_queued_job_defers_with_a_trigger_built_from_the_waiting_arg
     assert (trigger.job_name, trigger.job_kind, trigger.wait_for) == ("job-a", "training", "completion")
     assert trigger.announce_selection is True and trigger.region == task.region
     # No event before the hold: the deferral plus [sm_prefs] deferral_hold_seconds (90 s by default).
-    hold_until = pendulum.parse(trigger.hold_until)
-    assert before.add(seconds=90) <= hold_until <= after.add(seconds=90)  # type: ignore[operator]
+    assert before <= pendulum.parse(trigger.deferred_at) <= after and trigger.hold_seconds == 90.0  # type: ignore[operator]
     assert (trigger.deadline, trigger.pending_deadline) == (deadline, pending_deadline)
     assert (trigger.poll_interval, trigger.stop_on_kill, trigger.stream_logs) == (45.0, False, False)
     assert trigger.mask_variables == [["team_secrets", True]] and trigger.mask_connections == ["warehouse"]

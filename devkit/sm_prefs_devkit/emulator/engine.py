@@ -197,7 +197,9 @@ class Engine:
         return False
 
     def _place_waiting(self, at: float) -> None:
-        waiting = sorted((j for j in self.jobs.values() if j.pending), key=lambda j: (j.created, j.seq))
+        waiting = sorted(
+            (j for j in self.jobs.values() if j.pending and j.place_after <= at), key=lambda j: (j.created, j.seq)
+        )
         for job in waiting:
             self._try_place(job, at)
 
@@ -326,6 +328,10 @@ class Engine:
         status = self.scenario.behaviour.pending_timeout_status
         self._end(job, at, status, status, reason, reason)
 
+    def _on_placement_due(self, job: Job, at: float) -> None:
+        if job.pending:
+            self._try_place(job, at)  # no capacity now: it waits in the queue like any other
+
     def _on_stop_complete(self, job: Job, at: float) -> None:
         self._end(job, at, "Stopped", "Stopped", f"{KINDS[job.kind].noun} job stopped")
 
@@ -368,7 +374,12 @@ class Engine:
                 region=region,
             )
             self.jobs[key] = job
-            if not self._try_place(job, now):
+            delay = scenario.selection_delay_for(name)
+            if delay > 0:
+                job.place_after = now + delay
+                self._wait_in_queue(kind, job, now)
+                self._push_for(job, job.place_after, "placement_due")
+            elif not self._try_place(job, now):
                 self._queue_or_fail(kind, job, now)
             self.version += 1
             return {kind.arn_field: arn}
@@ -380,12 +391,15 @@ class Engine:
             reason = CAPACITY_ERROR.format(types=job.candidate_types)
             self._end(job, now, "Failed", "Failed", reason, reason)
             return
+        self._wait_in_queue(kind, job, now)
+
+    def _wait_in_queue(self, kind: EmulatedKind, job: Job, now: float) -> None:
         job.pending = True
         self._transition(job, now, "Pending", WAITING_MESSAGE.format(types=job.candidate_types))
         if kind.times_out_pending:
             limit = (job.request.get("StoppingCondition") or {}).get("MaxPendingTimeInSeconds")
             if limit is None:
-                limit = behaviour.default_max_pending_seconds
+                limit = self.scenario.behaviour.default_max_pending_seconds
             if limit is not None:
                 self._push_for(job, now + limit, "pending_timeout")
 

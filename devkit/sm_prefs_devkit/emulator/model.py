@@ -28,6 +28,7 @@ class Job:
     failure_reason: str | None = None
     exit_message: str | None = None
     pending: bool = False
+    place_after: float = 0.0  # a selection delay (Scenario.selection_delay_seconds): not placed before this time
     epoch: int = 0
     tags: list[dict[str, str]] = field(default_factory=list)
     region: str = ""  # the Region whose endpoint the create was signed for (jobs are per account and Region)

@@ -5,6 +5,7 @@ Unknown keys are errors, so a typo never silently turns a shortage rehearsal int
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import field
 from importlib import resources
 from pathlib import Path
@@ -145,6 +146,11 @@ class Scenario:
     # team's day-long pretraining beside another's short nightly jobs on the same types.
     job_runtime_seconds: dict[Name, Seconds] = field(default_factory=dict)
     startup_seconds: Seconds = 60.0
+    # A job that could be placed at create is selected this much later instead, per job a delay from the range
+    # (lowest, highest), drawn from the seed and the job's name: capacity freeing seconds after the create, as on
+    # a busy account. (0, 0): placed at create. The job is Pending meanwhile, and a capacity change does not
+    # place it sooner.
+    selection_delay_seconds: tuple[Seconds, Seconds] = (0.0, 0.0)
     download_seconds: Seconds = 10.0
     upload_seconds: Seconds = 10.0
     stop_seconds: Seconds = 20.0
@@ -171,6 +177,13 @@ class Scenario:
         if by_name:
             return float(self.job_runtime_seconds[max(by_name, key=len)])
         return float(self.runtime_seconds.get(instance_type, self.runtime_seconds.get("default", 300.0)))
+
+    def selection_delay_for(self, job_name: str) -> float:
+        lowest, highest = self.selection_delay_seconds
+        if highest <= lowest:
+            return float(lowest)
+        digest = hashlib.sha256(f"{self.seed}\0{job_name}".encode()).digest()
+        return lowest + (highest - lowest) * int.from_bytes(digest[:8], "big") / 2**64
 
     def capacity_for(self, instance_type: str) -> int:
         return int(self.capacity.get(instance_type, self.default_capacity))
