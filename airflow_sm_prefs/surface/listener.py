@@ -35,10 +35,10 @@ from airflow_sm_prefs.task.attempts import FINISHED, KEPT, STATE_KEY, WORKER_HEL
 log = logging.getLogger(__name__)
 
 
-# The stop runs inside the caller's work (a user's API request, the scheduler's loop): bounded, not patient.
 # What the scheduler says of a run that failed because one of its tasks did (every supported line).
 RUN_FAILED_BY_A_TASK = "task_failure"
 
+# The stop runs inside the caller's work (a user's API request, the scheduler's loop): bounded, not patient.
 STOP_CALL_CONFIG = {"connect_timeout": 5, "read_timeout": 15, "retries": {"mode": "standard", "max_attempts": 3}}
 
 

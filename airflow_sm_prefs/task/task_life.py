@@ -167,6 +167,14 @@ class TaskLife:
     def resume(self, ended: WaitEnded, rendered_request: Callable[[], Mapping[str, Any]]) -> Step:
         """Go on from the trigger's event."""
         claim = self.claims.load()
+        this_try = int(getattr(self.context["ti"], "try_number", 0) or 0)
+        if claim is not None and this_try and claim.try_number > this_try:
+            # A resume of an earlier try, run after Airflow failed that try and started the next (the deferral
+            # race): the job and its claim are the later try's now, and this one touches neither.
+            raise AirflowException(
+                f"try {this_try} resumed after try {claim.try_number} took over SageMaker job {claim.job_name}; "
+                "leaving the job and its record to that try"
+            )
         if claim is not None and claim.job_name != ended.job_name:
             # Airflow delivered another trigger's event (seen with SQLite, which reuses a deleted trigger's
             # id): the job it reports is not the one this task instance follows now, so keep following ours.
@@ -270,9 +278,11 @@ class TaskLife:
             region=self.region,
         )
         self.log.info(
-            "Deferring: the job's end resumes the task, no sooner than %.0f s from now "
-            "([sm_prefs] deferral_hold_seconds: Airflow must first take this try's exit)",
-            self.hold_seconds,
+            "Deferring: the job's end resumes the task, %s",
+            f"no sooner than {self.hold_seconds:.0f} s from now ([sm_prefs] deferral_hold_seconds: Airflow must "
+            "first take this try's exit)"
+            if self.hold_seconds > 0
+            else "as soon as it comes ([sm_prefs] deferral_hold_seconds = 0)",
         )
         remaining = (to_time(wait.deadline) or now) - now
         # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.

@@ -19,13 +19,13 @@ from airflow_sm_prefs.wait.announcement import announce_from_trigger
 from airflow_sm_prefs.wait.polling import WaitFor, WaitOutcome, next_limit, observe
 from airflow_sm_prefs.wait.wait_event import WaitEnded
 
+# What a wait ended with, kept until the hold is over: the outcome and its message.
+_Ready = tuple[WaitOutcome, str | None]
+
 # What a user's action leaves a deferred task in: marked failed, success or skipped, its run marked failed
 # (removed, upstream_failed), or cleared ("none", until the scheduler picks it up again). In any other state
 # the task still owns its job: a retry reattaches to it, a resumed try goes on watching it, and a clear that
 # the scheduler already moved on is met by the next try, which stops the old job before it starts a new one.
-# What a wait ended with, before it becomes an event: the outcome, the last description, a message.
-_Ready = tuple[WaitOutcome, dict[str, Any] | None, str | None]
-
 USER_ENDED_STATES = frozenset({"failed", "success", "skipped", "removed", "upstream_failed", "none"})
 
 
@@ -134,10 +134,10 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             },
         )
 
-    def _event(self, ready: _Ready, announced: bool) -> TriggerEvent:
+    def _event(self, ready: _Ready, description: dict[str, Any] | None, announced: bool) -> TriggerEvent:
         # What the operator needs to resume travels in the event itself: `airflow dags test` hands the resume
         # method only the event, not the kwargs given to defer().
-        status, description, message = ready
+        status, message = ready
         ended = WaitEnded(
             outcome=status,
             job_name=self.job_name,
@@ -179,7 +179,8 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         # or by this trigger.
         announced = self.wait_for == "completion" and not self.announce_selection
         selection_seen = False
-        # How the wait ended, kept until the hold is over; a later observation replaces it.
+        # How the wait ended, kept until the hold is over; a later observation replaces it, and the event carries
+        # the latest description.
         ready: _Ready | None = None
         async with watcher.watch(self.job_name, self.poll_interval, known) as updates, self._log_lines() as lines:
             waiting_for_update: asyncio.Future[Any] | None = asyncio.ensure_future(updates.get())
@@ -189,7 +190,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                     now = pendulum.now("UTC")
                     held_for = deferral_hold.seconds_left(self.hold_until, now)
                     if ready is not None and held_for <= 0:
-                        yield self._event(ready, announced)
+                        yield self._event(ready, description, announced)
                         return
                     timeout, limit = next_limit(now, self.deadline, self.pending_deadline, selected)
                     if ready is not None:
@@ -201,7 +202,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                     done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                     if not done:
                         if ready is None:
-                            ready = (limit, description, None)
+                            ready = (limit, None)
                             self._say_if_held(limit)
                         continue
                     if lines is not None and waiting_for_lines is not None and waiting_for_lines in done:
@@ -213,13 +214,15 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                     waiting_for_update = asyncio.ensure_future(updates.get())
                     if update.error is not None:
                         if ready is None:  # a held observation stands: the task describes the job again
-                            ready = (WaitOutcome.ERROR, description, update.error)
+                            ready = (WaitOutcome.ERROR, update.error)
                             self._say_if_held(WaitOutcome.ERROR)
                         continue
                     description = update.description
                     assert description is not None
                     view = JobView.parse(kind, description)
                     selected = view.selected is not None
+                    if ready is not None and _void_by_news(ready[0], selected):
+                        ready = None
                     if lines is not None:
                         lines.running(view.started is not None)
                     if view.signature != last_signature:
@@ -245,7 +248,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                     if view.terminal:  # nothing more will change: stop asking SageMaker while the hold runs out
                         waiting_for_update.cancel()
                         waiting_for_update = None
-                    ready = (outcome, description, None)
+                    ready = (outcome, None)
                     self._say_if_held(outcome)
             finally:
                 for waiting in (waiting_for_update, waiting_for_lines):
@@ -326,6 +329,12 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         if key not in in_run:
             return None
         return str(in_run[key] or "none")  # a cleared task has no state
+
+
+def _void_by_news(held: WaitOutcome, selected: bool) -> bool:
+    """A held end that a later observation voids: an error (SageMaker answers again) or the pending bound (the
+    job was selected since, so the bound no longer applies)."""
+    return held is WaitOutcome.ERROR or (held is WaitOutcome.PENDING_TIMEOUT and selected)
 
 
 async def _task_states(query: dict[str, Any]) -> dict[str, Any]:

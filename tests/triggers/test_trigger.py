@@ -407,6 +407,31 @@ async def test_a_deadline_inside_the_hold_is_sent_once_the_hold_is_over(start_em
     assert payload["status"] == "pending_timeout"
 
 
+async def test_a_pending_bound_passed_inside_the_hold_is_void_once_the_job_is_selected(start_emulator, aws_connection):
+    """The bound applies only while the job waits for capacity: selected before the hold is over, the job is not
+    abandoned for a bound that no longer applies, and the wait goes on to its end."""
+    server = start_emulator("all-busy-then-free")
+    boto_client(server.endpoint_url).create_training_job(
+        **training_request("late-capacity", [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}])
+    )
+    now = pendulum.now("UTC")
+    trigger = _trigger(
+        aws_connection(server),
+        "late-capacity",
+        pending_deadline=now.add(seconds=0.5).isoformat(),
+        deferred_at=now.isoformat(),
+        hold_seconds=3,
+    )
+    task = asyncio.ensure_future(_first_event(trigger))
+    await asyncio.sleep(1.5)  # the bound has passed; the hold has not
+    control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 1})
+    await asyncio.sleep(2.5)  # the hold is over, the job runs
+    assert not task.done(), "the job was selected: no pending bound ends its wait"
+    control(server.endpoint_url, "advance", {"seconds": 5000})
+    payload = await task
+    assert (payload["status"], payload["description"]["TrainingJobStatus"]) == ("finished", "Completed")
+
+
 class _TaskInstance:
     dag_id, task_id, run_id, map_index = "d", "t", "r", 3
 

@@ -112,6 +112,19 @@ def test_an_event_about_another_job_is_ignored_and_the_claimed_job_followed():
     assert "record" not in context["ti"].xcoms
 
 
+def test_a_resume_of_an_earlier_try_leaves_the_later_trys_job_and_claim_alone():
+    """Airflow failed try 1 (the deferral race) and try 2 reattached; try 1's stale resume must not stop, record
+    or reclaim the job."""
+    hook = FakeHook(described("job-a", "Completed", selected="ml.p4d.24xlarge"))
+    task, context, _ = life(hook)
+    context["task_state_store"][attempts.STATE_KEY] |= {"try_number": 2, "phase": attempts.DEFERRED}
+    before = dict(context["task_state_store"][attempts.STATE_KEY])
+    with pytest.raises(AirflowException, match="try 1 resumed after try 2 took over SageMaker job job-a"):
+        task.resume(ended(WaitOutcome.FINISHED, description=described("job-a", "Completed")), dict)
+    assert context["task_state_store"][attempts.STATE_KEY] == before
+    assert (hook.described, hook.stopped, context["ti"].xcoms) == ([], [], {})
+
+
 def test_a_selection_is_announced_and_the_wait_goes_on_for_the_end():
     hook = FakeHook()
     task, context, _ = life(hook)
