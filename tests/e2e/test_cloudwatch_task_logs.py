@@ -79,7 +79,7 @@ def test_the_jobs_lines_stay_in_the_task_log_once_each(stack):
 
     def worker_lines_shipped() -> bool:
         shown[:] = _shown(stack, run_id)
-        return any("SageMaker selected" in message for message in shown)
+        return any(f"job {job['name']} ended Completed" in message for message in shown)
 
     wait_for(worker_lines_shipped, 120, "the worker's own lines to reach the task log in CloudWatch")
     assert [message for message in shown if message in set(written)] == written, shown
