@@ -81,10 +81,10 @@ def test_a_trigger_taken_over_by_the_other_triggerer_leaves_its_job_running(
 def test_a_stalled_triggerer_whose_triggers_fired_elsewhere_leaves_their_jobs_running(
     stack: ProductionStack, rows: list[Row]
 ) -> None:
-    """A triggerer stalls (SIGSTOP) past the health-check threshold; the other takes its triggers over and fires
-    their selection events, and the tasks wait in the queue for a worker. When the stalled triggerer wakes, Airflow
-    calls on_kill on its copies of triggers that are gone: the tasks are queued then, not ended by anyone, so
-    their jobs must go on (a stop here made a retry launch a second job)."""
+    """A triggerer stalls (SIGSTOP) past the health-check threshold; the other takes its triggers over and sees the
+    selections (announced without an event, so the tasks stay deferred). When the stalled triggerer wakes, Airflow
+    3.3 calls on_kill on its copies of triggers it no longer owns: the tasks are deferred then, not ended by anyone,
+    so their jobs must go on (a stop here made a retry launch a second job)."""
     import sqlalchemy
 
     dag_id = "fault_triggerer_stalled"
@@ -109,9 +109,11 @@ def test_a_stalled_triggerer_whose_triggers_fired_elsewhere_leaves_their_jobs_ru
             return bool(now) and not now & first
 
         wait_for(moved, 120, "the four on triggerer-2")
+        wait_for(lambda: _triggers_started(stack, "triggerer-2", dag_id, run_id) == 4, 60, "the four on triggerer-2")
         stack.set_capacity({LONG_RUNNING: 4})
-        # The selections fire on triggerer-2; the tasks wait for a worker (the executor queues 3, schedules 1).
-        wait_for(lambda: set(campaign._states(stack, dag_id, run_id).values()) <= RESUMED, 120, "four resumed tasks")
+        # triggerer-2's copies see the selections and announce them; the tasks stay deferred.
+        wait_for(lambda: _running_jobs(stack, dag_id, run_id) == 4, 60, "four running jobs")
+        wait_for(lambda: _selections_announced(stack, dag_id, run_id) == 4, 60, "four selections announced")
         # triggerer-1's copies must not see the selection themselves before Airflow cancels them.
         stack.set_faults(slow_operations={"DescribeTrainingJob": 60_000, "ListTrainingJobs": 60_000})
         running = _running_jobs(stack, dag_id, run_id)
@@ -134,8 +136,9 @@ def test_a_stalled_triggerer_whose_triggers_fired_elsewhere_leaves_their_jobs_ru
         database.dispose()
     row = _four_shards_none_stopped(
         stack,
-        "2d. a stalled triggerer wakes after the other fired its triggers' events",
-        "SIGSTOP triggerer-1 and both workers; triggerer-2 fires the selections; triggerer-1 wakes",
+        "2d. a stalled triggerer wakes after the other took its triggers over",
+        "SIGSTOP triggerer-1 and both workers; triggerer-2 takes the triggers over and announces the selections; "
+        "triggerer-1 wakes",
         dag_id,
         run_id,
     )
@@ -157,7 +160,6 @@ def _four_shards_none_stopped(stack: ProductionStack, scenario: str, faults: str
 
 
 LONG_RUNNING = "ml.g5.8xlarge"  # 150 s per job in campaign.yaml
-RESUMED = {"scheduled", "queued"}
 
 
 def _triggerers_assigned(database: Engine, dag_id: str, run_id: str, count: int) -> set[int]:
@@ -194,6 +196,10 @@ def _running_jobs(stack: ProductionStack, dag_id: str, run_id: str) -> int:
         for jobs in jobs_of(stack, dag_id, run_id).values()
         for job in jobs
     )
+
+
+def _selections_announced(stack: ProductionStack, dag_id: str, run_id: str) -> int:
+    return sum(bool(stack.xcom(dag_id, run_id, "train", "selection", map_index)) for map_index in range(4))
 
 
 def _triggers_told_on_kill(stack: ProductionStack, dag_id: str, run_id: str) -> int:
