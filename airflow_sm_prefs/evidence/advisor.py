@@ -10,9 +10,11 @@ median run on this task; the prediction over nights is Kaplan-Meier (``survival.
 the task's own costs per configuration.
 
 Candidates are the current list, the first choice alone, each entry moved to the front, and the list without
-an entry that was never chosen or that failed after starting. They only reorder or drop entries the task
-already lists, so each keeps within the task's ``requires=`` and its certified configurations. Other counts
-of a type are not proposed: the ledger holds no run time for a count the task never ran.
+an entry that was never chosen or that failed on its hardware (``failure_cause.py``: a failure of the request,
+the code or the service says nothing of the configuration, and never proposes dropping it). They only reorder
+or drop entries the task already lists, so each keeps within the task's ``requires=`` and its certified
+configurations. Other counts of a type are not proposed: the ledger holds no run time for a count the task never
+ran.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.evidence import counterfactual
+from airflow_sm_prefs.evidence import counterfactual, failure_cause
 from airflow_sm_prefs.evidence.counterfactual import Configuration, Timeline
 from airflow_sm_prefs.evidence.report import percentile
 from airflow_sm_prefs.evidence.survival import kaplan_meier
@@ -44,14 +46,15 @@ def candidates(current: Sequence[Configuration], history: Sequence[Mapping[str, 
         moved = (current[index], *current[:index], *current[index + 1 :])
         found.append(Candidate(f"#{index + 1} ({counterfactual.label(current[index])}) first", moved))
     placed = [e for e in history if e["selected_rank"] is not None]
+    causes = failure_cause.causes(history)
     for index, configuration in enumerate(current):
         if len(current) == 1:
             break
         mine = [e for e in placed if _chosen(e) == configuration]
-        failed = sum(e["outcome"] == "failed_after_start" for e in mine)
+        failed = sum(causes.get(e["job_name"]) == "hardware" for e in mine)
         rest = tuple(c for c in current if c != configuration)
         if failed:
-            found.append(Candidate(f"without #{index + 1} (failed after starting in {failed} of {len(mine)})", rest))
+            found.append(Candidate(f"without #{index + 1} (failed on its hardware in {failed} of {len(mine)})", rest))
         elif not mine and len(placed) >= MIN_NIGHTS and index > 0:
             found.append(Candidate(f"without #{index + 1} (never chosen in {len(placed)} jobs)", rest))
     return found

@@ -5,8 +5,8 @@ projections of one ``JobFacts``: they read the same waited and run seconds, the 
 the same cost, so they cannot disagree. Billed instance-seconds follow one rule: training's
 ``BillableTimeInSeconds`` x instances; processing reports no billable time, so its run time x instances. The cost
 is the on-demand price x those instance-seconds. How the job ended (its ``outcome``) follows one rule too
-(``outcome_of``), and the task's own words on it (the workload it certified against) are facts of the job as
-well: no projection assigns anything after it is built.
+(``outcome_of``), why it failed another (``failure_cause``), and the task's own words on it (the workload it
+certified against) are facts of the job as well: no projection assigns anything after it is built.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import pendulum
 
+from airflow_sm_prefs.evidence import failure_cause
 from airflow_sm_prefs.reference.prices import CostBasis, PriceTable
 from airflow_sm_prefs.sagemaker import job_status
 from airflow_sm_prefs.sagemaker.job_view import JobView, iso, jsonable
@@ -50,6 +51,8 @@ class JobFacts:
     started_at: str | None
     ended_at: str | None
     outcome: JobOutcome
+    # Why it failed (``failure_cause``), None when it did not: only a hardware failure counts against its type.
+    failure: failure_cause.Diagnosis | None
     # The certification registry's workload the task named, and the chosen configuration's benchmark there.
     workload: str | None = None
     certified_run_seconds: float | None = None
@@ -80,6 +83,7 @@ class JobFacts:
             billed,
             view.plan_backed,
         )
+        outcome = outcome_of(view, task_gave_up)
         return cls(
             view=view,
             region=region,
@@ -91,7 +95,8 @@ class JobFacts:
             created_at=iso(view.created),
             started_at=iso(view.started),
             ended_at=iso(view.ended),
-            outcome=outcome_of(view, task_gave_up),
+            outcome=outcome,
+            failure=failure_cause.of_job(outcome, view.failure_reason, view.selected_type is not None),
             workload=workload,
             certified_run_seconds=certified_run_seconds,
         )

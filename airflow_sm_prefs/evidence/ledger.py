@@ -36,6 +36,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 import pendulum
 
+from airflow_sm_prefs.evidence import failure_cause
 from airflow_sm_prefs.evidence.job_facts import OUTCOMES, JobFacts, JobOutcome
 from airflow_sm_prefs.request.preferences import MAX_PREFERENCES
 from airflow_sm_prefs.storage import object_storage, paths, untrusted_files
@@ -65,6 +66,9 @@ REPORT_FIELDS = (
     "cost_basis",
     "certified_run_seconds",
     "created_at",
+    # Why a job failed: only a hardware failure counts against its configuration; the reason names the rest.
+    "failure_cause",
+    "failure_reason",
     # The first choice's wait at the times jobs fell back is read from every job's list, Region and account.
     "preferences",
     "region",
@@ -97,6 +101,8 @@ class LedgerEntry(TypedDict):
     workload: str | None
     certified_run_seconds: float | None  # the chosen configuration's benchmark, when the task names a workload
     failure_reason: str | None
+    # failure_cause.CAUSES; older entries have none and are read with the cause of their failure_reason.
+    failure_cause: NotRequired[str | None]
     created_at: str | None
     started_at: str | None
     ended_at: str | None
@@ -134,6 +140,7 @@ def entry_for(
         workload=facts.workload,
         certified_run_seconds=facts.certified_run_seconds,
         failure_reason=view.failure_reason,
+        failure_cause=facts.failure.cause if facts.failure else None,
         created_at=facts.created_at,
         started_at=facts.started_at,
         ended_at=facts.ended_at,
@@ -321,6 +328,7 @@ SCHEMA: dict[str, str] = {
     "workload": "text?",
     "certified_run_seconds": "amount?",
     "failure_reason": "text?",
+    "failure_cause": "cause?",
     "created_at": "time?",
     "started_at": "time?",
     "ended_at": "time?",
@@ -339,6 +347,7 @@ _NUMBERS, _TEXTS, _FLAGS, _INTEGERS, _TIMES = (
     tuple(key for key, kind in SCHEMA.items() if kind == optional)
     for optional in ("amount?", "text?", "flag?", "integer?", "time?")
 )
+_CAUSES = tuple(key for key, kind in SCHEMA.items() if kind == "cause?")
 MAX_ENTRY_BYTES = 1 << 20  # one job's entry: a few KB; the limit keeps /dev/zero and its kind out
 MAX_MONTH_BYTES = 1 << 29  # a DAG's month of compacted entries: 100,000 jobs are about 100 MB
 
@@ -355,6 +364,10 @@ def why_unusable(raw: Any, keys: Collection[str] | None = None) -> str | None:
             return f"{key} missing or of the wrong type"
     if raw["outcome"] not in OUTCOMES:
         return f"unknown outcome {raw['outcome']!r}"
+    for key in _CAUSES:
+        value = raw.get(key)
+        if value is not None and (keys is None or key in keys) and value not in failure_cause.CAUSES:
+            return f"{key} is not one of {', '.join(failure_cause.CAUSES)}"
     if not _is_amount(raw["pending_seconds"]):
         return "pending_seconds is negative or not a number"
     for key in _NUMBERS:
@@ -489,6 +502,8 @@ def _file_reading(
             bad.append(f"{where}: {problem}")
             return
         kept = {key: raw.get(key) for key in keep}
+        if "failure_cause" in kept and kept["failure_cause"] is None:
+            kept["failure_cause"] = failure_cause.of_entry(raw)  # an older entry: its reason says it
         if "preferences" in kept:
             listed = kept["preferences"]
             # repr, not json.dumps: written with sorted keys, equal lists print alike, and repr is cheaper.

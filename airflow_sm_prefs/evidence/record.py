@@ -67,6 +67,10 @@ class JobRecord(TypedDict):
     estimated_cost_usd: float | None
     cost_basis: str
     failure_reason: str | None
+    # Why it failed (docs/report.md, "Why a job failed"): configuration, hardware, code, capacity, service or
+    # unknown, and the rule that said so; None when it did not fail.
+    failure_cause: str | None
+    failure_cause_rule: str | None
     region: str | None
     created_at: str | None
     started_at: str | None
@@ -103,6 +107,8 @@ def build(facts: JobFacts, decided: PreflightDecided | None = None) -> JobRecord
         estimated_cost_usd=facts.estimated_cost_usd,
         cost_basis=facts.cost_basis,
         failure_reason=view.failure_reason,
+        failure_cause=facts.failure.cause if facts.failure else None,
+        failure_cause_rule=facts.failure.because if facts.failure else None,
         region=facts.region,
         created_at=facts.created_at,
         started_at=facts.started_at,

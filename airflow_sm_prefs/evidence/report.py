@@ -6,8 +6,11 @@ at the times the fallbacks happened, from every job in the ledger that listed it
 order (the same in ``docs/report.md``):
 
 1. ``not_enough_data``: fewer than ``MIN_JOBS`` jobs got capacity in the window.
-2. ``incompatible_fallback``: a fallback configuration failed after starting in a larger share of its jobs
-   than the first choice did (and at least once): the list hides a configuration the workload cannot use.
+2. ``incompatible_fallback``: a fallback configuration failed on its hardware (``failure_cause.py``: a CUDA,
+   NCCL, driver or GPU-memory failure, or one the same task instance then completed without) in a larger share
+   of its jobs than the first choice did (and at least once): the list hides a configuration the workload
+   cannot use. A failure of the request itself (a missing bucket, a permission), of the code or of the service
+   says nothing of the configuration that ran it: it is counted apart and never decides this rule.
 3. ``not_enough_data``: no job fell back, so the list has not been put to the test.
 4. ``did_not_pay_off``: no job that fell back completed.
 5. The break-even wait: for each completed fallback, its wait + run less the first choice's median run on
@@ -37,7 +40,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.evidence import counterfactual
+from airflow_sm_prefs.evidence import counterfactual, failure_cause
+from airflow_sm_prefs.evidence.failure_cause import FailureCause
 from airflow_sm_prefs.evidence.ledger import LedgerEntry
 
 MIN_JOBS = 3
@@ -59,8 +63,30 @@ def _time_to_result(entry: LedgerEntry) -> float | None:
     return float(entry["pending_seconds"]) + float(entry["run_seconds"])
 
 
-def _failure_share(entries: list[LedgerEntry]) -> float:
-    return sum(e["outcome"] == "failed_after_start" for e in entries) / len(entries) if entries else 0.0
+Causes = dict[str, FailureCause | None]  # each job's failure cause by name (``failure_cause.causes``)
+
+
+def _hardware_failures(entries: list[LedgerEntry], causes: Causes) -> int:
+    return sum(causes.get(e["job_name"]) == "hardware" for e in entries)
+
+
+def _hardware_share(entries: list[LedgerEntry], causes: Causes) -> float:
+    return _hardware_failures(entries, causes) / len(entries) if entries else 0.0
+
+
+def _failures_by_cause(entries: list[LedgerEntry], causes: Causes) -> dict[str, int]:
+    counted = Counter(cause for e in entries if (cause := causes.get(e["job_name"])) is not None)
+    return {cause: counted[cause] for cause in failure_cause.CAUSES if counted[cause]}
+
+
+def jobs(count: int, noun: str = "job") -> str:
+    """``1 job``, ``2 jobs``: a count with its noun."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def preference_label(rank: int | None) -> str:
+    """A rank as every format shows it: ``#1`` for the first choice (SageMaker's ranks start at 0)."""
+    return "-" if rank is None else f"#{rank + 1}"
 
 
 def _configuration_key(entry: LedgerEntry) -> tuple[Any, ...]:
@@ -68,8 +94,8 @@ def _configuration_key(entry: LedgerEntry) -> tuple[Any, ...]:
 
 
 def _configuration_label(entry: LedgerEntry) -> str:
-    rank = (entry["selected_rank"] or 0) + 1
-    return f"{entry['selected_instance_count']} x {entry['selected_instance_type']} (#{rank})"
+    rank = preference_label(entry["selected_rank"])
+    return f"{entry['selected_instance_count']} x {entry['selected_instance_type']} ({rank})"
 
 
 def _median_text(seconds: float | None) -> str:
@@ -101,19 +127,21 @@ def _cost(entry: LedgerEntry) -> float | None:
     return None if cost is None else float(cost)
 
 
-def _cost_check(first: list[LedgerEntry], fallbacks: list[LedgerEntry], max_premium: float) -> tuple[bool, str]:
-    """(within the premium, what to say about the cost), over jobs that completed."""
+def _cost_check(
+    first: list[LedgerEntry], fallbacks: list[LedgerEntry], max_premium: float
+) -> tuple[bool, str, float | None]:
+    """(within the premium, what to say about the cost, the premium), over jobs that completed."""
     first_cost = percentile([c for e in first if e["outcome"] == "completed" and (c := _cost(e)) is not None], 0.5)
     fallback_cost = percentile(
         [c for e in fallbacks if e["outcome"] == "completed" and (c := _cost(e)) is not None], 0.5
     )
     if first_cost is None or fallback_cost is None:
-        return True, "cost not judged (no known price on one side, or plan-backed)"
+        return True, "cost not judged (no known price on one side, or plan-backed)", None
     if first_cost == 0:
-        return fallback_cost == 0, f"a median ${fallback_cost:,.2f} per job against the first choice's $0.00"
+        return fallback_cost == 0, f"a median ${fallback_cost:,.2f} per job against the first choice's $0.00", None
     premium = fallback_cost / first_cost - 1
     said = f"a median ${fallback_cost:,.2f} per job, {premium:+.0%} against the first choice's ${first_cost:,.2f}"
-    return premium <= max_premium, said
+    return premium <= max_premium, said, premium
 
 
 @dataclass(frozen=True)
@@ -123,6 +151,11 @@ class Judgement:
     estimate: counterfactual.Estimate | None = None
     first_choice_run: float | None = None
     break_even: float | None = None  # the task's: the median of its completed fallbacks'
+    # What the fallbacks gave, for the lead sentence: how much sooner their results came than waiting would
+    # have (negative: later; None: unknown, or at least ``sooner_at_least``), and their cost premium.
+    sooner_seconds: float | None = None
+    sooner_at_least: float | None = None
+    premium: float | None = None
 
 
 def _first_choice_run(first: list[LedgerEntry]) -> float | None:
@@ -137,8 +170,11 @@ def verdict(
     entries: list[LedgerEntry],
     max_cost_premium: float = MAX_COST_PREMIUM,
     timeline: counterfactual.Timeline | None = None,
+    causes: Causes | None = None,
 ) -> Judgement:
-    """The task's verdict; ``timeline``: every job the evidence may come from (default: these entries)."""
+    """The task's verdict; ``timeline``: every job the evidence may come from (default: these entries);
+    ``causes``: each job's failure cause (default: ``failure_cause.causes`` of these entries)."""
+    causes = causes if causes is not None else failure_cause.causes(entries)
     placed = [e for e in entries if e["selected_rank"] is not None]
     if len(placed) < MIN_JOBS:
         return Judgement(
@@ -149,15 +185,19 @@ def verdict(
     by_configuration: dict[tuple[Any, ...], list[LedgerEntry]] = defaultdict(list)
     for entry in fallbacks:
         by_configuration[_configuration_key(entry)].append(entry)
-    first_share = _failure_share(first)
-    for group in sorted(by_configuration.values(), key=lambda g: -_failure_share(g)):
-        failures = sum(e["outcome"] == "failed_after_start" for e in group)
-        if failures and _failure_share(group) > first_share:
-            first_failures = sum(e["outcome"] == "failed_after_start" for e in first)
+    first_share = _hardware_share(first, causes)
+    for group in sorted(by_configuration.values(), key=lambda g: -_hardware_share(g, causes)):
+        failures = _hardware_failures(group, causes)
+        if failures and _hardware_share(group, causes) > first_share:
+            first_said = (
+                f"the first choice in {_hardware_failures(first, causes)} of {len(first)}"
+                if first
+                else "the first choice never ran in the window"
+            )
             return Judgement(
                 "incompatible_fallback",
-                f"{_configuration_label(group[0])} failed after starting in {failures} of {len(group)} jobs; the "
-                f"first choice in {first_failures} of {len(first)}",
+                f"{_configuration_label(group[0])} failed on its hardware in {failures} of {jobs(len(group))}; "
+                f"{first_said}",
             )
     if not fallbacks:
         return Judgement("not_enough_data", "no job fell back in the window: the list has not been put to the test")
@@ -173,7 +213,8 @@ def verdict(
         )
     wait = estimate.at_fallbacks
     evidence = _evidence_text(wait)
-    if wait.p50 is not None and wait.p50 <= threshold:
+    sooner = None if wait.p50 is None else wait.p50 - threshold
+    if sooner is not None and sooner <= 0:
         return Judgement(
             "did_not_pay_off",
             f"waiting would have finished sooner: at the times jobs fell back, the first choice was free after a "
@@ -181,6 +222,7 @@ def verdict(
             estimate,
             first_run,
             threshold,
+            sooner_seconds=sooner,
         )
     if wait.p50 is None and wait.curve.longest < threshold:
         history = estimate.history
@@ -206,7 +248,12 @@ def verdict(
         else f"more than {_median_text(wait.curve.longest)} in most"
     )
     timing = f"at the times jobs fell back, the first choice would have taken {longer} ({evidence}); {said}"
-    affordable, cost = _cost_check(first, fallbacks, max_cost_premium)
+    affordable, cost, premium = _cost_check(first, fallbacks, max_cost_premium)
+    gain = {
+        "sooner_seconds": sooner,
+        "sooner_at_least": None if sooner is not None else wait.curve.longest - threshold,
+        "premium": premium,
+    }
     if not affordable:
         return Judgement(
             "did_not_pay_off",
@@ -214,8 +261,9 @@ def verdict(
             estimate,
             first_run,
             threshold,
+            **gain,
         )
-    return Judgement("paid_off", f"{timing}; {cost}", estimate, first_run, threshold)
+    return Judgement("paid_off", f"{timing}; {cost}", estimate, first_run, threshold, **gain)
 
 
 def _break_even_text(threshold: float, first_run: float | None) -> str:
@@ -251,6 +299,7 @@ def _configurations(
         if entry["selected_instance_type"] is not None:
             groups[_configuration_key(entry)].append(entry)
     rows = []
+    causes = failure_cause.causes(entries)
     for (rank, instance_type, count), group in sorted(groups.items(), key=lambda item: (item[0][0] is None, item[0])):
         runs = [float(e["run_seconds"]) for e in group if e["run_seconds"] is not None]
         results = [t for e in group if (t := _time_to_result(e)) is not None]
@@ -259,6 +308,7 @@ def _configurations(
                 "instance_type": instance_type,
                 "instance_count": count,
                 "rank": rank,
+                "preference": preference_label(rank),
                 "jobs": len(group),
                 "run_seconds_p50": percentile(runs, 0.5),
                 "run_seconds_p90": percentile(runs, 0.9),
@@ -266,6 +316,8 @@ def _configurations(
                 "estimated_cost_usd_p50": percentile([c for e in group if (c := _cost(e)) is not None], 0.5),
                 "plan_backed": any(e["plan_backed"] for e in group),
                 "failed_after_start": sum(e["outcome"] == "failed_after_start" for e in group),
+                "hardware_failures": _hardware_failures(group, causes),
+                "failures_by_cause": _failures_by_cause(group, causes),
                 # How long the first choice would have had to stay busy for these jobs to finish sooner.
                 "break_even_wait_seconds": _break_even(group, first_run) if rank else None,
                 **_certified(
@@ -301,20 +353,26 @@ def summarize(
         fell_back = sum(1 for e in placed if e["selected_rank"])
         ranks = sorted(Counter(e["selected_rank"] for e in placed).items())
         outcomes = Counter(e["outcome"] for e in group)
-        judged = verdict(group, max_cost_premium, timeline)
+        causes = failure_cause.causes(group)
+        judged = verdict(group, max_cost_premium, timeline, causes)
         pending = [float(e["pending_seconds"]) for e in group]
+        recurring = len({e["run_id"] for e in group}) > 1
         rows.append(
             {
                 "dag_id": dag,
                 "task_id": task,
                 "job_kind": group[0]["job_kind"],
                 "runs": len(group),
+                # One DAG run only (a certification run, a one-off backfill): shown apart from the nightly ones.
+                "recurring": recurring,
+                "summary": lead(group, fell_back, len(placed), judged, causes, max_cost_premium),
                 "completed": outcomes["completed"],
                 "no_capacity": outcomes["no_capacity"],
                 "failed_after_start": outcomes["failed_after_start"],
                 "stopped": outcomes["stopped"],
+                "failures_by_cause": _failures_by_cause(group, causes),
                 "fallback_rate": round(fell_back / len(placed), 4) if placed else None,
-                "rank_counts": {str(rank): n for rank, n in ranks},
+                "rank_counts": {preference_label(rank): n for rank, n in ranks},
                 "pending_seconds_p50": percentile(pending, 0.5),
                 "pending_seconds_p90": percentile(pending, 0.9),
                 "first_choice_wait": judged.estimate.shown.as_json() if judged.estimate else None,
@@ -327,6 +385,67 @@ def summarize(
     return rows
 
 
+# -- the lead sentence -------------------------------------------------------------------------------------------
+
+LEAD_REASON_CHARACTERS = 160  # a failure reason quoted in the lead: enough to name the bucket or the key
+
+
+def _quoted_reason(group: list[LedgerEntry], causes: Causes, cause: str) -> str:
+    latest = max(
+        (e for e in group if causes.get(e["job_name"]) == cause and e.get("failure_reason")),
+        key=lambda e: e["created_at"] or "",
+        default=None,
+    )
+    if latest is None:
+        return ""
+    reason = " ".join(str(latest["failure_reason"]).split())
+    cut = reason if len(reason) <= LEAD_REASON_CHARACTERS else reason[: LEAD_REASON_CHARACTERS - 3] + "..."
+    return f" ({cut})"
+
+
+def _gain_text(judged: Judgement, max_cost_premium: float) -> str:
+    """What falling back gave, in the order a reader weighs it: time, then money."""
+    if judged.sooner_seconds is not None and judged.sooner_seconds <= 0:
+        time = f"waiting would have given results ~{_median_text(-judged.sooner_seconds)} sooner"
+    elif judged.sooner_seconds is not None:
+        time = f"results ~{_median_text(judged.sooner_seconds)} sooner"
+    elif judged.sooner_at_least is not None:
+        time = f"results more than {_median_text(judged.sooner_at_least)} sooner"
+    else:
+        return ""
+    if judged.premium is None:
+        return time
+    return f"{time}, {judged.premium:+.0%} cost per job (allowed {max_cost_premium:+.0%})"
+
+
+def lead(
+    group: list[LedgerEntry],
+    fell_back: int,
+    placed: int,
+    judged: Judgement,
+    causes: Causes,
+    max_cost_premium: float = MAX_COST_PREMIUM,
+) -> str:
+    """What happened, in plain words, before the verdict: how often the task fell back and what it gave, which
+    configuration failed on its hardware, and the failures that say nothing of the hardware."""
+    said = f"fell back in {fell_back} of {jobs(placed)}" if placed else f"no job got capacity in {jobs(len(group))}"
+    if judged.label == "incompatible_fallback":
+        said += f": {judged.reason.split(';')[0]}"
+    elif fell_back and (gain := _gain_text(judged, max_cost_premium)):
+        said += f": {gain}"
+    apart = []
+    for cause, words in (
+        ("configuration", "on the request itself"),
+        ("code", "in the code"),
+        ("service", "in SageMaker itself"),
+        ("unknown", "for no known reason"),
+    ):
+        count = sum(causes.get(e["job_name"]) == cause for e in group)
+        if count:
+            apart.append(f"{jobs(count)} failed {words}{_quoted_reason(group, causes, cause)}")
+    return "; ".join([said, *apart])
+
+
 # -- output ----------------------------------------------------------------------------------------------------
 
 CSV_COLUMNS = (
@@ -334,6 +453,8 @@ CSV_COLUMNS = (
     "task_id",
     "job_kind",
     "runs",
+    "recurring",
+    "summary",
     "completed",
     "no_capacity",
     "failed_after_start",
@@ -381,7 +502,8 @@ def _wait_text(wait: dict[str, Any]) -> str:
     p90 = _median_text(wait["p90_seconds"]) if wait["p90_seconds"] is not None else "unknown"
     return (
         f"first choice's wait {where} ({wait['instance_count']} x {wait['instance_type']}): p50 {p50}, p90 {p90}, "
-        f"mean up to {_median_text(wait['restricted_to_seconds'])} {_median_text(wait['restricted_mean_seconds'])}; "
+        f"mean {_median_text(wait['restricted_mean_seconds'])} (counting waits up to "
+        f"{_median_text(wait['restricted_to_seconds'])}); "
         f"{wait['observed']} seen free, {wait['censored']} seen busy; from {', '.join(wait['sources'])}"
     )
 
@@ -391,27 +513,37 @@ def _break_even_column(configuration: dict[str, Any]) -> str:
     return "" if seconds is None else f", break-even wait {_median_text(seconds)}"
 
 
+def _configuration_line(configuration: dict[str, Any]) -> str:
+    causes = configuration["failures_by_cause"]
+    failed = ", ".join(f"{n} {cause}" for cause, n in causes.items())
+    return (
+        f"    {configuration['preference']} {configuration['instance_count']} x {configuration['instance_type']}: "
+        f"{jobs(configuration['jobs'])}, run p50 {_median_text(configuration['run_seconds_p50'])}, "
+        f"failed {failed or 'never'}, cost p50 {_cost_text(configuration)}"
+        f"{_break_even_column(configuration)}{_certified_text(configuration)}"
+    )
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "No jobs in the capacity ledger for this selection."
-    header = f"{'dag / task':<40} {'runs':>5} {'fell back':>9} {'wait p50':>9} {'wait p90':>9}  verdict"
+    header = f"{'dag / task':<40} {'runs':>5} {'fell back':>9} {'wait p50':>9} {'wait p90':>9}  what happened"
     lines = [header, "-" * len(header)]
-    for row in rows:
-        rate = "-" if row["fallback_rate"] is None else f"{row['fallback_rate']:.0%}"
-        lines.append(
-            f"{row['dag_id'] + ' / ' + row['task_id']:<40} {row['runs']:>5} {rate:>9} "
-            f"{_median_text(row['pending_seconds_p50']):>9} {_median_text(row['pending_seconds_p90']):>9}  "
-            f"{row['verdict']}: {row['reason']}"
-        )
-        wait = row["first_choice_wait"]
-        if wait is not None:
-            lines.append(f"    {_wait_text(wait)}")
-        for configuration in row["configurations"]:
+    recurring = [row for row in rows if row["recurring"]]
+    one_off = [row for row in rows if not row["recurring"]]
+    for part, title in ((recurring, None), (one_off, "One-off tasks (one DAG run each):")):
+        if part and title and recurring:
+            lines.append(title)
+        for row in part:
+            rate = "-" if row["fallback_rate"] is None else f"{row['fallback_rate']:.0%}"
             lines.append(
-                f"    #{(configuration['rank'] or 0) + 1} {configuration['instance_count']} x "
-                f"{configuration['instance_type']}: {configuration['jobs']} job(s), run p50 "
-                f"{_median_text(configuration['run_seconds_p50'])}, failed after start "
-                f"{configuration['failed_after_start']}, cost p50 {_cost_text(configuration)}"
-                f"{_break_even_column(configuration)}{_certified_text(configuration)}"
+                f"{row['dag_id'] + ' / ' + row['task_id']:<40} {row['runs']:>5} {rate:>9} "
+                f"{_median_text(row['pending_seconds_p50']):>9} {_median_text(row['pending_seconds_p90']):>9}  "
+                f"{row['summary']}"
             )
+            lines.append(f"    verdict {row['verdict']}: {row['reason']}")
+            wait = row["first_choice_wait"]
+            if wait is not None:
+                lines.append(f"    {_wait_text(wait)}")
+            lines.extend(_configuration_line(configuration) for configuration in row["configurations"])
     return "\n".join(lines)

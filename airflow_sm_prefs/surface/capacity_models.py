@@ -32,6 +32,7 @@ class ConfigurationRow(TypedDict):
     instance_type: str
     instance_count: int | None
     rank: int | None
+    preference: str
     jobs: int
     run_seconds_p50: float | None
     run_seconds_p90: float | None
@@ -39,6 +40,8 @@ class ConfigurationRow(TypedDict):
     estimated_cost_usd_p50: float | None
     plan_backed: bool
     failed_after_start: int
+    hardware_failures: int
+    failures_by_cause: dict[str, int]
     break_even_wait_seconds: float | None
     certified_run_seconds: float | None
     run_time_vs_certified_p50: float | None
@@ -52,10 +55,13 @@ class ReportRow(TypedDict):
     task_id: str
     job_kind: str
     runs: int
+    recurring: bool
+    summary: str
     completed: int
     no_capacity: int
     failed_after_start: int
     stopped: int
+    failures_by_cause: dict[str, int]
     fallback_rate: float | None
     rank_counts: dict[str, int]
     pending_seconds_p50: float | None

@@ -228,7 +228,7 @@ def _capacity_body(rows: list[dict[str, Any]], entries: list[ledger.LedgerEntry]
         {
             "row": row,
             "fell_back": "-" if row["fallback_rate"] is None else f"{row['fallback_rate']:.0%}",
-            "ranks": ", ".join(f"#{int(rank) + 1}: {n}" for rank, n in row["rank_counts"].items()) or "-",
+            "ranks": ", ".join(f"{rank}: {n}" for rank, n in row["rank_counts"].items()) or "-",
             "waits": charts.wait_chart(by_task[(row["dag_id"], row["task_id"])]),
             "survival": charts.survival_chart(row["first_choice_wait"], row["break_even_wait_seconds"]),
             "run_times": charts.configuration_chart(

@@ -48,6 +48,12 @@ def verdict(record: Mapping[str, Any] | None, validate: Validate | None) -> dict
         why = record.get("failure_reason") or record.get("secondary_status") or "no reason given"
         if record.get("selected_instance_type") is None:
             return {"passed": False, "reason": f"no capacity: the job ended {record.get('status')} ({why})"}
+        if record.get("failure_cause") == "configuration":
+            return {
+                "passed": False,
+                "reason": f"the request itself failed, which says nothing of this configuration: {why} (fix the "
+                "request and run the certification again)",
+            }
         return {"passed": False, "reason": f"the job ended {record.get('status')} after starting: {why}"}
     if validate is None:
         return {"passed": True, "reason": "completed"}

@@ -8,7 +8,6 @@ from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_sm_prefs.evidence.record import JobRecord
 from airflow_sm_prefs.platform.formatting import format_seconds
-from airflow_sm_prefs.sagemaker import job_status
 from airflow_sm_prefs.sagemaker.job_view import JobView
 
 FINISH_SUMMARY_FIELDS = (
@@ -45,19 +44,25 @@ def outcome_error(view: JobView, record: JobRecord) -> AirflowException:
             f"after waiting {waited} for any of: {view.describe_preferences()}. "
             f"{record['failure_reason'] or ''}".strip()
         )
+    cause, rule = record["failure_cause"], record["failure_cause_rule"]
+    reason = record["failure_reason"] or view.secondary_status
+    if cause == "configuration":
+        # The request failed, not the instance: naming the instance type would send the reader to the wrong list.
+        return AirflowException(
+            f"SageMaker {kind} job {record['job_name']} ended {status} on its request itself: {reason}. Fix the "
+            "request (its buckets, data, permissions): every configuration in the list would fail the same way."
+        )
     where = (
         f"{record['selected_instance_count']} x {record['selected_instance_type']} "
         f"(preference #{(record['selected_rank'] or 0) + 1})"
     )
     hint = (
-        " It ran on a fallback type: SageMaker does not check that your container works on every preference."
-        if record["fell_back"] and job_status.failed(status)
+        " It ran on a fallback type: SageMaker does not check that your container works on every preference, and "
+        f"this failure points at the hardware ({rule})."
+        if record["fell_back"] and cause == "hardware"
         else ""
     )
-    return AirflowException(
-        f"SageMaker {kind} job {record['job_name']} ended {status} on {where}: "
-        f"{record['failure_reason'] or view.secondary_status}.{hint}"
-    )
+    return AirflowException(f"SageMaker {kind} job {record['job_name']} ended {status} on {where}: {reason}.{hint}")
 
 
 def no_capacity_message(view: JobView, bound: str = "within max_pending") -> str:

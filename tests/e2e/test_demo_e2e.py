@@ -137,8 +137,8 @@ def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
     assert wait["sources"] == ["nightly_evaluation.fine_tune", "team_b_pretraining.pretrain"]
     assert (wait["basis"], wait["observed"]) == ("same times", 0) and wait["longest_seconds"] > 1800
     other_team = rows["pretrain"]
-    assert (other_team["runs"], other_team["no_capacity"], other_team["rank_counts"]) == (4, 2, {"0": 2})
-    assert fine_tune["failed_after_start"] == 0 and fine_tune["rank_counts"] == {"0": 2, "1": 2}
+    assert (other_team["runs"], other_team["no_capacity"], other_team["rank_counts"]) == (4, 2, {"#1": 2})
+    assert fine_tune["failed_after_start"] == 0 and fine_tune["rank_counts"] == {"#1": 2, "#2": 2}
     assert all(c["run_time_vs_certified_p50"] is not None for c in fine_tune["configurations"])
     assert rows["prepare_data"]["verdict"] == "not_enough_data" and rows["prepare_data"]["fallback_rate"] == 0.0
 

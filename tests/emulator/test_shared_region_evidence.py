@@ -59,7 +59,7 @@ def eight_nights() -> list[dict]:
 def test_the_fallback_that_saved_a_four_hour_wait_paid_off(eight_nights):
     rows = {r["dag_id"]: r for r in report.summarize(eight_nights)}
     team_a = rows["team_a"]
-    assert team_a["rank_counts"] == {"0": 4, "1": 4}
+    assert team_a["rank_counts"] == {"#1": 4, "#2": 4}
     assert team_a["verdict"] == "paid_off", team_a["reason"]
     wait = team_a["first_choice_wait"]
     assert (wait["observed"], wait["sources"]) == (4, ["team_a.train", "team_b.train"])

@@ -176,7 +176,7 @@ def test_three_nights_in_the_ledger_survive_db_clean_and_can_be_rebuilt(tmp_path
     for _ in range(3):
         _airflow_dags_test(env, "sm_prefs_it_training")
     row = _task_report(env, "per_preference")
-    assert (row["runs"], row["fallback_rate"], row["rank_counts"]) == (3, 1.0, {"1": 3})
+    assert (row["runs"], row["fallback_rate"], row["rank_counts"]) == (3, 1.0, {"#2": 3})
     # Every night fell back at once and nothing else listed the first choice then: nothing says how long it
     # stayed sold out, so the report says what would decide it instead of guessing.
     assert row["completed"] == 3 and row["verdict"] == "not_enough_data", row["reason"]
@@ -220,7 +220,7 @@ def test_three_nights_in_the_ledger_survive_db_clean_and_can_be_rebuilt(tmp_path
     again = _cli(env, "ledger", "backfill", "--since", "1d", "--aws-conn-id", "sm_emulator")
     assert "0 added, 6 already in the ledger" in again.stdout, again.stdout
     rebuilt = _task_report(env, "per_preference")
-    assert (rebuilt["runs"], rebuilt["fallback_rate"], rebuilt["rank_counts"]) == (3, 1.0, {"1": 3})
+    assert (rebuilt["runs"], rebuilt["fallback_rate"], rebuilt["rank_counts"]) == (3, 1.0, {"#2": 3})
 
 
 def test_certification_keeps_the_first_choice_and_rejects_the_fallback_that_fails(

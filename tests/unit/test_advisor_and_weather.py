@@ -34,12 +34,26 @@ def test_where_it_did_not_the_first_choice_alone_is_better():
     assert advice["the current list"]["time_to_result_p90_seconds"] == 3 * 3600
 
 
-def test_an_entry_that_failed_after_starting_is_offered_away_and_one_never_chosen_too():
+def test_an_entry_that_failed_on_the_request_or_the_code_is_never_offered_away():
+    listed = [P5, P4D]
+    history = [_job("nightly", "fine_tune", n, listed, 0, 60.0, 3600.0) for n in range(4)]
+    for n, reason in enumerate(
+        ("ClientError: Artifact upload failed: the bucket 'b' does not exist", "AlgorithmError: KeyError")
+    ):
+        failed = {"outcome": "failed_after_start", "failure_reason": reason}
+        history.append({**_job("nightly", "fine_tune", 4 + n, listed, 1, 0.0, 60.0), **failed})
+    labels = [c.label for c in advisor.candidates(listed, history)]
+    assert not any(label.startswith("without") for label in labels), labels
+
+
+def test_an_entry_that_failed_on_its_hardware_is_offered_away_and_one_never_chosen_too():
     listed = [P5, P4D, ("ml.g5.48xlarge", 1)]
     history = [_job("nightly", "fine_tune", n, listed, 0, 60.0, 3600.0) for n in range(4)]
-    history.append({**_job("nightly", "fine_tune", 4, listed, 1, 0.0, 60.0), "outcome": "failed_after_start"})
+    cuda = "AlgorithmError: CUDA error: no kernel image is available for execution on the device"
+    failed = {"outcome": "failed_after_start", "failure_reason": cuda}
+    history.append({**_job("nightly", "fine_tune", 4, listed, 1, 0.0, 60.0), **failed})
     labels = [c.label for c in advisor.candidates(listed, history)]
-    assert "without #2 (failed after starting in 1 of 1)" in labels
+    assert "without #2 (failed on its hardware in 1 of 1)" in labels
     assert "without #3 (never chosen in 5 jobs)" in labels
     assert "the first choice alone" in labels and "#3 (1 x ml.g5.48xlarge) first" in labels
 

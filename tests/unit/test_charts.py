@@ -135,6 +135,7 @@ def test_the_templates_draw_the_geometry_and_escape_what_came_from_outside():
     task_row = {
         "dag_id": "<b>dag</b>", "task_id": "t", "runs": 1, "completed": 1, "no_capacity": 0, "failed_after_start": 0,
         "pending_seconds_p50": 60.0, "pending_seconds_p90": None, "verdict": "paid_off", "reason": "it's fine",
+        "summary": "fell back in 0 of 1 job",
     }  # fmt: skip
     body = render(
         "capacity.html",

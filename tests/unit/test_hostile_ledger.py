@@ -114,6 +114,8 @@ HOSTILE_VALUES = {
     "a rank past the fifth": ('"selected_rank": 1', '"selected_rank": 5'),
     "no instances": ('"selected_instance_count": 2', '"selected_instance_count": 0'),
     "a map index below -1": ('"map_index": -1', '"map_index": -2'),
+    "a cause no rule gives": ('"failure_cause": null', '"failure_cause": "cosmic rays"'),
+    "a cause as a number": ('"failure_cause": null', '"failure_cause": 1'),
 }
 
 
@@ -129,13 +131,17 @@ def test_the_schema_the_reader_judges_is_the_entry_the_writer_writes():
     )
     assert set(written) == set(ledger.SCHEMA)
     assert ledger.why_unusable(json.loads(json.dumps(written))) is None
-    judged = {key for kind in ("_NUMBERS", "_TEXTS", "_FLAGS", "_INTEGERS", "_TIMES") for key in getattr(ledger, kind)}
+    judged = {
+        key
+        for kind in ("_NUMBERS", "_TEXTS", "_FLAGS", "_INTEGERS", "_TIMES", "_CAUSES")
+        for key in getattr(ledger, kind)
+    }
     assert judged | {key for key, _ in ledger._REQUIRED} | {"format"} == set(ledger.SCHEMA), "every field is judged"
 
 
 @pytest.mark.parametrize("case", HOSTILE_VALUES)
 def test_a_hostile_value_in_any_field_is_refused_on_read(root, case, monkeypatch):
-    text = json.dumps(entry("hostile", 1, workload=None), sort_keys=True)
+    text = json.dumps(entry("hostile", 1, workload=None, failure_cause=None), sort_keys=True)
     original, hostile = HOSTILE_VALUES[case]
     assert original in text, case
     (root / "nightly" / "hostile.json").write_text(text.replace(original, hostile, 1))

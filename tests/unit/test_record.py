@@ -4,6 +4,7 @@ import datetime as dt
 import json
 
 import pendulum
+import pytest
 
 from airflow_sm_prefs.evidence import record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
@@ -78,6 +79,8 @@ def test_record_of_a_fallback_training_job():
         "estimated_cost_usd": None,  # the shipped price table has no prices
         "cost_basis": "unknown-price",
         "failure_reason": None,
+        "failure_cause": None,
+        "failure_cause_rule": None,
         "region": "us-east-1",
         "created_at": "2026-11-30T02:00:00+00:00",
         "started_at": "2026-11-30T02:11:40+00:00",
@@ -85,6 +88,27 @@ def test_record_of_a_fallback_training_job():
         "last_modified_at": "2026-11-30T02:21:40+00:00",
     }
     json.dumps(built)  # the XCom contract is plain JSON
+
+
+@pytest.mark.parametrize(
+    ("reason", "cause", "rule"),
+    [
+        (
+            "ClientError: Artifact upload failed: the bucket 'bucket' does not exist",
+            "configuration",
+            "SageMaker's ClientError (the request, its data or permissions)",
+        ),
+        ("AlgorithmError: CUDA error: no kernel image is available", "hardware", "the GPU architecture or driver"),
+        ("AlgorithmError: ValueError: bad hyperparameter", "code", "the container's own failure"),
+        (None, "unknown", "no failure reason given"),
+    ],
+)
+def test_record_of_a_job_that_failed_after_starting_says_why(reason, cause, rule):
+    description = training_description(TrainingJobStatus="Failed", SecondaryStatus="Failed", FailureReason=reason)
+    if reason is None:
+        del description["FailureReason"]
+    built = record.build(JobFacts.of(JobView.parse(TRAINING, description), "us-east-1"))
+    assert (built["failure_cause"], built["failure_cause_rule"]) == (cause, rule)
 
 
 def test_record_from_an_event_payload_equals_record_from_boto3():
@@ -115,6 +139,10 @@ def test_record_of_a_job_that_never_got_capacity():
     assert (built["selected_instance_type"], built["selected_rank"], built["fell_back"]) == (None, None, None)
     assert built["pending_seconds"] == 1800.0
     assert built["run_seconds"] is None and built["billable_instance_seconds"] is None
+    assert (built["failure_cause"], built["failure_cause_rule"]) == (
+        "capacity",
+        "the job got no capacity in the time allowed",
+    )
     assert JobView.parse(TRAINING, description).describe_preferences() == "#1 ml.p5.48xlarge x1, #2 ml.p4d.24xlarge x2"
 
 

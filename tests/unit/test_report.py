@@ -62,7 +62,7 @@ def entry(
 def test_fallbacks_that_finish_sooner_paid_off():
     entries = [entry("a", 0, pending=7200), entry("b", 1, pending=300), entry("c", 1, pending=200)]
     (row,) = report.summarize(entries)
-    assert (row["runs"], row["fallback_rate"], row["rank_counts"]) == (3, 0.6667, {"0": 1, "1": 2})
+    assert (row["runs"], row["fallback_rate"], row["rank_counts"]) == (3, 0.6667, {"#1": 1, "#2": 2})
     assert row["verdict"] == "paid_off", row["reason"]
     assert "the first choice would have taken a median 2h00m00s" in row["reason"]
     assert "pays off if the first choice would have stayed unavailable for more than 3m20s" in row["reason"]
@@ -89,13 +89,57 @@ def test_fallbacks_that_run_longer_than_waiting_would_have_taken_did_not_pay_off
     assert "unavailable for more than 2h01m00s" in row["reason"]  # 1 min wait + 3 h run - 1 h run
 
 
-def test_a_fallback_that_fails_after_starting_is_an_incompatible_fallback():
-    entries = [entry("a", 0), entry("b", 0), entry("c", 1, outcome="failed_after_start", run=120), entry("d", 1)]
+CUDA = "AlgorithmError: CUDA error: no kernel image is available for execution on the device (exit code 1)"
+NO_BUCKET = "ClientError: Artifact upload failed: the bucket 'bucket' does not exist (output 'model', s3://bucket/out)."
+
+
+def test_a_fallback_that_fails_on_its_hardware_is_an_incompatible_fallback():
+    failed = entry("c", 1, outcome="failed_after_start", run=120, failure_reason=CUDA)
+    entries = [entry("a", 0), entry("b", 0), failed, entry("d", 1)]
     (row,) = report.summarize(entries)
     assert row["verdict"] == "incompatible_fallback"
-    assert row["reason"].startswith("2 x ml.p4d.24xlarge (#2) failed after starting in 1 of 2 jobs")
+    assert row["reason"] == "2 x ml.p4d.24xlarge (#2) failed on its hardware in 1 of 2 jobs; the first choice in 0 of 2"
     fallback = next(c for c in row["configurations"] if c["rank"] == 1)
-    assert fallback["failed_after_start"] == 1
+    assert (fallback["failed_after_start"], fallback["hardware_failures"]) == (1, 1)
+    assert fallback["failures_by_cause"] == {"hardware": 1} and fallback["preference"] == "#2"
+    assert row["summary"].startswith("fell back in 2 of 4 jobs: 2 x ml.p4d.24xlarge (#2) failed on its hardware")
+
+
+def test_a_fallback_that_fails_on_the_request_is_counted_apart_and_never_blamed():
+    failed = entry("c", 1, outcome="failed_after_start", run=120, failure_reason=NO_BUCKET)
+    entries = [entry("a", 0, pending=7200), entry("b", 1), failed, entry("d", 1)]
+    (row,) = report.summarize(entries)
+    assert row["verdict"] != "incompatible_fallback", row["reason"]
+    assert row["failures_by_cause"] == {"configuration": 1}
+    assert (
+        "1 job failed on the request itself (ClientError: Artifact upload failed: the bucket 'bucket'" in row["summary"]
+    )
+    fallback = next(c for c in row["configurations"] if c["rank"] == 1)
+    assert (fallback["failed_after_start"], fallback["hardware_failures"]) == (1, 0)
+
+
+def test_an_older_entry_without_a_cause_is_judged_by_its_reason():
+    """Entries written before causes were recorded: the reader gives them the cause of their reason."""
+    cuda = {**entry("c", 1, outcome="failed_after_start", failure_reason=CUDA), "failure_cause": None}
+    (row,) = report.summarize([entry("a", 0), entry("b", 0), cuda, entry("d", 1)])
+    assert row["verdict"] == "incompatible_fallback"
+    # A recorded cause stands: a code failure recorded as such is not read again from its text.
+    recorded = {**cuda, "failure_cause": "code"}
+    (row,) = report.summarize([entry("a", 0), entry("b", 0), recorded, entry("d", 1)])
+    assert row["verdict"] != "incompatible_fallback" and row["failures_by_cause"] == {"code": 1}
+
+
+def test_a_code_failure_the_same_task_instance_then_completed_elsewhere_is_the_hardware():
+    """The same DAG run's retry, on the same inputs, completed on another configuration: the code is not at fault."""
+    crash = "AlgorithmError: Segmentation fault (exit code 139)"
+    first_try = entry("c", 1, outcome="failed_after_start", failure_reason=crash, run_id="scheduled__n")
+    retry = entry("c2", 0, run_id="scheduled__n")
+    (row,) = report.summarize([entry("a", 0), entry("b", 0), first_try, retry, entry("d", 1)])
+    assert row["verdict"] == "incompatible_fallback" and row["failures_by_cause"] == {"hardware": 1}
+    # On another night, with nothing completed on another configuration, the same crash is the code's.
+    alone = entry("c", 1, outcome="failed_after_start", failure_reason=crash, run_id="scheduled__m")
+    (row,) = report.summarize([entry("a", 0), entry("b", 0), alone, entry("d", 1)])
+    assert row["failures_by_cause"] == {"code": 1} and row["verdict"] != "incompatible_fallback"
 
 
 def test_too_few_jobs_or_no_fallback_is_not_enough_data():
@@ -131,7 +175,7 @@ def test_every_format_carries_the_verdict(output_format):
         assert json.loads(text)[0]["verdict"] == "paid_off"
     elif output_format == "csv":
         (parsed,) = list(csv.DictReader(io.StringIO(text)))
-        assert (parsed["verdict"], json.loads(parsed["rank_counts"])) == ("paid_off", {"0": 1, "1": 2})
+        assert (parsed["verdict"], json.loads(parsed["rank_counts"])) == ("paid_off", {"#1": 1, "#2": 2})
     else:
         assert "nightly / fine_tune" in text and "paid_off" in text and "cost p50 unknown" in text
 

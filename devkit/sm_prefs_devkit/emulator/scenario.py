@@ -21,6 +21,7 @@ BUNDLED = (
     "all-busy-then-free",
     "quota-short",
     "incompatible-fallback",
+    "failure-causes",
     "reserved-first",
     "nightly-weather",
     "shared-region",
