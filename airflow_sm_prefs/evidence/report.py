@@ -178,7 +178,7 @@ def verdict(
     placed = [e for e in entries if e["selected_rank"] is not None]
     if len(placed) < MIN_JOBS:
         return Judgement(
-            "not_enough_data", f"{len(placed)} job(s) got capacity in the window; at least {MIN_JOBS} are needed"
+            "not_enough_data", f"{jobs(len(placed))} got capacity in the window; at least {MIN_JOBS} are needed"
         )
     first = [e for e in placed if e["selected_rank"] == 0]
     fallbacks = [e for e in placed if e["selected_rank"]]

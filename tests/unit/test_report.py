@@ -364,3 +364,66 @@ def test_rows_kept_as_json_between_runs_render_as_the_rows_computed(output):
     entries = [entry("a", 0, pending=7200), entry("b", 1, pending=300, estimated_cost_usd=3.5), entry("c", None)]
     rows = report.summarize(entries)
     assert report.render(json.loads(json.dumps(rows)), output) == report.render(rows, output)
+
+
+# -- what happened, before the verdict ----------------------------------------------------------------------------
+
+
+def test_the_lead_says_the_trade_off_in_time_and_cost_before_the_verdict():
+    costs = {"a": 10.0, "b": 20.0, "c": 20.0}
+    entries = [
+        entry("a", 0, pending=7200, estimated_cost_usd=costs["a"]),
+        entry("b", 1, pending=300, estimated_cost_usd=costs["b"]),
+        entry("c", 1, pending=200, estimated_cost_usd=costs["c"]),
+    ]
+    (row,) = report.summarize(entries)
+    # The first choice would have taken 2h00m00s; the fallbacks pay off past 3m20s: 1h56m40s sooner, at +100%.
+    assert row["summary"] == "fell back in 2 of 3 jobs: results ~1h56m40s sooner, +100% cost per job (allowed +25%)"
+    assert row["verdict"] == "did_not_pay_off"
+    (within,) = report.summarize(entries, max_cost_premium=1.5)
+    assert within["summary"].endswith("+100% cost per job (allowed +150%)") and within["verdict"] == "paid_off"
+    table = report.render([row], "table").splitlines()
+    assert table[2].endswith(row["summary"]) and table[3].startswith("    verdict did_not_pay_off: ")
+
+
+def test_the_lead_says_when_waiting_would_have_been_sooner_and_when_the_cost_is_unknown():
+    entries = [entry("a", 0, pending=60), entry("b", 1, pending=9000), entry("c", 1, pending=8000)]
+    (row,) = report.summarize(entries)
+    # Seen busy 2h30m00s at most against a break-even of 2h13m20s: a lower bound, and no price on either side.
+    assert row["summary"] == "fell back in 2 of 3 jobs: results more than 16m40s sooner"
+    late = [
+        entry("a", 0, pending=60, run=600),
+        entry("b", 1, pending=120, run=9000, created="2026-11-29T02:00:30+00:00"),
+        entry("c", 1, pending=10, run=9000),
+    ]
+    (slow,) = report.summarize(late)
+    assert slow["verdict"] == "did_not_pay_off" and "waiting would have finished sooner" in slow["reason"]
+    assert slow["summary"] == "fell back in 2 of 3 jobs: waiting would have given results ~2h19m10s sooner"
+
+
+def test_the_report_says_no_zero_of_zero_no_one_jobs_and_no_unlabelled_figure():
+    failed = entry("c", 1, outcome="failed_after_start", failure_reason=CUDA)
+    rows = report.summarize([entry("b", 1), failed, entry("d", 1)])
+    text = report.render(rows, "table")
+    assert "0 of 0" not in text and "1 jobs" not in text and "job(s)" not in text
+    assert "the first choice never ran in the window" in rows[0]["reason"]
+    (few,) = report.summarize([entry("a", 1)])
+    assert few["reason"].startswith("1 job got capacity")
+
+
+def test_one_off_tasks_are_listed_after_the_recurring_ones():
+    nightly = [entry(n, 1) for n in "abc"]
+    once = entry("z", 0, task_id="aaa_certify", run_id="manual__cert")
+    rows = report.summarize([*nightly, once])
+    assert {r["task_id"]: r["recurring"] for r in rows} == {"aaa_certify": False, "fine_tune": True}
+    lines = report.render(rows, "table").splitlines()
+    title = lines.index("One-off tasks (one DAG run each):")
+    assert any("fine_tune" in line for line in lines[:title]) and any("aaa_certify" in line for line in lines[title:])
+    assert report.render([r for r in rows if not r["recurring"]], "table").count("One-off") == 0
+
+
+def test_ranks_read_the_same_in_every_format():
+    rows = report.summarize([entry("a", 0), entry("b", 1), entry("c", 1)])
+    assert rows[0]["rank_counts"] == {"#1": 1, "#2": 2}
+    assert [c["preference"] for c in rows[0]["configurations"]] == ["#1", "#2"]
+    assert "    #2 2 x ml.p4d.24xlarge: 2 jobs" in report.render(rows, "table")
