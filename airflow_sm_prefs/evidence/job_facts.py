@@ -17,6 +17,7 @@ from typing import Any, Literal
 import pendulum
 
 from airflow_sm_prefs.evidence import failure_cause
+from airflow_sm_prefs.evidence.utilization import Utilization
 from airflow_sm_prefs.reference.prices import CostBasis, PriceTable
 from airflow_sm_prefs.sagemaker import job_status
 from airflow_sm_prefs.sagemaker.job_view import JobView, iso, jsonable
@@ -56,6 +57,8 @@ class JobFacts:
     # The certification registry's workload the task named, and the chosen configuration's benchmark there.
     workload: str | None = None
     certified_run_seconds: float | None = None
+    # How well it used its hardware (CloudWatch's instance metrics), None where they could not be read.
+    utilization: Utilization | None = None
 
     @classmethod
     def of(
@@ -67,6 +70,7 @@ class JobFacts:
         certified_run_seconds: float | None = None,
         workload: str | None = None,
         task_gave_up: bool = False,
+        utilization: Utilization | None = None,
     ) -> JobFacts:
         """``prices`` default to the table in effect now (shipped, with the team's over it)."""
         from airflow_sm_prefs.reference import prices as price_tables
@@ -99,6 +103,7 @@ class JobFacts:
             failure=failure_cause.of_job(outcome, view.failure_reason, view.selected_type is not None),
             workload=workload,
             certified_run_seconds=certified_run_seconds,
+            utilization=utilization,
         )
 
     @property

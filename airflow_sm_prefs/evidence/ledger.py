@@ -36,7 +36,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 import pendulum
 
-from airflow_sm_prefs.evidence import failure_cause
+from airflow_sm_prefs.evidence import failure_cause, utilization
 from airflow_sm_prefs.evidence.job_facts import OUTCOMES, JobFacts, JobOutcome
 from airflow_sm_prefs.request.preferences import MAX_PREFERENCES
 from airflow_sm_prefs.storage import object_storage, paths, untrusted_files
@@ -69,6 +69,7 @@ REPORT_FIELDS = (
     # Why a job failed: only a hardware failure counts against its configuration; the reason names the rest.
     "failure_cause",
     "failure_reason",
+    "utilization",
     # The first choice's wait at the times jobs fell back is read from every job's list, Region and account.
     "preferences",
     "region",
@@ -103,6 +104,8 @@ class LedgerEntry(TypedDict):
     failure_reason: str | None
     # failure_cause.CAUSES; older entries have none and are read with the cause of their failure_reason.
     failure_cause: NotRequired[str | None]
+    # utilization.Utilization.as_json(): per metric its mean and p90, in percent of one device; None: unknown.
+    utilization: NotRequired[dict[str, dict[str, float] | None] | None]
     created_at: str | None
     started_at: str | None
     ended_at: str | None
@@ -141,6 +144,7 @@ def entry_for(
         certified_run_seconds=facts.certified_run_seconds,
         failure_reason=view.failure_reason,
         failure_cause=facts.failure.cause if facts.failure else None,
+        utilization=facts.utilization.as_json() if facts.utilization else None,
         created_at=facts.created_at,
         started_at=facts.started_at,
         ended_at=facts.ended_at,
@@ -329,6 +333,7 @@ SCHEMA: dict[str, str] = {
     "certified_run_seconds": "amount?",
     "failure_reason": "text?",
     "failure_cause": "cause?",
+    "utilization": "utilization?",
     "created_at": "time?",
     "started_at": "time?",
     "ended_at": "time?",
@@ -348,6 +353,7 @@ _NUMBERS, _TEXTS, _FLAGS, _INTEGERS, _TIMES = (
     for optional in ("amount?", "text?", "flag?", "integer?", "time?")
 )
 _CAUSES = tuple(key for key, kind in SCHEMA.items() if kind == "cause?")
+_UTILIZATIONS = tuple(key for key, kind in SCHEMA.items() if kind == "utilization?")
 MAX_ENTRY_BYTES = 1 << 20  # one job's entry: a few KB; the limit keeps /dev/zero and its kind out
 MAX_MONTH_BYTES = 1 << 29  # a DAG's month of compacted entries: 100,000 jobs are about 100 MB
 
@@ -364,6 +370,9 @@ def why_unusable(raw: Any, keys: Collection[str] | None = None) -> str | None:
             return f"{key} missing or of the wrong type"
     if raw["outcome"] not in OUTCOMES:
         return f"unknown outcome {raw['outcome']!r}"
+    for key in _UTILIZATIONS:
+        if (keys is None or key in keys) and not utilization.is_recorded_shape(raw.get(key)):
+            return f"{key} is not a mapping of metrics to their mean and p90"
     for key in _CAUSES:
         value = raw.get(key)
         if value is not None and (keys is None or key in keys) and value not in failure_cause.CAUSES:

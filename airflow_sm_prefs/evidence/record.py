@@ -71,6 +71,9 @@ class JobRecord(TypedDict):
     # unknown, and the rule that said so; None when it did not fail.
     failure_cause: str | None
     failure_cause_rule: str | None
+    # How well the job used its hardware, per metric (gpu, gpu_memory, cpu, memory) its mean and p90 in percent of
+    # one device over hosts and minutes; None when CloudWatch's metrics could not be read (see the task log).
+    utilization: dict[str, dict[str, float] | None] | None
     region: str | None
     created_at: str | None
     started_at: str | None
@@ -109,6 +112,7 @@ def build(facts: JobFacts, decided: PreflightDecided | None = None) -> JobRecord
         failure_reason=view.failure_reason,
         failure_cause=facts.failure.cause if facts.failure else None,
         failure_cause_rule=facts.failure.because if facts.failure else None,
+        utilization=facts.utilization.as_json() if facts.utilization else None,
         region=facts.region,
         created_at=facts.created_at,
         started_at=facts.started_at,

@@ -279,6 +279,23 @@ def _evidence_text(wait: counterfactual.FirstChoiceWait) -> str:
     return f"{wait.curve.observed} seen free, {wait.curve.censored} seen busy, from {sources}"
 
 
+def _utilization(group: list[LedgerEntry]) -> dict[str, Any]:
+    """Per metric, the median of the jobs' means and of their p90s (each job's own over its hosts and minutes),
+    and how many jobs had their utilization read."""
+    from airflow_sm_prefs.evidence import utilization
+
+    read = [u for e in group if (u := utilization.from_json(e.get("utilization"))) is not None and u.known]
+    medians: dict[str, dict[str, float | None] | None] = {}
+    for name in utilization.METRICS:
+        figures = [f for u in read if (f := u.figures.get(name)) is not None]
+        medians[name] = (
+            {"mean": percentile([f.mean for f in figures], 0.5), "p90": percentile([f.p90 for f in figures], 0.5)}
+            if figures
+            else None
+        )
+    return {"utilization": medians, "utilization_jobs": len(read)}
+
+
 def _certified(group: list[LedgerEntry], run_p50: float | None, tolerance: float) -> dict[str, Any]:
     """The configuration's benchmark (the latest recorded) and how its runs compare."""
     benchmarks = [float(seconds) for e in group if (seconds := e.get("certified_run_seconds"))]
@@ -318,6 +335,7 @@ def _configurations(
                 "failed_after_start": sum(e["outcome"] == "failed_after_start" for e in group),
                 "hardware_failures": _hardware_failures(group, causes),
                 "failures_by_cause": _failures_by_cause(group, causes),
+                **_utilization(group),
                 # How long the first choice would have had to stay busy for these jobs to finish sooner.
                 "break_even_wait_seconds": _break_even(group, first_run) if rank else None,
                 **_certified(
@@ -473,9 +491,11 @@ def render(rows: list[dict[str, Any]], output_format: str) -> str:
     if output_format == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer)
-        writer.writerow([*CSV_COLUMNS, "rank_counts"])
+        writer.writerow([*CSV_COLUMNS, "rank_counts", "configurations"])
         for row in rows:
-            writer.writerow([*(row[c] for c in CSV_COLUMNS), json.dumps(row["rank_counts"])])
+            # One cell for the configurations, each as the table says it (a spreadsheet row per task).
+            configurations = "; ".join(_configuration_line(c).strip() for c in row["configurations"])
+            writer.writerow([*(row[c] for c in CSV_COLUMNS), json.dumps(row["rank_counts"]), configurations])
         return buffer.getvalue()
     return _table(rows)
 
@@ -513,12 +533,35 @@ def _break_even_column(configuration: dict[str, Any]) -> str:
     return "" if seconds is None else f", break-even wait {_median_text(seconds)}"
 
 
+def utilization_text(measured: dict[str, Any] | None) -> str:
+    """The headline of a configuration's utilization: its GPUs' (else its CPUs'), mean and p90."""
+    for name, label in (("gpu", "GPU"), ("cpu", "CPU")):
+        figure = (measured or {}).get(name)
+        if figure is not None and figure.get("mean") is not None:
+            return f"{label} {figure['mean']:.0f}% (p90 {figure['p90']:.0f}%)"
+    return "utilization unknown"
+
+
+UTILIZATION_LABELS = {"gpu": "GPU", "gpu_memory": "GPU memory", "cpu": "CPU", "memory": "memory"}
+
+
+def utilization_details(measured: dict[str, Any] | None) -> str:
+    """Every metric measured: ``GPU 91% (p90 95%), GPU memory 72% (p90 76%), ...``; what was not, left out."""
+    said = [
+        f"{label} {figure['mean']:.0f}% (p90 {figure['p90']:.0f}%)"
+        for name, label in UTILIZATION_LABELS.items()
+        if (figure := (measured or {}).get(name)) is not None and figure.get("mean") is not None
+    ]
+    return ", ".join(said) or "unknown (CloudWatch's instance metrics could not be read; see the task log)"
+
+
 def _configuration_line(configuration: dict[str, Any]) -> str:
     causes = configuration["failures_by_cause"]
     failed = ", ".join(f"{n} {cause}" for cause, n in causes.items())
     return (
         f"    {configuration['preference']} {configuration['instance_count']} x {configuration['instance_type']}: "
-        f"{jobs(configuration['jobs'])}, run p50 {_median_text(configuration['run_seconds_p50'])}, "
+        f"{jobs(configuration['jobs'])}, {utilization_text(configuration['utilization'])}, "
+        f"run p50 {_median_text(configuration['run_seconds_p50'])}, "
         f"failed {failed or 'never'}, cost p50 {_cost_text(configuration)}"
         f"{_break_even_column(configuration)}{_certified_text(configuration)}"
     )

@@ -42,6 +42,8 @@ class ConfigurationRow(TypedDict):
     failed_after_start: int
     hardware_failures: int
     failures_by_cause: dict[str, int]
+    utilization: dict[str, dict[str, float | None] | None]
+    utilization_jobs: int
     break_even_wait_seconds: float | None
     certified_run_seconds: float | None
     run_time_vs_certified_p50: float | None

@@ -238,6 +238,12 @@ def _capacity_body(rows: list[dict[str, Any]], entries: list[ledger.LedgerEntry]
                 row["configurations"], "estimated_cost_usd_p50", costs_caption, format_usd
             ),
             "costs_caption": costs_caption,
+            "utilization": charts.configuration_chart(
+                [{**c, "gpu_mean": (c["utilization"].get("gpu") or {}).get("mean")} for c in row["configurations"]],
+                "gpu_mean",
+                "GPU utilization per configuration (median of the jobs' means, % of one GPU)",
+                lambda percent: f"{percent:.0f}%",
+            ),
         }
         for row in rows
     ]
@@ -260,6 +266,7 @@ def _task_instance_body(
         history_jobs=len(waits),
         median_wait=report.percentile(waits, 0.5),
         cost=_cost_cell(this),
+        utilization=report.utilization_details(this.get("utilization")),
         waits=charts.wait_chart(history),
     )
 

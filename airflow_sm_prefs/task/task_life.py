@@ -145,7 +145,15 @@ class TaskLife:
 
     @cached_property
     def outcome(self) -> TaskOutcome:
-        return TaskOutcome(self.context, self.kind, self.region, self.log, self.claims, self.certification)
+        return TaskOutcome(
+            self.context,
+            self.kind,
+            self.region,
+            self.log,
+            self.claims,
+            self.certification,
+            connection={**self.hook_kwargs, "region_name": self.region},
+        )
 
     def start(
         self, request: dict[str, Any], job_name: str | None, preflight: Callable[[dict[str, Any]], Prepared]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -14,6 +14,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowFailExc
 
 from airflow_sm_prefs.evidence import ledger, record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.evidence.utilization import Utilization
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker import job_status, status_lines
 from airflow_sm_prefs.sagemaker.job_view import JobView
@@ -36,6 +37,8 @@ class TaskOutcome:
     log: logging.Logger | logging.LoggerAdapter[Any] | Any
     claims: attempts.ClaimStore  # the task instance's one store, shared with the rest of its life
     certification: Certification | None = None
+    # The connection's hook arguments, with the Region: where the job's CloudWatch metrics are read. None: not read.
+    connection: Mapping[str, Any] | None = None
 
     def announce(self, view: JobView) -> None:
         """The chosen configuration, as soon as SageMaker chose it: a log line, an XCom, a metric."""
@@ -60,8 +63,45 @@ class TaskOutcome:
             except RegistryUnreachable as error:  # the job's outcome stands; only the comparison is lost
                 self.log.warning("Certified run time left out: %s", error)
         return JobFacts.of(
-            view, self.region, certified_run_seconds=certified, workload=workload, task_gave_up=task_gave_up
+            view,
+            self.region,
+            certified_run_seconds=certified,
+            workload=workload,
+            task_gave_up=task_gave_up,
+            utilization=None if task_gave_up else self.utilization_of(view),
         )
+
+    def utilization_of(self, view: JobView) -> Utilization | None:
+        """How well the ended job used its hardware, read once from CloudWatch; None (and one warning) when it
+        cannot be read: the job's outcome never depends on it."""
+        if self.connection is None or view.started is None or view.ended is None or not view.selected_count:
+            return None
+        from airflow_sm_prefs.evidence import utilization
+        from airflow_sm_prefs.reference import instance_catalogue
+        from airflow_sm_prefs.sagemaker import host_metrics
+
+        assert view.name is not None and view.selected_type is not None
+        try:
+            values = host_metrics.read(
+                host_metrics.client(self.connection),
+                view.kind.name,
+                view.name,
+                view.selected_count,
+                view.started,
+                view.ended,
+            )
+            found = utilization.summarize(values, instance_catalogue.current().get(view.selected_type))
+        except Exception as error:  # no permission, no answer, a catalogue that cannot be read: unknown
+            self.log.warning("Utilization of SageMaker %s job %s is unknown: %s", view.kind.name, view.name, error)
+            return None
+        if not found.known:
+            self.log.warning(
+                "Utilization of SageMaker %s job %s is unknown: CloudWatch holds no instance metrics for it (yet)",
+                view.kind.name,
+                view.name,
+            )
+            return None
+        return found
 
     def record_of(self, facts: JobFacts, claim: attempts.JobClaim | None) -> record.JobRecord:
         """The job's record, with what preflight decided about its list (kept with ``claim``)."""

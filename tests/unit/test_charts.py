@@ -142,7 +142,8 @@ def test_the_templates_draw_the_geometry_and_escape_what_came_from_outside():
         bad=2,
         tasks=[
             {"row": task_row, "fell_back": "50%", "ranks": "#1: 1", "waits": chart, "survival": None,
-             "run_times": None, "costs": None, "costs_caption": "Median estimated cost per job, by configuration"},
+             "run_times": None, "costs": None, "costs_caption": "Median estimated cost per job, by configuration",
+             "utilization": None},
         ],
     )  # fmt: skip
     assert "2 ledger entries could not be read" in body
@@ -150,6 +151,7 @@ def test_the_templates_draw_the_geometry_and_escape_what_came_from_outside():
     assert "it&#39;s fine" in body and "1m00s / unknown" in body
     assert "<circle cx='60.0' cy='20.0' r='5' fill='#2563eb'><title>#1: 1m00s</title></circle>" in body
     assert "<p>Median estimated cost per job, by configuration: unknown.</p>" in body
+    assert "<p>GPU utilization per configuration: unknown.</p>" in body
     assert body.count("<svg") == 1
     empty = render("capacity.html", bad=0, tasks=[])
     assert "No SageMaker jobs in the capacity ledger" in empty and "could not be read" not in empty

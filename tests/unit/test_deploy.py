@@ -41,8 +41,8 @@ def test_the_iam_policy_grants_every_call_the_provider_makes():
     assert {"logs:FilterLogEvents", "logs:DescribeLogStreams", "logs:GetLogEvents", "pricing:GetProducts"} <= allowed
 
 
-def _sagemaker_calls() -> dict[str, set[str]]:
-    """Every SageMaker operation the package calls by its client method's name (``client.list_training_plans(``),
+def _sagemaker_calls(service: str = "sagemaker") -> dict[str, set[str]]:
+    """Every operation of ``service`` the package calls by its client method's name (``client.list_training_plans(``),
     by the file that calls it: found in the source, so a new call without its IAM action fails here."""
     import re
 
@@ -50,7 +50,7 @@ def _sagemaker_calls() -> dict[str, set[str]]:
 
     methods = (
         botocore.session.get_session()
-        .create_client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+        .create_client(service, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
         .meta.method_to_api_mapping
     )
     package = ROOT / "airflow_sm_prefs"
@@ -63,6 +63,13 @@ def _sagemaker_calls() -> dict[str, set[str]]:
             if name in methods and name not in own:
                 found.setdefault(methods[name], set()).add(path.name)
     return found
+
+
+def test_the_policy_grants_every_cloudwatch_metrics_call_in_the_source():
+    calls = _sagemaker_calls("cloudwatch")
+    assert calls == {"GetMetricData": {"host_metrics.py"}}
+    allowed = {action for statement in POLICY["Statement"] for action in _list(statement["Action"])}
+    assert {f"cloudwatch:{operation}" for operation in calls} <= allowed
 
 
 def test_the_policies_grant_every_sagemaker_call_in_the_source_and_only_a_person_buys_a_plan():

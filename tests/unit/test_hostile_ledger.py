@@ -116,6 +116,10 @@ HOSTILE_VALUES = {
     "a map index below -1": ('"map_index": -1', '"map_index": -2'),
     "a cause no rule gives": ('"failure_cause": null', '"failure_cause": "cosmic rays"'),
     "a cause as a number": ('"failure_cause": null', '"failure_cause": 1'),
+    "utilization as text": ('"utilization": null', '"utilization": "busy"'),
+    "a metric no one publishes": ('"utilization": null', '"utilization": {"fan": {"mean": 1, "p90": 2}}'),
+    "a negative mean": ('"utilization": null', '"utilization": {"gpu": {"mean": -1, "p90": 2}}'),
+    "a p90 as text": ('"utilization": null', '"utilization": {"gpu": {"mean": 1, "p90": "high"}}'),
 }
 
 
@@ -133,7 +137,7 @@ def test_the_schema_the_reader_judges_is_the_entry_the_writer_writes():
     assert ledger.why_unusable(json.loads(json.dumps(written))) is None
     judged = {
         key
-        for kind in ("_NUMBERS", "_TEXTS", "_FLAGS", "_INTEGERS", "_TIMES", "_CAUSES")
+        for kind in ("_NUMBERS", "_TEXTS", "_FLAGS", "_INTEGERS", "_TIMES", "_CAUSES", "_UTILIZATIONS")
         for key in getattr(ledger, kind)
     }
     assert judged | {key for key, _ in ledger._REQUIRED} | {"format"} == set(ledger.SCHEMA), "every field is judged"
@@ -141,7 +145,7 @@ def test_the_schema_the_reader_judges_is_the_entry_the_writer_writes():
 
 @pytest.mark.parametrize("case", HOSTILE_VALUES)
 def test_a_hostile_value_in_any_field_is_refused_on_read(root, case, monkeypatch):
-    text = json.dumps(entry("hostile", 1, workload=None, failure_cause=None), sort_keys=True)
+    text = json.dumps(entry("hostile", 1, workload=None, failure_cause=None, utilization=None), sort_keys=True)
     original, hostile = HOSTILE_VALUES[case]
     assert original in text, case
     (root / "nightly" / "hostile.json").write_text(text.replace(original, hostile, 1))

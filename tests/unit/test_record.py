@@ -81,6 +81,7 @@ def test_record_of_a_fallback_training_job():
         "failure_reason": None,
         "failure_cause": None,
         "failure_cause_rule": None,
+        "utilization": None,
         "region": "us-east-1",
         "created_at": "2026-11-30T02:00:00+00:00",
         "started_at": "2026-11-30T02:11:40+00:00",

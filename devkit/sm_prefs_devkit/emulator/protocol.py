@@ -2,7 +2,9 @@
 
 AWS JSON APIs: ``POST /`` with ``X-Amz-Target: SageMaker.<Operation>`` (or the target of CloudWatch Logs,
 the Price List API or Service Quotas);
-any credentials are accepted. S3: any request without a JSON target (moto answers it, ``s3.py``).
+any credentials are accepted. CloudWatch's metrics (``instance_metrics``): AWS JSON 1.0 with ``X-Amz-Target:
+GraniteServiceVersion20100801.<Op>`` (botocore 1.42+), or a form ``POST /`` with ``Action=<Op>`` (the query
+protocol of older clients). S3: any other request (moto answers it, ``s3.py``).
 Control surface (tests and demos only, loopback clients only): ``/_emulator/...``.
 """
 
@@ -17,7 +19,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 
-from sm_prefs_devkit.emulator import control, s3
+from sm_prefs_devkit.emulator import control, instance_metrics, query_protocol, s3
 from sm_prefs_devkit.emulator import logs as logs_api
 from sm_prefs_devkit.emulator.errors import (
     InternalFailure,
@@ -32,6 +34,9 @@ from sm_prefs_devkit.emulator.service import SERVICES, Emulator
 log = logging.getLogger(__name__)
 
 AWS_JSON = "application/x-amz-json-1.1"
+FORM = "application/x-www-form-urlencoded"
+# CloudWatch's JSON protocol is version 1.0; every other service here speaks 1.1.
+JSON_VERSIONS = {instance_metrics.TARGET_PREFIX: "application/x-amz-json-1.0"}
 PLAIN_JSON = "application/json"
 # Limits that make the emulator safe to leave listening: SageMaker's largest requests (100 hyperparameters,
 # 100 environment variables) are far below these.
@@ -224,6 +229,47 @@ class RequestHandler(BaseHTTPRequestHandler):
         match = CREDENTIAL_SCOPE.search(self.headers.get("Authorization", ""))
         return match.group(1) if match else None
 
+    # -- CloudWatch's metrics, in its two wire protocols -------------------------------------------------------
+
+    def _metrics_query(self) -> None:
+        """CloudWatch's query protocol (clients before botocore 1.42): a form in, XML out."""
+        from urllib.parse import parse_qsl
+
+        from sm_prefs_devkit.emulator import service_model
+
+        request_id = f"emulator-{time.monotonic_ns()}"
+        try:
+            raw = self._declared_body(MAX_BODY_BYTES, length_required=True)
+            form = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+            operation = form.pop("Action", "")
+            form.pop("Version", None)
+            if operation not in instance_metrics.KNOWN:
+                raise UnknownOperationException(f"CloudWatch {shorten(operation)!r} is not served by the emulator")
+            model = service_model.operation(operation, instance_metrics.SERVICE)
+            request = query_protocol.decode(form, model.input_shape) if model.input_shape is not None else {}
+            answer = self.server.emulator.call_service(instance_metrics, operation, request, self._signed_region())
+            status, body = (
+                200,
+                query_protocol.encode(instance_metrics.SERVICE, operation, answer, model.output_shape, request_id),
+            )
+        except (TimeoutError, BodyCutShort):
+            self.close_connection = True
+            return
+        except (BodyRefused, ServiceError) as error:
+            code = error.code if isinstance(error, ServiceError) else SerializationException.code
+            status = error.status
+            body = query_protocol.error(instance_metrics.SERVICE, code, error.message, request_id)
+        except Exception as exc:  # a bug in the emulator must still answer like a service would
+            log.exception("emulator: internal CloudWatch error")
+            status = InternalFailure.status
+            body = query_protocol.error(instance_metrics.SERVICE, InternalFailure.code, str(exc), request_id)
+        self.send_response(status)
+        self.send_header("Content-Type", "text/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("x-amzn-RequestId", request_id)
+        self.end_headers()
+        self.wfile.write(body)
+
     # -- S3 -------------------------------------------------------------------------------------------------
 
     def _is_json_api(self) -> bool:
@@ -294,8 +340,9 @@ class RequestHandler(BaseHTTPRequestHandler):
             local = hostname in LOOPBACK_HOSTS or hostname.endswith(".localhost") or _is_loopback_address(hostname)
             if not local:
                 return HTTPStatus.FORBIDDEN, "requests must be addressed to a loopback name (DNS rebinding refused)"
-        if self._is_json_api() and self.headers.get_content_type() != AWS_JSON:
-            return HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"AWS JSON requests are {AWS_JSON}"
+        expected = JSON_VERSIONS.get(self.headers.get("X-Amz-Target", "").partition(".")[0], AWS_JSON)
+        if self._is_json_api() and self.headers.get_content_type() != expected:
+            return HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"AWS JSON requests are {expected}"
         if not self._is_json_api() and self.command in ("PUT", "POST", "DELETE") and not self._signed():
             return HTTPStatus.FORBIDDEN, "S3 writes must be signed (an Authorization header or a presigned URL)"
         return None
@@ -333,6 +380,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         self._api(self._post)
 
     def _post(self) -> None:
+        if not self._is_json_api() and self.headers.get_content_type() == FORM:
+            self._metrics_query()
+            return
         if not self._is_json_api():
             self._s3()
             return

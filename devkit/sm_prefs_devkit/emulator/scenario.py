@@ -130,6 +130,22 @@ class Behaviour:
     training_plan_pending_seconds: Seconds = 60.0
 
 
+Percent = Annotated[StrictFloat | StrictInt, Field(ge=0, le=100, allow_inf_nan=False)]
+
+
+@dataclass(frozen=True, config=_SETTINGS)
+class Utilization:
+    """How busy a job keeps each instance of a type, as a share of one device (CloudWatch multiplies: SageMaker
+    reports GPU figures as the percent x the instance's GPUs, CPU as the percent x its vCPUs)."""
+
+    gpus: StrictInt = 0
+    vcpus: StrictInt = 1
+    GPUUtilization: Percent = 0.0
+    GPUMemoryUtilization: Percent = 0.0
+    CPUUtilization: Percent = 0.0
+    MemoryUtilization: Percent = 0.0
+
+
 @dataclass(frozen=True, config=_SETTINGS)
 class Scenario:
     name: Name = "custom"
@@ -157,6 +173,9 @@ class Scenario:
     stop_seconds: Seconds = 20.0
     events: tuple[CapacityEvent, ...] = ()
     failures: tuple[Failure, ...] = ()
+    # The instance metrics a job's hosts publish while it runs (CloudWatch's /aws/sagemaker/TrainingJobs and
+    # ProcessingJobs), by instance type; a type not named publishes none.
+    utilization: dict[Name, Utilization] = field(default_factory=dict)
     faults: Faults = Faults()
     training_plans: tuple[TrainingPlan, ...] = ()
     plan_supply: tuple[PlanSupply, ...] = ()

@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from sm_prefs_devkit.emulator import logs, pricing, s3, service_model, service_quotas, training_plans
+from sm_prefs_devkit.emulator import instance_metrics, logs, pricing, s3, service_model, service_quotas, training_plans
 from sm_prefs_devkit.emulator.engine import STATE_FORMAT, Engine
 from sm_prefs_devkit.emulator.errors import (
     AccessDeniedException,
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 UNKNOWN_OPERATIONS = "(unknown operations)"
 # The other AWS APIs served on the same endpoint, by the prefix of their X-Amz-Target.
-SERVICES = {api.TARGET_PREFIX: api for api in (logs, pricing, service_quotas)}
+SERVICES = {api.TARGET_PREFIX: api for api in (logs, pricing, service_quotas, instance_metrics)}
 
 
 @dataclass(frozen=True)
