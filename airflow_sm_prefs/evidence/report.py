@@ -453,13 +453,15 @@ def lead(
         said += f": {gain}"
     apart = []
     for cause, words in (
+        # A hardware failure the verdict did not already name (on the first choice, or a one-off task's).
+        ("hardware", "on its hardware"),
         ("configuration", "on the request itself"),
         ("code", "in the code"),
         ("service", "in SageMaker itself"),
         ("unknown", "for no known reason"),
     ):
         count = sum(causes.get(e["job_name"]) == cause for e in group)
-        if count:
+        if count and not (cause == "hardware" and judged.label == "incompatible_fallback"):
             apart.append(f"{jobs(count)} failed {words}{_quoted_reason(group, causes, cause)}")
     return "; ".join([said, *apart])
 

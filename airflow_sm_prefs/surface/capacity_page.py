@@ -245,7 +245,8 @@ def _capacity_body(rows: list[dict[str, Any]], entries: list[ledger.LedgerEntry]
                 lambda percent: f"{percent:.0f}%",
             ),
         }
-        for row in rows
+        # The recurring tasks first, then the one-off ones (a certification run), as the report's table.
+        for row in sorted(rows, key=lambda row: not row["recurring"])
     ]
     return render("capacity.html", tasks=tasks, bad=bad)
 

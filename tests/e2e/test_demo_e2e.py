@@ -68,6 +68,7 @@ DOCS_SCREENSHOTS = {
     "fine_tune_xcom.png": "screenshot-xcom.png",
     "capacity_page.png": "screenshot-capacity.png",
     "capacity_plans.png": "screenshot-plans.png",
+    "capacity_task_instance.png": "screenshot-task-instance.png",
 }
 
 
@@ -188,6 +189,8 @@ def test_pipeline_falls_back_and_records_the_choice(demo):
     # Priced from the emulated Price List API (the scenario's $40 per p4d instance-hour), per billed second.
     assert training["cost_basis"] == "on-demand"
     assert training["estimated_cost_usd"] == round(training["billable_seconds"] * 2 * 40 / 3600, 4)
+    # Read from the emulator's CloudWatch once the job ended: the scenario's 91 % per p4d GPU, give or take 4.
+    assert 87 <= training["utilization"]["gpu"]["mean"] <= 95, training["utilization"]
     preparation = stack.xcom(stack.dag_id, run_id, "prepare_data")
     assert (preparation["job_kind"], preparation["selected_rank"]) == ("processing", 0)
     links = stack.task_links(stack.dag_id, run_id, "fine_tune")
@@ -316,6 +319,8 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
             assert frame.locator("svg").count() >= 3
             frame.get_by_text("Median estimated cost per job").first.wait_for(timeout=10_000)
             frame.get_by_text("would still have kept waiting").first.wait_for(timeout=10_000)  # the survival chart
+            frame.get_by_text("GPU utilization per configuration").first.wait_for(timeout=10_000)
+            frame.get_by_text(row["summary"]).first.wait_for(timeout=10_000)  # what happened, before the verdict
             shoot(page, screenshots, "capacity_page.png")
             survival = frame.locator("figure", has=frame.locator("svg[aria-label='first-choice wait survival']"))
             survival.first.scroll_into_view_if_needed()
@@ -330,6 +335,7 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
             page.goto(f"{stack.api_url}/sm-prefs/capacity/dags/{stack.dag_id}/task-instance?{query}")
             page.get_by_text("ml.p4d.24xlarge x 2 (chosen)").wait_for(timeout=30_000)
             page.get_by_text("at on-demand prices").wait_for(timeout=10_000)
+            page.get_by_text("GPU memory").wait_for(timeout=10_000)  # the utilization row, every metric measured
             page.get_by_role("heading", name="Advice").wait_for(timeout=10_000)
             page.get_by_text("the first choice alone").wait_for(timeout=10_000)
             shoot(page, screenshots, "capacity_task_instance.png")

@@ -161,3 +161,20 @@ def test_a_candidate_passes_when_it_completed_and_the_check_accepts_it():
     starved = {"status": "Stopped", "selected_instance_type": None, "failure_reason": "CapacityError: none"}
     assert verdict(starved, None)["reason"].startswith("no capacity")
     assert not verdict(None, None)["passed"]
+
+
+def test_a_candidate_whose_request_failed_is_not_certified_and_not_blamed():
+    """A missing bucket says nothing of the configuration: the reason says to fix the request and run again."""
+    reason = "ClientError: Artifact upload failed: the bucket 'certs' does not exist"
+    failed = {
+        "status": "Failed",
+        "selected_instance_type": "ml.p4d.24xlarge",
+        "failure_reason": reason,
+        "failure_cause": "configuration",
+    }
+    judged = verdict(failed, None)
+    assert not judged["passed"]
+    assert judged["reason"] == (
+        f"the request itself failed, which says nothing of this configuration: {reason} (fix the request and run "
+        "the certification again)"
+    )

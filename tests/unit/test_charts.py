@@ -135,7 +135,7 @@ def test_the_templates_draw_the_geometry_and_escape_what_came_from_outside():
     task_row = {
         "dag_id": "<b>dag</b>", "task_id": "t", "runs": 1, "completed": 1, "no_capacity": 0, "failed_after_start": 0,
         "pending_seconds_p50": 60.0, "pending_seconds_p90": None, "verdict": "paid_off", "reason": "it's fine",
-        "summary": "fell back in 0 of 1 job",
+        "summary": "fell back in 0 of 1 job", "recurring": False,
     }  # fmt: skip
     body = render(
         "capacity.html",
@@ -152,6 +152,7 @@ def test_the_templates_draw_the_geometry_and_escape_what_came_from_outside():
     assert "<circle cx='60.0' cy='20.0' r='5' fill='#2563eb'><title>#1: 1m00s</title></circle>" in body
     assert "<p>Median estimated cost per job, by configuration: unknown.</p>" in body
     assert "<p>GPU utilization per configuration: unknown.</p>" in body
+    assert "<i>one DAG run</i>" in body
     assert body.count("<svg") == 1
     empty = render("capacity.html", bad=0, tasks=[])
     assert "No SageMaker jobs in the capacity ledger" in empty and "could not be read" not in empty

@@ -427,3 +427,44 @@ def test_ranks_read_the_same_in_every_format():
     assert rows[0]["rank_counts"] == {"#1": 1, "#2": 2}
     assert [c["preference"] for c in rows[0]["configurations"]] == ["#1", "#2"]
     assert "    #2 2 x ml.p4d.24xlarge: 2 jobs" in report.render(rows, "table")
+
+
+def test_a_hardware_failure_the_verdict_does_not_name_is_in_the_lead():
+    """On the first choice (or a one-off task's only job): no fallback to blame, but the reader is told."""
+    failed = entry("c", 0, outcome="failed_after_start", failure_reason=CUDA)
+    (row,) = report.summarize([entry("a", 0), entry("b", 0), failed])
+    assert row["verdict"] == "not_enough_data"
+    assert row["summary"] == (
+        "fell back in 0 of 3 jobs; 1 job failed on its hardware (AlgorithmError: CUDA error: no kernel image is "
+        "available for execution on the device (exit code 1))"
+    )
+    blamed = entry("c", 1, outcome="failed_after_start", failure_reason=CUDA)
+    (row,) = report.summarize([entry("a", 0), entry("b", 0), blamed, entry("d", 1)])
+    assert row["verdict"] == "incompatible_fallback" and "failed on its hardware (" not in row["summary"]
+
+
+def test_the_reader_gives_an_older_entry_the_cause_of_its_reason(tmp_path):
+    older = entry("c", 1, outcome="failed_after_start", failure_reason=NO_BUCKET)  # written with no failure_cause
+    ledger.write(older, tmp_path)  # type: ignore[arg-type]
+    (read,) = ledger.read(tmp_path).entries
+    assert read["failure_cause"] == "configuration"
+    (kept,) = ledger.read(tmp_path, fields=ledger.REPORT_FIELDS).entries
+    assert kept["failure_cause"] == "configuration"
+
+
+def test_a_long_failure_reason_is_cut_in_the_lead_and_the_latest_is_quoted():
+    long = "ClientError: " + "x" * 300
+    failed = [
+        entry(
+            "c",
+            1,
+            outcome="failed_after_start",
+            failure_reason="ClientError: older",
+            created="2026-11-28T02:00:00+00:00",
+        ),
+        entry("e", 1, outcome="failed_after_start", failure_reason=long, created="2026-11-30T02:00:00+00:00"),
+    ]
+    (row,) = report.summarize([entry("a", 0), entry("b", 1), *failed])
+    quoted = row["summary"].split("failed on the request itself (", 1)[1]
+    assert quoted == long[: report.LEAD_REASON_CHARACTERS - 3] + "...)" and "older" not in row["summary"]
+    assert report.LEAD_REASON_CHARACTERS == 160
