@@ -30,11 +30,13 @@ PLATFORMS := mwaa-3.1.6 mwaa-3.2.1 mwaa-3.3.1
 DAGS_TEST := "tests/integration/test_dags_test.py::test_dag_falls_back_to_the_second_preference"
 USER_ACTIONS := "tests/faults/test_campaign.py::test_users_mark_failed_clear_and_fail_a_run"
 CLOUDWATCH_TASK_LOGS := tests/e2e/test_cloudwatch_task_logs.py
+# CloudWatch's metrics on the wire: the query protocol of botocore before 1.42 (MWAA 3.1), JSON 1.0 after.
+CLOUDWATCH_METRICS := tests/emulator/test_instance_metrics.py
 PLATFORM_TESTS := tests/platforms tests/operators tests/triggers tests/unit/test_surface.py tests/unit/test_attempts.py \
 	tests/unit/test_dags.py tests/unit/test_hostile_user_files.py tests/unit/test_provider.py $(DAGS_TEST) $(USER_ACTIONS) \
-	$(CLOUDWATCH_TASK_LOGS)
+	$(CLOUDWATCH_TASK_LOGS) $(CLOUDWATCH_METRICS)
 PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST) $(USER_ACTIONS) \
-	$(CLOUDWATCH_TASK_LOGS)
+	$(CLOUDWATCH_TASK_LOGS) $(CLOUDWATCH_METRICS)
 
 .PHONY: mutation platforms process-layer venv sdk-venv docs-venv docs lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
 
@@ -123,7 +125,7 @@ mutation: venv
 
 # The fault campaign alone (make test runs it too); about 6 minutes. Rewrites its column of docs/reliability.md.
 faults: venv
-	SM_PREFS_RELIABILITY_REPORT=docs/reliability.md $(BIN)/pytest -q -ra tests/faults
+	SM_PREFS_REAL_CLOCK_SHARDS=50 SM_PREFS_RELIABILITY_REPORT=docs/reliability.md $(BIN)/pytest -q -ra tests/faults
 
 # The production topology (PostgreSQL, Redis, CeleryExecutor, 2 workers, 2 triggerers, the emulator) on
 # 127.0.0.1 until Ctrl-C; PostgreSQL and Redis come from Debian's packages (installed when missing, as root).
@@ -132,7 +134,8 @@ stack: venv
 
 # The fault campaign on that topology (make test runs it too). Rewrites its column of docs/reliability.md.
 production-faults: venv
-	SM_PREFS_RELIABILITY_REPORT=docs/reliability.md $(BIN)/pytest -q -ra tests/production/test_production_campaign.py
+	SM_PREFS_REAL_CLOCK_SHARDS=50 SM_PREFS_RELIABILITY_REPORT=docs/reliability.md $(BIN)/pytest -q -ra \
+	  tests/production/test_production_campaign.py tests/production/test_real_clock_on_production.py
 
 # Not part of `make test`: about 105 minutes on 2 cores. Results go to docs/performance.md by hand.
 bench: venv

@@ -463,6 +463,9 @@ def lead(
         count = sum(causes.get(e["job_name"]) == cause for e in group)
         if count and not (cause == "hardware" and judged.label == "incompatible_fallback"):
             apart.append(f"{jobs(count)} failed {words}{_quoted_reason(group, causes, cause)}")
+    no_capacity = sum(e["outcome"] == "no_capacity" for e in group)
+    if no_capacity:
+        apart.insert(0, f"{jobs(no_capacity)} got no capacity")
     return "; ".join([said, *apart])
 
 

@@ -155,11 +155,11 @@ def create_app() -> FastAPI:
 
     @app.get("/capacity/task-instance", response_class=RedirectResponse, status_code=307)
     def task_instance_by_query(
-        dag_id: str, run_id: str, task_id: str, map_index: int = -1, user: Any = user_dependency
+        dag_id: str, run_id: str, task_id: str, map_index: str = "-1", user: Any = user_dependency
     ) -> str:
         """The address links made before the DAG id moved into the path: sent on to where Airflow's check of
         that DAG applies on every Airflow line."""
-        query = urllib.parse.urlencode({"run_id": run_id, "task_id": task_id, "map_index": map_index})
+        query = urllib.parse.urlencode({"run_id": run_id, "task_id": task_id, "map_index": _map_index(map_index)})
         return f"dags/{urllib.parse.quote(dag_id, safe='')}/task-instance?{query}"
 
     @app.get(
@@ -167,13 +167,16 @@ def create_app() -> FastAPI:
         response_class=HTMLResponse,
         dependencies=[Depends(access.task_instances)],
     )
-    def task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1, user: Any = user_dependency) -> str:
+    def task_instance(
+        dag_id: str, run_id: str, task_id: str, map_index: str = "-1", user: Any = user_dependency
+    ) -> str:
         from airflow_sm_prefs.evidence.advisor import advise
         from airflow_sm_prefs.evidence.counterfactual import Timeline
 
+        index = _map_index(map_index)
         own = _unless_the_store_fails(lambda: ledger.read(dag_id=dag_id, memo=_VIEWS.memo))
         history = [e for e in own.entries if e["task_id"] == task_id]
-        this = next((e for e in history if e["run_id"] == run_id and e["map_index"] == map_index), None)
+        this = next((e for e in history if e["run_id"] == run_id and e["map_index"] == index), None)
         evidence, dags = _reading_for(user)  # the advice may draw on every DAG this user may read
         advice = (
             _VIEWS.view(
@@ -270,6 +273,24 @@ def _task_instance_body(
         utilization=report.utilization_details(this.get("utilization")),
         waits=charts.wait_chart(history),
     )
+
+
+# What Airflow's UI leaves in a task instance tab's link when the task is not mapped: the placeholder, unfilled.
+UNFILLED_MAP_INDEX = "{MAP_INDEX}"
+
+
+def _map_index(text: str) -> int:
+    """The task instance's map index from the tab's link: an unmapped task's is -1, whether the UI filled the
+    placeholder (``-1``), left it as it is, or left it out."""
+    if text in (UNFILLED_MAP_INDEX, ""):
+        return -1
+    try:
+        index = int(text)
+    except ValueError:
+        index = -2
+    if index < -1:
+        raise HTTPException(422, f"map_index must be -1 (not mapped) or a task's map index, not {text[:40]!r}")
+    return index
 
 
 def _weather_body(rows: list[dict[str, Any]]) -> str:

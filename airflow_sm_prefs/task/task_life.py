@@ -139,6 +139,9 @@ class TaskLife:
         self.log = log
         self.persist_links = persist_links
         self.active_job: str | None = None  # what a kill stops
+        # Where this try's reading of the job's log starts (a reattached try starts from now); a try's XComs
+        # start empty, so it is known here and never pulled (a missing XCom is an error line in Airflow's log).
+        self.log_cursor: dict[str, Any] | None = None
         # Read before anything is created: a setting that cannot be used fails the task with no job launched.
         self.hold_seconds = deferral_hold.configured_seconds() if waiting.deferrable else 0.0
         self.claims = attempts.ClaimStore.from_context(context)
@@ -211,7 +214,7 @@ class TaskLife:
         if self.waiting.stream_logs and reattached and view.started is not None and not view.terminal:
             from airflow_sm_prefs.wait.worker_logs import start_from_now
 
-            start_from_now(self.context["ti"], claim.job_name, service_now, self.log)
+            self.log_cursor = start_from_now(self.context["ti"], claim.job_name, service_now, self.log)
         deadline, pending_deadline = wait_deadlines(
             self.kind,
             request,
@@ -231,11 +234,7 @@ class TaskLife:
     def _wait(self, view: JobView, wait: Wait) -> Step:
         """Wait for the job's end: in the triggerer, which announces the selection itself, or in this slot,
         which waits for the selection first (unless announced) and announces it."""
-        log_cursor = None
-        if self.waiting.stream_logs:
-            from airflow_sm_prefs.wait.worker_logs import saved_cursor
-
-            log_cursor = saved_cursor(self.context["ti"])
+        log_cursor = self.log_cursor
         if self.waiting.deferrable:
             return self._deferral(view, wait, log_cursor)
         from airflow_sm_prefs.wait import blocking
@@ -265,6 +264,12 @@ class TaskLife:
         from airflow_sm_prefs.wait.watcher import KnownState
 
         assert view.name is not None
+        if self.waiting.stream_logs and log_cursor is None:
+            from airflow_sm_prefs.wait.worker_logs import start_at_the_beginning
+
+            # The trigger reads the cursor back from XCom (a triggerer restart resumes where it stood): it is
+            # there from the start, so no read of it ever misses.
+            log_cursor = start_at_the_beginning(self.context["ti"])
         now = pendulum.now("UTC")
         trigger = SageMakerPreferenceJobTrigger(
             job_name=view.name,

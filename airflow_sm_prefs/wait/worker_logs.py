@@ -108,15 +108,16 @@ class BlockingLogReader:
                 return
 
 
-def saved_cursor(ti: Any) -> dict[str, Any] | None:
-    """Where this try's reading of the job's log stands (XCom ``sm_prefs_log_cursor``), if it began."""
+def start_at_the_beginning(ti: Any) -> dict[str, Any]:
+    """This try reads the job's log from its first line: the cursor saved where the trigger reads it."""
     from airflow_sm_prefs.wait.log_stream import CURSOR_XCOM_KEY
 
-    saved = ti.xcom_pull(key=CURSOR_XCOM_KEY, task_ids=ti.task_id, map_indexes=ti.map_index)
-    return saved if isinstance(saved, dict) else None
+    cursor = LogCursor().to_json()
+    ti.xcom_push(key=CURSOR_XCOM_KEY, value=cursor)
+    return cursor
 
 
-def start_from_now(ti: Any, job_name: str, service_now: float | None, log: Any) -> None:
+def start_from_now(ti: Any, job_name: str, service_now: float | None, log: Any) -> dict[str, Any]:
     """A retry reattached to a running job: the lines an earlier try showed are in that try's log, so this try
     shows the lines written from now on (in the service's clock), none of them twice."""
     import pendulum
@@ -124,13 +125,15 @@ def start_from_now(ti: Any, job_name: str, service_now: float | None, log: Any) 
     from airflow_sm_prefs.wait.log_stream import CURSOR_XCOM_KEY
 
     now = service_now if service_now is not None else pendulum.now("UTC").timestamp()
-    ti.xcom_push(key=CURSOR_XCOM_KEY, value=LogCursor(after=int(now) * 1000).to_json())
+    cursor = LogCursor(after=int(now) * 1000).to_json()
+    ti.xcom_push(key=CURSOR_XCOM_KEY, value=cursor)
     log.info(
         "SageMaker job %s was already running: its log lines up to %s are in the earlier tries' logs and in "
         "CloudWatch; showing the lines written from then on",
         job_name,
         pendulum.from_timestamp(int(now)).to_iso8601_string(),
     )
+    return cursor
 
 
 def blocking_reader(

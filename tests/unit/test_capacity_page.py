@@ -279,3 +279,24 @@ def test_the_plans_view_says_what_is_missing_then_shows_the_advice_and_what_plan
     assert "8 x ml.trn1.32xlarge" not in page and "finance_forecast" not in page, "only the readable DAGs' tasks"
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "spare sat idle: none of the 20 instance-hours it has held so far was used by a job" in page
+
+
+@pytest.mark.parametrize("given", ["{MAP_INDEX}", "-1", ""])
+def test_the_tab_of_an_unmapped_task_shows_its_view_whatever_the_ui_left_in_the_link(
+    given, signed_in, ledger_with_two_dags
+):
+    """Airflow's UI fills {MAP_INDEX} only on a mapped task's route: an unmapped task's tab keeps it as it is."""
+    shown = signed_in.get(
+        f"/capacity/dags/nightly/task-instance?run_id=scheduled__a&task_id=fine_tune&map_index={given}"
+    )
+    assert shown.status_code == 200 and "Job <code>a</code> ended" in shown.text
+    sent = signed_in.get(
+        f"/capacity/task-instance?dag_id=nightly&run_id=r&task_id=t&map_index={given}", follow_redirects=False
+    )
+    assert sent.headers["location"].endswith("&map_index=-1")
+
+
+def test_a_map_index_that_is_not_one_is_refused_in_one_line(signed_in, ledger_with_two_dags):
+    refused = signed_in.get("/capacity/dags/nightly/task-instance?run_id=r&task_id=t&map_index=abc")
+    assert refused.status_code == 422
+    assert refused.json() == {"detail": "map_index must be -1 (not mapped) or a task's map index, not 'abc'"}

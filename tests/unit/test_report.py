@@ -468,3 +468,9 @@ def test_a_long_failure_reason_is_cut_in_the_lead_and_the_latest_is_quoted():
     quoted = row["summary"].split("failed on the request itself (", 1)[1]
     assert quoted == long[: report.LEAD_REASON_CHARACTERS - 3] + "...)" and "older" not in row["summary"]
     assert report.LEAD_REASON_CHARACTERS == 160
+
+
+def test_the_lead_counts_the_jobs_that_got_no_capacity():
+    never = [entry(n, None, outcome="no_capacity") for n in "xy"]
+    (row,) = report.summarize([entry("a", 0), entry("b", 0), *never])
+    assert row["summary"] == "fell back in 0 of 2 jobs; 2 jobs got no capacity"

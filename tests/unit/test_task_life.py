@@ -500,17 +500,37 @@ def test_a_resumed_wait_keeps_the_events_bounds_and_what_it_announced():
     assert step.trigger.deadline is not None and step.trigger.deadline != DEADLINE, "a default deadline, not none"
 
 
+class PullCountingTI(FakeTI):
+    """A task instance that counts the XComs pulled that were not there (each is an error line in Airflow 3)."""
+
+    missing: list[str]
+
+    def xcom_pull(self, task_ids: Any = None, key: str = "return_value", **_: Any) -> Any:
+        if key not in self.xcoms:
+            self.missing = [*getattr(self, "missing", []), key]
+        return self.xcoms.get(key)
+
+
 def test_a_streaming_task_hands_its_log_cursor_to_the_trigger_or_to_its_own_reader(monkeypatch):
     from airflow_sm_prefs.wait import blocking
     from airflow_sm_prefs.wait import worker_logs as module
+    from airflow_sm_prefs.wait.log_follower import LogCursor
+    from airflow_sm_prefs.wait.log_stream import CURSOR_XCOM_KEY
 
-    cursor = {"stream": "algo-1", "token": "f/123"}
-    monkeypatch.setattr(module, "saved_cursor", lambda ti: cursor if ti.task_id == "train" else None)
-    task, _, _ = life(FakeHook(described("job-a", selected="ml.p4d.24xlarge")), replace(WAITING, stream_logs=True))
+    task, context, _ = life(
+        FakeHook(described("job-a", selected="ml.p4d.24xlarge")), replace(WAITING, stream_logs=True)
+    )
+    context["ti"] = ti = PullCountingTI()
     task.hook_kwargs = {"aws_conn_id": "team_aws"}
     step = _follow(task, {})
-    assert isinstance(step, Defer) and step.trigger.log_cursor == cursor and step.trigger.stream_logs is True
+    # A fresh deferral: the cursor at the log's beginning, saved where the trigger reads it, and nothing pulled.
+    assert isinstance(step, Defer) and step.trigger.log_cursor == ti.xcoms[CURSOR_XCOM_KEY] == LogCursor().to_json()
+    assert step.trigger.stream_logs is True and getattr(ti, "missing", []) == []
     assert step.trigger.hook_kwargs == {"aws_conn_id": "team_aws"}
+    cursor = {"stream": "algo-1", "token": "f/123"}
+    task, _, _ = life(FakeHook(described("job-a", selected="ml.p4d.24xlarge")), replace(WAITING, stream_logs=True))
+    task.log_cursor = cursor  # a reattached try's, from now on
+    assert _follow(task, {}).trigger.log_cursor == cursor
 
     readers: list[tuple] = []
 
@@ -533,6 +553,7 @@ def test_a_streaming_task_hands_its_log_cursor_to_the_trigger_or_to_its_own_read
         replace(WAITING, stream_logs=True, deferrable=False),
     )
     task.hook_kwargs = {"aws_conn_id": "team_aws"}
+    task.log_cursor = cursor
     until = "2029-12-31T00:15:00+00:00"
     context["task_state_store"][attempts.STATE_KEY]["pending_until"] = until
     assert isinstance(_follow(task, {}), Done)
