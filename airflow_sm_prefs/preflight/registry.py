@@ -7,10 +7,20 @@ judge the list as the user gave it, come before the adjustments, which work on w
 
 from __future__ import annotations
 
-from airflow_sm_prefs.preflight import certified, cost_caps, finish_by, named_plans, plans_first, quotas, requirements
+from airflow_sm_prefs.preflight import (
+    certified,
+    cost_caps,
+    finish_by,
+    known_types,
+    named_plans,
+    plans_first,
+    quotas,
+    requirements,
+)
 from airflow_sm_prefs.preflight.check import Check
 
 CHECKS: tuple[type[Check], ...] = (
+    known_types.KnownInstanceTypes,
     certified.CertifiedOnly,
     requirements.MeetsRequirements,
     cost_caps.WithinCostCaps,

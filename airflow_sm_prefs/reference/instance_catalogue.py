@@ -83,9 +83,15 @@ def parse(raw: Any, where: str) -> dict[str, Hardware]:
 
 
 @functools.cache
-def shipped() -> dict[str, Hardware]:
+@functools.cache
+def _shipped() -> dict[str, Hardware]:
     text = (paths.SHIPPED_DATA / "instances.json").read_text(encoding="utf-8")
     return parse(json.loads(text), "airflow_sm_prefs/data/instances.json")
+
+
+def shipped() -> dict[str, Hardware]:
+    """The catalogue this version ships, read once a process (every operator a DAG file builds reads it)."""
+    return dict(_shipped())
 
 
 MAX_CATALOGUE_BYTES = 16 << 20  # every SageMaker instance type is about 100 KB

@@ -250,6 +250,7 @@ PARSE_TIME_MODULES = {
     "airflow_sm_prefs.preflight.entries",
     "airflow_sm_prefs.preflight.finish_by",
     "airflow_sm_prefs.preflight.guardrails",
+    "airflow_sm_prefs.preflight.known_types",
     "airflow_sm_prefs.preflight.named_plans",
     "airflow_sm_prefs.preflight.plans_first",
     "airflow_sm_prefs.preflight.quotas",

@@ -42,6 +42,7 @@ def test_each_check_is_the_one_check_of_its_module_and_the_registry_lists_each_o
     }
     assert all(len(checks) == 1 for checks in homes.values()), homes
     assert set(homes) == {
+        "known_types",
         "certified",
         "requirements",
         "cost_caps",
@@ -56,7 +57,16 @@ def test_each_check_is_the_one_check_of_its_module_and_the_registry_lists_each_o
 
 def test_the_guardrails_judge_before_the_adjustments_that_settle_the_list():
     kinds = ["entry" if issubclass(check, EntryCheck) else check.__name__ for check in registry.CHECKS]
-    assert kinds == ["CertifiedOnly", "entry", "entry", "entry", "entry", "FinishesBy", "PlansFirst"]
+    assert kinds == [
+        "KnownInstanceTypes",
+        "CertifiedOnly",
+        "entry",
+        "entry",
+        "entry",
+        "entry",
+        "FinishesBy",
+        "PlansFirst",
+    ]
 
 
 def test_the_arguments_are_each_checks_own_and_listed_once():
@@ -89,8 +99,16 @@ def test_the_operator_names_in_its_signature_every_argument_of_the_shipped_check
 
 def test_the_checks_turned_on_follow_the_arguments():
     default = Preflight.of(TRAINING, {"on_violation": "fail", "quota_preflight": True})
-    assert [type(c).__name__ for c in default.checks] == ["CertifiedOnly", "WithinQuotas", "NamedPlansUsable"]
-    assert [type(c).__name__ for c in Preflight.of(PROCESSING, {"quota_preflight": False}).checks] == ["CertifiedOnly"]
+    assert [type(c).__name__ for c in default.checks] == [
+        "KnownInstanceTypes",
+        "CertifiedOnly",
+        "WithinQuotas",
+        "NamedPlansUsable",
+    ]
+    assert [type(c).__name__ for c in Preflight.of(PROCESSING, {"quota_preflight": False}).checks] == [
+        "KnownInstanceTypes",
+        "CertifiedOnly",
+    ]
     every = Preflight.of(
         TRAINING,
         {
