@@ -361,8 +361,8 @@ def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> ar
     )
     aws.add_argument("arguments", nargs=argparse.REMAINDER, help="arguments for `aws`")
     report = commands.add_parser("report", help="the capacity report: did each task's fallbacks pay off?")
-    report.add_argument("--dag-id")
-    report.add_argument("--task-id")
+    report.add_argument("--dag-id", help="only this DAG's tasks (the evidence still comes from every DAG)")
+    report.add_argument("--task-id", help="only tasks of this id")
     report.add_argument("--since", type=_since, default=None, help="30d, 12h, 90m or an ISO 8601 time (default: all)")
     report.add_argument("--format", choices=("table", "json", "csv"), default="table")
     report.add_argument(
@@ -477,6 +477,21 @@ _results: TextIO = sys.stdout
 RESULT_COMMANDS = frozenset({"report", "advise", "weather", "ledger", "prices", "doctor", "plans"})
 
 
+def _with_verbose(parser: argparse.ArgumentParser) -> None:
+    """``--verbose`` on every command, wherever it is given (``airflow-sm-prefs report --verbose``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                if "--verbose" not in command._option_string_actions:
+                    command.add_argument(
+                        "--verbose",
+                        action="store_true",
+                        default=argparse.SUPPRESS,
+                        help="also show Airflow's and the AWS SDK's own log lines",
+                    )
+                _with_verbose(command)
+
+
 def main(argv: list[str] | None = None) -> int:
     global _results
     argv = sys.argv[1:] if argv is None else argv
@@ -484,13 +499,22 @@ def main(argv: list[str] | None = None) -> int:
         return _aws(argv[1:])
     extensions = _extensions()
     parser = build_parser(extensions)
+    parser.add_argument("--verbose", action="store_true", help="also show Airflow's and the AWS SDK's own log lines")
+    _with_verbose(parser)
     if argv[:1] and argv[0] in DEVKIT_COMMANDS and argv[0] not in extensions.names:
         return fail(
             f"`airflow-sm-prefs {argv[0]}` comes with the development kit, airflow-sm-prefs-devkit, which is not "
             "installed here (from a checkout: pip install ./devkit; see docs/development.md)"
         )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO)
+    # A command that answers prints its answer and its errors; Airflow's and the AWS SDK's own lines (reading
+    # the config, the timezone, credentials) only with --verbose. The long-running ones (emulator, demo) log.
+    answers = args.command in RESULT_COMMANDS
+    if getattr(args, "verbose", False):
+        level = logging.INFO if answers else logging.DEBUG
+    else:
+        level = logging.WARNING if answers else logging.INFO
+    logging.basicConfig(level=level)
     # Airflow logs to whatever sys.stdout is when a logger is first used (reading a connection logs a line):
     # a report's stdout is its result, which users pipe to jq or a CSV file, so Airflow's lines go to stderr.
     # The long-running commands (emulator, demo) keep their own output where it was.

@@ -1,0 +1,39 @@
+"""A command that answers prints its answer and its errors: Airflow's and the AWS SDK's own lines only with
+``--verbose`` (each run in a fresh interpreter: logging is configured once a process)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def _report(tmp_path, *argv: str) -> subprocess.CompletedProcess[str]:
+    environment = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path / "home"),
+        "AIRFLOW__SM_PREFS__LEDGER_PATH": f"file://{tmp_path}/ledger",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_sm_prefs.surface.cli", *(argv or ("report",))],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_answer_alone_by_default(tmp_path):
+    quiet = _report(tmp_path)
+    assert (quiet.returncode, quiet.stdout.strip()) == (0, "No jobs in the capacity ledger for this selection.")
+    assert "INFO:" not in quiet.stderr, quiet.stderr
+
+
+@pytest.mark.parametrize("argv", [("report", "--verbose"), ("--verbose", "report")])
+def test_verbose_shows_airflows_own_lines_wherever_it_is_given(tmp_path, argv):
+    verbose = _report(tmp_path, *argv)
+    assert verbose.returncode == 0, verbose.stderr
+    assert "INFO:airflow.configuration:Reading the config" in verbose.stderr
