@@ -309,14 +309,13 @@ def _certified(group: list[LedgerEntry], run_p50: float | None, tolerance: float
 
 
 def _configurations(
-    entries: list[LedgerEntry], drift_tolerance: float = DRIFT_TOLERANCE, first_run: float | None = None
+    entries: list[LedgerEntry], causes: Causes, drift_tolerance: float, first_run: float | None
 ) -> list[dict[str, Any]]:
     groups: dict[tuple[Any, ...], list[LedgerEntry]] = defaultdict(list)
     for entry in entries:
         if entry["selected_instance_type"] is not None:
             groups[_configuration_key(entry)].append(entry)
     rows = []
-    causes = failure_cause.causes(entries)
     for (rank, instance_type, count), group in sorted(groups.items(), key=lambda item: (item[0][0] is None, item[0])):
         runs = [float(e["run_seconds"]) for e in group if e["run_seconds"] is not None]
         results = [t for e in group if (t := _time_to_result(e)) is not None]
@@ -395,7 +394,7 @@ def summarize(
                 "pending_seconds_p90": percentile(pending, 0.9),
                 "first_choice_wait": judged.estimate.shown.as_json() if judged.estimate else None,
                 "break_even_wait_seconds": judged.break_even,
-                "configurations": _configurations(group, drift_tolerance, judged.first_choice_run),
+                "configurations": _configurations(group, causes, drift_tolerance, judged.first_choice_run),
                 "verdict": judged.label,
                 "reason": judged.reason,
             }

@@ -69,12 +69,16 @@ DOCS_SCREENSHOTS = {
     "capacity_page.png": "screenshot-capacity.png",
     "capacity_plans.png": "screenshot-plans.png",
     "capacity_task_instance.png": "screenshot-task-instance.png",
+    "capacity_utilization.png": "screenshot-utilization.png",
 }
 
 
 def shoot(page: Any, folder: Path, name: str) -> None:
-    """The page, whole, into ``folder``; and into docs/ when the docs show it."""
-    page.screenshot(path=str(folder / name), full_page=True)
+    """The page (or one element of it), whole, into ``folder``; and into docs/ when the docs show it."""
+    if hasattr(page, "goto"):
+        page.screenshot(path=str(folder / name), full_page=True)
+    else:
+        page.screenshot(path=str(folder / name))
     if name in DOCS_SCREENSHOTS:
         shutil.copyfile(folder / name, PROJECT / "docs" / DOCS_SCREENSHOTS[name])
 
@@ -325,6 +329,11 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
             survival = frame.locator("figure", has=frame.locator("svg[aria-label='first-choice wait survival']"))
             survival.first.scroll_into_view_if_needed()
             survival.first.screenshot(path=str(screenshots / "capacity_first_choice_wait.png"))
+            # The fine-tuning step's two configurations, each with its GPUs' utilization (the second such chart).
+            gpus = frame.locator("figure", has=frame.get_by_text("GPU utilization per configuration")).nth(1)
+            gpus.scroll_into_view_if_needed()
+            assert "2 x ml.p4d.24xlarge" in gpus.inner_text() and "1 x ml.p5.48xlarge" in gpus.inner_text()
+            shoot(gpus, screenshots, "capacity_utilization.png")
 
             page.goto(f"{stack.api_url}/sm-prefs/capacity/weather")
             page.locator("svg[aria-label='capacity weather']").first.wait_for(timeout=30_000)
