@@ -64,6 +64,7 @@ def test_each_host_publishes_a_value_a_minute_of_its_run_as_percent_times_gpus(e
     assert len(first["Values"]) == len(second["Values"]) == run_minutes
     assert all(91 - 4 <= value / 8 <= 91 + 4 for value in first["Values"] + second["Values"])
     assert first["Timestamps"] == sorted(first["Timestamps"], reverse=True)  # newest first, as CloudWatch
+    assert {(t.second, t.microsecond) for t in first["Timestamps"]} == {(0, 0)}  # periods start on the minute
     assert third["Values"] == []  # the job has two hosts
     assert server.engine.calls["GraniteServiceVersion20100801.GetMetricData"] == 1
 

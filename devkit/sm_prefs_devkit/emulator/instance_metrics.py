@@ -62,11 +62,12 @@ def _result(
     host = next((d["Value"] for d in metric.get("Dimensions", []) if d["Name"] == "Host"), "")
     points = _points(engine, NAMESPACES.get(metric.get("Namespace", "")), metric["MetricName"], host, region)
     period = max(PUBLISHED_EVERY, float(stat["Period"]))
-    # Each period's average of the values published in it, as CloudWatch's Average statistic.
+    # Each period's average of the values published in it, as CloudWatch's Average statistic; periods fall on
+    # whole multiples of their length since the epoch, as CloudWatch's do (a 60 s period starts on the minute).
     buckets: dict[float, list[float]] = {}
     for at, value in points:
         if start <= at < end:
-            buckets.setdefault(start + (at - start) // period * period, []).append(value)
+            buckets.setdefault(at // period * period, []).append(value)
     times = sorted(buckets, reverse=newest_first)
     return {
         "Id": query["Id"],
