@@ -38,7 +38,7 @@ PLATFORM_TESTS := tests/platforms tests/operators tests/triggers tests/unit/test
 PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST) $(USER_ACTIONS) \
 	$(CLOUDWATCH_TASK_LOGS) $(CLOUDWATCH_METRICS)
 
-.PHONY: mutation platforms process-layer venv sdk-venv docs-venv docs lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
+.PHONY: mutation platforms process-layer venv demo-venv sdk-venv docs-venv docs lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean
 
 venv: $(STAMP)
 
@@ -112,7 +112,20 @@ test: lint typecheck docs browser sdk-venv
 process-layer: venv
 	$(BIN)/pytest -q -ra --durations=30 --numprocesses 2 --dist loadfile -m airflow
 
-demo: venv
+# The demo needs the runtime and the development kit, not the test group (linters, Playwright, Celery): a venv
+# `make test` installed already holds both.
+DEMO_STAMP := $(VENV)/.demo-installed-$(shell cat pyproject.toml devkit/pyproject.toml $(CONSTRAINTS) | sha1sum | cut -c1-12)
+
+demo-venv: $(DEMO_STAMP)
+
+$(DEMO_STAMP): pyproject.toml devkit/pyproject.toml $(CONSTRAINTS)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -e $(STAMP) || { $(BIN)/pip install --quiet --upgrade pip && \
+		$(BIN)/pip install --quiet -e ".[s3]" -e ./devkit --constraint $(CONSTRAINTS); }
+	rm -f $(VENV)/.demo-installed-*
+	touch $(DEMO_STAMP)
+
+demo: demo-venv
 	$(BIN)/airflow-sm-prefs demo --project-dir .
 
 # One-line mutations of the pure core ([tool.mutmut] in pyproject.toml names the modules), each run against the

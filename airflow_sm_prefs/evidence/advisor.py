@@ -68,15 +68,30 @@ def _chosen(entry: Mapping[str, Any]) -> Configuration | None:
 
 def _night_wait(
     configurations: Sequence[Configuration], seen: Mapping[Configuration, counterfactual.Seen]
-) -> tuple[float, bool, Configuration | None]:
-    """(wait, seen, the configuration it would have got) for one night; ``seen`` False: longer than ``wait``."""
-    free_at = {c: seen[c].free_after for c in configurations if seen[c].free_after is not None}
+) -> tuple[float, bool, Configuration | None] | None:
+    """(wait, seen, the configuration it would have got) for one night; ``seen`` False: longer than ``wait``.
+    None when a configuration that could have taken the job first was seen by no job that night: SageMaker
+    might have placed it there at once, so the night says nothing of this list (never a figure borrowed from
+    the configuration that was seen)."""
+    free_at = {c: seen[c].free_after for c in configurations if c in seen and seen[c].free_after is not None}
     if free_at:
         # The entry seen free first; an earlier-ranked one free at the same moment wins, as SageMaker picks.
         soonest = min(value for value in free_at.values() if value is not None)
         chosen = next(c for c in configurations if free_at.get(c) == soonest)
+        ahead = configurations[: configurations.index(chosen)]
+    else:
+        chosen, ahead = None, configurations
+    if not all(_observed(seen, c) for c in ahead):
+        return None
+    if chosen is not None:
         return soonest, True, chosen
     return max((seen[c].busy_for or 0.0 for c in configurations), default=0.0), False, None
+
+
+def _observed(seen: Mapping[Configuration, counterfactual.Seen], configuration: Configuration) -> bool:
+    """Whether any job saw ``configuration`` that night, free or busy."""
+    found = seen.get(configuration)
+    return found is not None and (found.free_after is not None or found.busy_for is not None)
 
 
 def _seen_on(
@@ -117,9 +132,13 @@ def advise(history: Sequence[Mapping[str, Any]], timeline: Timeline | None = Non
     for candidate in proposed:
         points: list[tuple[float, bool]] = []
         spent: list[float] = []
-        unknown_run = 0
+        unknown_run = unknown_night = 0
         for night_seen in seen:
-            wait, was_seen, chosen = _night_wait(candidate.configurations, night_seen)
+            replayed = _night_wait(candidate.configurations, night_seen)
+            if replayed is None:
+                unknown_night += 1
+                continue
+            wait, was_seen, chosen = replayed
             if not was_seen:
                 points.append((wait, False))
                 continue
@@ -143,6 +162,12 @@ def advise(history: Sequence[Mapping[str, Any]], timeline: Timeline | None = Non
                 "nights_with_a_result": curve.observed,
                 "nights_waiting_past_the_evidence": curve.censored,
                 "nights_without_a_run_time": unknown_run,
+                "nights_without_evidence": unknown_night,
+                "never_seen": [
+                    f"{n} x {t}"
+                    for t, n in candidate.configurations
+                    if not any(_observed(night, (t, n)) for night in seen)
+                ],
             }
         )
     for row in results:
@@ -186,6 +211,9 @@ def render(advice: dict[str, Any], output_format: str) -> str:
         )
         if row["nights_without_a_run_time"]:
             evidence += f", {row['nights_without_a_run_time']} with no run time known"
+        if row["nights_without_evidence"]:
+            never = f" (no job ever saw {', '.join(row['never_seen'])})" if row["never_seen"] else ""
+            evidence += f", {row['nights_without_evidence']} not replayable{never}"
         lines.append(
             f"{row['candidate'][:52]:<52} {shown(row['time_to_result_p50_seconds']):>10} "
             f"{shown(row['time_to_result_p90_seconds']):>10} {cost:>10}  "

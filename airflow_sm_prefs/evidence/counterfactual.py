@@ -111,6 +111,10 @@ class Timeline:
             task = self._shared.setdefault(task_of(entry), task_of(entry))
             wait = float(entry["pending_seconds"])
             for index, configuration in enumerate(facts.listed):
+                if rank is not None and index > rank and wait <= 0:
+                    # Taken at once by an entry ahead of it: SageMaker never looked at this one (no evidence,
+                    # not "busy for 0 s", which would let a replay borrow another configuration's nights).
+                    continue
                 got_it = rank == index and (entry.get("selected_instance_count") == configuration[1])
                 spells[(facts.scope, configuration)].append(Spell(facts.created, wait, got_it, task))
         # By start only (a stable sort keeps the ledger's order among jobs that began together).

@@ -91,6 +91,7 @@ class Demand:
     region: str | None
     first_choice: Configuration
     tasks: tuple[str, ...]
+    task_keys: tuple[tuple[str, str], ...]  # (DAG id, task id): "a.b.c" alone cannot say which DAG it names
     jobs: int
     sold_out: int
     jobs_per_day: float
@@ -212,6 +213,7 @@ def demand(group: Sequence[Mapping[str, Any]], timeline: Timeline) -> Demand:
         region=region,
         first_choice=first,
         tasks=tuple(sorted(by_task)),
+        task_keys=tuple(sorted({(str(entry["dag_id"]), str(entry["task_id"])) for entry in ordered})),
         jobs=len(ordered),
         sold_out=len(sold_out),
         jobs_per_day=len(ordered) / days,
@@ -286,6 +288,7 @@ def options(
         "first_choice": counterfactual.label(found.first_choice),
         "region": found.region,
         "tasks": list(found.tasks),
+        "task_keys": [list(key) for key in found.task_keys],
         "evidence_jobs": found.jobs,
         "sold_out_jobs": found.sold_out,
         "sold_out_share": round(share, 3),
@@ -301,7 +304,7 @@ def options(
     if offering is None:
         result["verdict"], result["in_words"] = "no offering", no_offering
         return result
-    fee = offering.upfront_fee
+    fee = offering.usd_fee
     plan_quantiles = _quantiles([(seconds, True) for seconds in found.first_run_seconds])
     rows.append(_option(f"reserve {offering.offering_id}", plan_quantiles, fee))
     result["offering"] = offering.as_dict()
@@ -336,7 +339,9 @@ def verdict(
     if found.jobs < MIN_JOBS:
         return "too little evidence", f"{found.jobs} job(s) of evidence; at least {MIN_JOBS} are needed to say"
     if fee is None or first is None or sold_out_night is None:
-        return "unknown cost", "a price is unknown (the offering's fee, or the jobs' costs: `airflow-sm-prefs prices`)"
+        return "unknown cost", (
+            "a price is unknown (the offering's fee in US dollars, or the jobs' costs: `airflow-sm-prefs prices`)"
+        )
     if share_needed is None:
         return "do not reserve", (
             f"a night {name} is sold out costs no more than one it has room (the fallback is as cheap), so a plan "
@@ -388,7 +393,7 @@ def _weighed_first(offering: Offering) -> tuple[bool, float, dt.datetime, str]:
     """The cheapest offering first; among equal fees, the one that starts soonest (the sooner the evidence's
     sold-out nights are covered); unpriced ones last."""
     latest = dt.datetime.max.replace(tzinfo=dt.UTC)
-    return offering.upfront_fee is None, offering.upfront_fee or 0.0, offering.start or latest, offering.offering_id
+    return offering.usd_fee is None, offering.usd_fee or 0.0, offering.start or latest, offering.offering_id
 
 
 def render(advice: Sequence[Mapping[str, Any]], output_format: str) -> str:

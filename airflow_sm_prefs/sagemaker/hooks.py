@@ -7,6 +7,7 @@ botocore config), so a connection that works for the provider's own operators wo
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 from collections.abc import Mapping
 from enum import StrEnum
@@ -23,6 +24,7 @@ from airflow_sm_prefs.sagemaker.job_view import jsonable
 extend_provider_loader()
 
 STOP_TIMEOUT_SECONDS = 20.0
+DEFAULT_CONNECTION = "aws_default"  # the amazon provider's, and the operators' default
 
 THROTTLING_CODES = frozenset(
     {
@@ -102,6 +104,28 @@ class SageMakerPreferenceHook(AwsBaseHook):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["client_type"] = "sagemaker"
         super().__init__(*args, **kwargs)
+
+    def connection_problem(self) -> str | None:
+        """Why no SageMaker call can be made through this hook, in one line, or None. Asked before the first
+        call: botocore's ``NoRegionError`` is a setting to correct, which no retry changes."""
+        from botocore.exceptions import NoRegionError
+
+        try:
+            self.conn_region_name  # noqa: B018 (builds the client, which needs a Region)
+        except NoRegionError:
+            if self.aws_conn_id and not self.conn_config:  # the amazon provider went on without the connection
+                close = difflib.get_close_matches(self.aws_conn_id, [DEFAULT_CONNECTION], n=1)
+                meant = f" (did you mean {close[0]!r}?)" if close and close[0] != self.aws_conn_id else ""
+                return (
+                    f"the AWS connection {self.aws_conn_id!r} does not exist{meant}, and this host names no Region "
+                    "for its own credentials; create the connection or correct aws_conn_id (`airflow-sm-prefs "
+                    f"doctor --aws-conn-id {self.aws_conn_id}` checks a host)"
+                )
+            return (
+                f"the AWS connection {self.aws_conn_id!r} names no Region; set region_name in its extra, or the "
+                "operator's region_name"
+            )
+        return None
 
     # -- sync ---------------------------------------------------------------------------------------------
 

@@ -145,6 +145,12 @@ class Offering:
             currency=kept.get("currency"),
         )
 
+    @property
+    def usd_fee(self) -> float | None:
+        """The fee in US dollars, the currency every cost here is in; None for any other currency or none named
+        (the package converts nothing: a fee it cannot weigh is an unknown cost, never a number of dollars)."""
+        return self.upfront_fee if self.currency == "USD" else None
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "offering_id": self.offering_id,

@@ -36,10 +36,10 @@ class StorageSettingError(StorageUnavailable):
     where it is read, never guessed at."""
 
 
-_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):(?P<slashes>/*)(?P<rest>.*)$", re.S)
+_SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):(?P<slashes>/*)(?P<rest>.*)", re.S)
 # S3's rules for a bucket's name (general purpose buckets): 3 to 63 characters, lowercase letters, digits, dots
 # and hyphens, beginning and ending with a letter or digit, no two dots in a row.
-_BUCKET = re.compile(r"^(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_BUCKET = re.compile(r"(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _BUCKET_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs")
 
 
@@ -49,7 +49,7 @@ def checked_url(url: str, named: str) -> str:
     said = f"{named} = {url!r:.120}"
     if not url.strip() or url != url.strip() or any(ord(c) < 32 for c in url):
         raise StorageSettingError(f"{said}: empty, or with spaces or control characters around or in it")
-    found = _SCHEME.match(url)
+    found = _SCHEME.fullmatch(url)
     if found is None:  # a local path
         if not os.path.isabs(os.path.expanduser(url)):
             raise StorageSettingError(
@@ -58,6 +58,12 @@ def checked_url(url: str, named: str) -> str:
             )
         return url
     scheme, slashes, rest = found["scheme"].lower(), found["slashes"], found["rest"]
+    if any(c in rest for c in "?# ") or any(c.isspace() for c in rest):
+        # fsspec would write "s3://team/x?versionId=1" to the key "team/x", outside the prefix the user meant.
+        raise StorageSettingError(
+            f"{said}: a query (?), a fragment (#) or a space has no meaning in a store's location; name the "
+            "bucket and prefix alone (s3://bucket/prefix)"
+        )
     if len(slashes) < 2:
         raise StorageSettingError(f"{said}: not a URL ({scheme}:// takes two slashes)")
     if scheme in ("file", "local"):
@@ -70,7 +76,7 @@ def checked_url(url: str, named: str) -> str:
         bucket = (slashes[2:] + rest).lstrip("/").split("/", 1)[0] if len(slashes) == 2 else ""
         if not bucket:
             raise StorageSettingError(f"{said}: names no bucket ({scheme}://bucket/prefix)")
-        if not _BUCKET.match(bucket):
+        if not _BUCKET.fullmatch(bucket):
             raise StorageSettingError(
                 f"{said}: {bucket!r:.70} is not a bucket's name (3 to 63 lowercase letters, digits, dots and hyphens)"
             )
@@ -215,6 +221,13 @@ def shared_url(option: str, name: str, given: str | None = None) -> tuple[str, s
     if storage:
         return f"{checked_url(storage, f'[{SECTION}] storage').rstrip('/')}/{name}", f"[{SECTION}] storage"
     return default_file(name), None
+
+
+def setting_behind(option: str, name: str) -> str:
+    """The setting that decides where a shared file lives, as a message names it: the one the user set
+    (``[sm_prefs] ledger_path`` or ``[sm_prefs] storage``), never one they did not."""
+    _, named = shared_url(option, name)
+    return named or f"the default place ({default_file(name)}: [{SECTION}] storage is not set)"
 
 
 def shared_file(option: str, name: str, conn_option: str = "storage_conn_id") -> Any:

@@ -176,7 +176,8 @@ def create_app() -> FastAPI:
         index = _map_index(map_index)
         own = _unless_the_store_fails(lambda: ledger.read(dag_id=dag_id, memo=_VIEWS.memo))
         history = [e for e in own.entries if e["task_id"] == task_id]
-        this = next((e for e in history if e["run_id"] == run_id and e["map_index"] == index), None)
+        run = _run_id(run_id)
+        this = next((e for e in history if e["run_id"] == run and e["map_index"] == index), None)
         evidence, dags = _reading_for(user)  # the advice may draw on every DAG this user may read
         advice = (
             _VIEWS.view(
@@ -254,6 +255,22 @@ def _capacity_body(rows: list[dict[str, Any]], entries: list[ledger.LedgerEntry]
     return render("capacity.html", tasks=tasks, bad=bad)
 
 
+def wait_compared(wait: float, waits: list[float]) -> str:
+    """This job's wait among its task's, in words that stay true at the ends ("longer than 0 of 4" does not)."""
+    jobs = len(waits)
+    longer = sum(1 for other in waits if other < wait)
+    shorter = sum(1 for other in waits if other > wait)
+    if jobs <= 1:
+        return "this task's only job in the ledger"
+    if longer == 0 and shorter == 0:
+        return f"as long as each of this task's {jobs} jobs"
+    if longer == 0:
+        return f"the shortest of this task's {jobs} jobs"
+    if shorter == 0:
+        return f"the longest of this task's {jobs} jobs"
+    return f"longer than {longer} of this task's {jobs} jobs"
+
+
 def _task_instance_body(
     this: ledger.LedgerEntry | None, history: list[ledger.LedgerEntry], advice: dict[str, Any] | None
 ) -> str:
@@ -266,8 +283,7 @@ def _task_instance_body(
         "task_instance.html",
         this=this,
         advice=advice,
-        below=sum(1 for wait in waits if wait < float(this["pending_seconds"])),
-        history_jobs=len(waits),
+        compared=wait_compared(float(this["pending_seconds"]), waits),
         median_wait=report.percentile(waits, 0.5),
         cost=_cost_cell(this),
         utilization=report.utilization_details(this.get("utilization")),
@@ -277,6 +293,13 @@ def _task_instance_body(
 
 # What Airflow's UI leaves in a task instance tab's link when the task is not mapped: the placeholder, unfilled.
 UNFILLED_MAP_INDEX = "{MAP_INDEX}"
+
+
+def _run_id(text: str) -> str:
+    """The run id from the tab's link. Airflow 3.1's UI puts the run id into the link unencoded (3.2 and later
+    encode it; read in each line's UI bundle), so the '+' of every run id's time offset arrives as a space;
+    Airflow's run ids hold no spaces (``[scheduler] allowed_run_id_pattern``), so a space is that '+'."""
+    return text.replace(" ", "+")
 
 
 def _map_index(text: str) -> int:

@@ -113,18 +113,30 @@ def _store_problem(error: BaseException) -> str:
     return problem.line(object_storage.store_named()) if problem else f"{type(error).__name__}: {error}"
 
 
+def _ledger_setting() -> str:
+    return object_storage.setting_behind("ledger_path", "ledger")
+
+
+def _in_an_existing_bucket(path: Any, setting: str) -> Any:
+    """``path``, refused when its bucket does not exist (asked within the storage deadline): else a command
+    would answer "none yet", as if the store were empty."""
+    from airflow_sm_prefs.storage import bounded
+
+    shown = object_storage.shown(path)
+    bucket = bounded.within(f"the bucket of {shown}", lambda: object_storage.bucket_missing(path))
+    if bucket is not None:
+        raise object_storage.StorageSettingError(
+            f"{setting} ({shown}): the bucket {bucket!r} does not exist; create it (this package never creates one) "
+            "or correct the setting"
+        )
+    return path
+
+
 def _ledger_root() -> Any:
     """The ledger's root, refused when its bucket does not exist: else an empty report, as if no job had ended."""
     from airflow_sm_prefs.evidence import ledger
 
-    root = ledger.location()
-    bucket = object_storage.bucket_missing(root)
-    if bucket is not None:
-        raise object_storage.StorageSettingError(
-            f"[sm_prefs] ledger_path = {object_storage.shown(root)}: the bucket {bucket!r} does not exist; create it "
-            "(this package never creates one) or correct the setting"
-        )
-    return root
+    return _in_an_existing_bucket(ledger.location(), _ledger_setting())
 
 
 def _read_ledger() -> Any:
@@ -133,11 +145,11 @@ def _read_ledger() -> Any:
     try:
         root = _ledger_root()
         if root.exists() and not root.is_dir():
-            raise CommandError(f"[sm_prefs] ledger_path: {root} is a file, not a folder")
+            raise CommandError(f"{_ledger_setting()}: {object_storage.shown(root)} is a file, not a folder")
         reading = _read_through_the_cache(root)
     except (ValueError, OSError) as error:  # an unknown scheme, an unreachable store
         _if_the_store_failed(error)
-        raise CommandError(f"[sm_prefs] ledger_path cannot be read: {error}") from None
+        raise CommandError(f"the ledger ({_ledger_setting()}) cannot be read: {error}") from None
     if reading.bad:
         warn(
             f"{reading.bad} ledger entr{'y' if reading.bad == 1 else 'ies'} could not be read and were skipped "
@@ -263,11 +275,24 @@ def _backfill(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names_a_folder(given: str) -> bool:
+    """A URL ending in '/' or naming a bucket alone, or a local folder: told before any AWS call (or hook)."""
+    if object_storage.is_local(given):
+        return os.path.isdir(os.path.expanduser(given.removeprefix("file://").removeprefix("local://")))
+    _, _, path = given.partition("://")
+    return given.endswith("/") or "/" not in path.strip("/")
+
+
 def _refresh_prices(args: argparse.Namespace) -> int:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
     from airflow_sm_prefs.reference import price_list, prices
 
+    if args.output and _names_a_folder(args.output):
+        return fail(
+            f"--output {args.output} names a folder or a bucket; name the table's file, e.g. "
+            f"{args.output.rstrip('/')}/prices.json"
+        )
     try:
         output = (
             object_storage.place(args.output, object_storage.setting("storage_conn_id"), "--output")
@@ -303,15 +328,22 @@ def _refresh_prices(args: argparse.Namespace) -> int:
 
 def _show_prices(args: argparse.Namespace) -> int:
     from airflow_sm_prefs.reference import prices
+    from airflow_sm_prefs.storage import bounded, user_files
 
-    users = prices.user_table_path()
-    if users.exists() or users.is_symlink():
-        try:
-            prices.read_file(users)
-        except prices.PriceTableError as error:  # tasks leave it out and go on; the person asking is told
-            return fail(f"[sm_prefs] price_table: {error}; tasks use the shipped table without it")
+    setting = object_storage.setting_behind("price_table", "prices.json")
+    users = _in_an_existing_bucket(prices.user_table_path(), setting)
+    try:  # what tasks would leave out, with a warning, and go on; the person asking is told
+        bounded.within(
+            f"the price table {object_storage.shown(users)}", lambda: user_files.parsed(users, prices.read_file)
+        )
+    except FileNotFoundError:
+        pass  # no table of the team's: the shipped one alone
+    except prices.PriceTableError as error:
+        return fail(f"{setting}: {error}; tasks use the shipped table without it")
     table = prices.current()
-    for source in table.sources:
+    # The sources of the prices shown: the shipped table's line says why it has none only while nothing else does.
+    used = {price.origin for price in table.entries.values()}
+    for source in [source for source in table.sources if source in used] or table.sources:
         say(f"source: {source.source} (retrieved {source.retrieved or 'never'})")
     rows = sorted(key for key in table.entries if args.region is None or key[0] == args.region)
     if not rows:
@@ -329,7 +361,9 @@ def _compact(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as error:
         _if_the_store_failed(error)
         return fail(
-            str(error) if isinstance(error, ledger.LedgerError) else f"[sm_prefs] ledger_path cannot be used: {error}"
+            str(error)
+            if isinstance(error, ledger.LedgerError)
+            else f"the ledger ({_ledger_setting()}) cannot be used: {error}"
         )
     if result.busy:
         _tell("error", f"not compacted: {result.busy} holds the ledger's compaction lease; try again later")
@@ -514,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
         level = logging.INFO if answers else logging.DEBUG
     else:
         level = logging.WARNING if answers else logging.INFO
+        if answers:  # Airflow's structured log (the AWS hook's "No connection ID provided", S3's credentials)
+            os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
     logging.basicConfig(level=level)
     # Airflow logs to whatever sys.stdout is when a logger is first used (reading a connection logs a line):
     # a report's stdout is its result, which users pipe to jq or a CSV file, so Airflow's lines go to stderr.

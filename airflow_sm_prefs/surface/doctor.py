@@ -46,8 +46,17 @@ def run(aws_conn_id: str, region: str | None) -> list[Finding]:
         _checked(findings, "botocore", lambda: findings.append(_model(client)))
     _checked(findings, "airflow", lambda: findings.append(_airflow_line()))
     _checked(findings, "store", lambda: findings.append(_store()))
-    _checked(findings, "prices", lambda: findings.append(_prices()))
-    _checked(findings, "registry", lambda: findings.append(_registry()))
+    store_failed = findings[-1].check == "store" and findings[-1].status == "fail"
+    for check, on_the_store, probe in (
+        ("prices", _prices_on_the_store, _prices),
+        ("registry", _registry_on_the_store, _registry),
+    ):
+        # What the store holds is not read through a store that just failed: its answer is known (the store's
+        # line says it), and each read would wait out another storage deadline.
+        if store_failed and _answers_yes(on_the_store):
+            findings.append(Finding(check, "skip", "not checked: the store failed (see its line)"))
+        else:
+            _checked(findings, check, lambda probe=probe: findings.append(probe()))  # type: ignore[misc]
     return findings
 
 
@@ -61,6 +70,14 @@ def _checked(findings: list[Finding], check: str, probe: Callable[[], Any]) -> A
         said = problem.line(object_storage.store_named()) if problem else f"{type(error).__name__}: {error}"
         findings.append(Finding(check, "fail", said.splitlines()[0][:300]))
         return None
+
+
+def _answers_yes(question: Callable[[], bool]) -> bool:
+    """False when the question cannot be answered: the check itself then says what is wrong."""
+    try:
+        return question()
+    except Exception:
+        return False
 
 
 def _connection(aws_conn_id: str, region: str | None, findings: list[Finding]) -> Any:
@@ -172,8 +189,22 @@ def _airflow_line() -> Finding:
     return Finding("airflow", "ok", f"Airflow {__version__}: everything the package uses")
 
 
+def _prices_on_the_store() -> bool:
+    from airflow_sm_prefs.reference import prices
+    from airflow_sm_prefs.storage import object_storage
+
+    return not object_storage.on_local_disk(prices.user_table_path())
+
+
+def _registry_on_the_store() -> bool:
+    from airflow_sm_prefs.preflight import certification
+
+    return certification.is_remote(certification.registry_path(None))
+
+
 def _store() -> Finding:
-    """The shared store (or the local folder when none is set): reachable, readable and writable."""
+    """The shared store (or the local folder when none is set): reachable, readable and writable, all within one
+    storage deadline whatever the store does."""
     from airflow_sm_prefs.storage import bounded, object_storage
 
     url = object_storage.setting("storage")
@@ -185,23 +216,25 @@ def _store() -> Finding:
             "set it to one location every host shares (s3://bucket/prefix) unless this is the only host",
         )
     root = object_storage.place(url, object_storage.setting("storage_conn_id"), "[sm_prefs] storage")
-    bucket = object_storage.bucket_missing(root)
-    if bucket is not None:
-        return Finding("store", "fail", f"{url}: the bucket {bucket!r} does not exist", "create it, or fix the setting")
     probe = root / f".doctor-{socket.gethostname()}-{os.getpid()}"
     data = b"airflow-sm-prefs doctor probe"
 
-    def round_trip() -> bool:
+    def round_trip() -> Finding:
+        bucket = object_storage.bucket_missing(root)
+        if bucket is not None:
+            return Finding(
+                "store", "fail", f"{url}: the bucket {bucket!r} does not exist", "create it, or fix the setting"
+            )
         object_storage.make_folder(root)
         probe.write_bytes(data)
         try:
-            return bool(probe.read_bytes() == data)
+            if probe.read_bytes() != data:
+                return Finding("store", "fail", f"{url}: a probe object read back different bytes", "check the store")
         finally:
             probe.unlink()
+        return Finding("store", "ok", f"{url}: written, read back and removed a probe object")
 
-    if not bounded.within(f"the doctor's probe {object_storage.shown(probe)}", round_trip):
-        return Finding("store", "fail", f"{url}: a probe object read back different bytes", "check the store")
-    return Finding("store", "ok", f"{url}: written, read back and removed a probe object")
+    return bounded.within(f"the doctor's probe {object_storage.shown(probe)}", round_trip)
 
 
 def _prices() -> Finding:

@@ -14,13 +14,24 @@ if TYPE_CHECKING:
     from airflow_sm_prefs.request.jobs import JobKind
 
 
-class SageMakerConsoleLink(BaseAwsLink):
+class _JobLink(BaseAwsLink):
+    """A link that exists only once the try has a job: a try refused before submission reads no XCom (Airflow 3
+    asks every link for its value as the try ends, and a missing XCom is an error line in the task log). A try's
+    XComs start empty, so a job of an earlier try has no link to lose."""
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        if hasattr(operator, "_life") and (operator._life is None or operator._life.active_job is None):
+            return ""
+        return str(super().get_link(operator, ti_key=ti_key))
+
+
+class SageMakerConsoleLink(_JobLink):
     name = "SageMaker job"
     key = "sm_prefs_console_link"
     format_str = BASE_AWS_CONSOLE_LINK + "/sagemaker/home?region={region_name}#/{console_fragment}/{job_name}"
 
 
-class SageMakerLogsLink(BaseAwsLink):
+class SageMakerLogsLink(_JobLink):
     name = "CloudWatch logs"
     key = "sm_prefs_logs_link"
     format_str = (

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
     from airflow_sm_prefs.task.task_life import Step, TaskLife
 
+DEFAULT_CHECK_INTERVAL = 60.0  # seconds; a queued job's state changes in minutes, at AWS's pace
+
 # The task's life with its job (task_life and what it uses: the claim, the wait, the ledger) is imported when a
 # task runs, never when a DAG file is parsed.
 
@@ -67,7 +69,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         client the task and its trigger build; a dict, so the trigger can carry it.
     :param deferrable: wait in the triggerer (default) or block a worker slot while polling.
     :param check_interval: base seconds between status checks; queued jobs are checked half as often and
-        imminent changes four times as often, whichever way the task waits.
+        imminent changes four times as often, whichever way the task waits (default ``[sm_prefs] check_interval``).
     :param wait_timeout: absolute limit on the whole wait from first submission (default: the pending limit +
         ``MaxRuntimeInSeconds`` + 1 hour). On expiry the job is stopped (``stop_on_timeout``) and the task fails.
     :param stop_on_kill: stop the job when the task is marked failed/success, cleared, or killed.
@@ -134,7 +136,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         verify: bool | str | None = None,
         botocore_config: dict[str, Any] | None = None,
         deferrable: bool = True,
-        check_interval: float = 60.0,
+        check_interval: float | None = None,
         wait_timeout: timedelta | int | None = None,
         stop_on_kill: bool = True,
         stop_on_timeout: bool = True,
@@ -182,7 +184,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self.preferences = job_request.friendly_preferences(preferences)
             self.max_pending = duration_seconds(max_pending, "max_pending")
             self.wait_timeout = duration_seconds(wait_timeout, "wait_timeout")
-            self.check_interval = interval_seconds(check_interval, "check_interval")
+            self.check_interval = _check_interval(check_interval)
             preflight = self._preflight()
             problems = job_name_problems(job_name, "job_name")
             if not isinstance(stream_logs, bool):
@@ -272,6 +274,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     # -- Airflow's entry points -------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
+        _refuse_an_unusable_connection(self.hook, "no SageMaker job was created")
         request = self._rendered_request()
         preflight = self._preflight()
 
@@ -282,6 +285,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         return self._carry_out(self._start_life(context, preflight).start(request, self.job_name, before_create))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        _refuse_an_unusable_connection(self.hook, "this host cannot see how the task's SageMaker job ended")
         life = self._start_life(context, self._preflight())
         return self._carry_out(life.resume(WaitEnded.parse(event), self._rendered_request))
 
@@ -294,6 +298,32 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         from airflow_sm_prefs.surface.lineage import operator_lineage
 
         return operator_lineage(self.job_kind, self._request or {}, self._lineage_description)
+
+
+def _refuse_an_unusable_connection(hook: SageMakerPreferenceHook, consequence: str) -> None:
+    """A connection no call can use (botocore's NoRegionError) fails the task once, never retried."""
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    problem = hook.connection_problem()
+    if problem is not None:
+        raise AirflowFailException(f"{problem}; {consequence}")
+
+
+def _check_interval(given: float | None) -> float:
+    """The task's own, else ``[sm_prefs] check_interval``: one deployment's pace (seconds against the emulator,
+    whose clock runs ahead; a minute at AWS)."""
+    from airflow.configuration import conf
+
+    if given is not None:
+        return interval_seconds(given, "check_interval")
+    configured = conf.get("sm_prefs", "check_interval", fallback=None)
+    if not configured:
+        return DEFAULT_CHECK_INTERVAL
+    try:
+        value: Any = float(configured)
+    except ValueError:
+        value = configured
+    return interval_seconds(value, "[sm_prefs] check_interval")
 
 
 class SageMakerPreferenceTrainingOperator(SageMakerPreferenceBaseOperator):

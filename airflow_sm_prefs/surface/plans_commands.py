@@ -23,7 +23,7 @@ from airflow_sm_prefs.sagemaker import training_plans
 
 SHOWN_FOR = dt.timedelta(hours=6)  # an offering shown longer ago than this is searched for afresh
 KEPT_SEARCHES = 64
-PLAN_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}$")  # CreateTrainingPlan's TrainingPlanName
+PLAN_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}")  # CreateTrainingPlan's TrainingPlanName
 
 
 class PlanCommandError(Exception):
@@ -186,7 +186,7 @@ def _used(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) ->
 def _fee(amount: float | None, currency: str | None) -> str:
     if amount is None:
         return "unknown"
-    return f"${amount:,.2f}" if currency in (None, "USD") else f"{amount:,.2f} {currency}"
+    return f"${amount:,.2f}" if currency == "USD" else f"{amount:,.2f} {currency or '(no currency named)'}"
 
 
 # -- offerings -----------------------------------------------------------------------------------------------
@@ -300,6 +300,12 @@ def _advise(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) 
         if (args.dag_id is None or entry["dag_id"] == args.dag_id)
         and (args.region is None or entry["region"] == args.region)
     ]
+    if args.dag_id is not None and not any(args.task_id in (None, entry["task_id"]) for entry in entries):
+        # As `advise` says of a task it has no job of: an empty table would read as "nothing to reserve".
+        named = f"{args.dag_id}.{args.task_id}" if args.task_id else f"DAG {args.dag_id}"
+        raise PlanCommandError(
+            f"no job of {named} in the capacity ledger" + (f" in {args.region}" if args.region else "")
+        )
     searches = _Searches(args)
     advice = plan_advice.advise(
         entries, searches.offerings, horizon_days=args.horizon_days, value_per_hour=args.value_per_hour, tasks=tasks
@@ -422,18 +428,19 @@ def _reserve(args: argparse.Namespace, say: Say) -> int:
     offering = fresh.get(args.offering_id)
     if offering is None:
         raise PlanCommandError(f"SageMaker no longer offers {args.offering_id[:80]}; search again (nothing was bought)")
-    if offering.upfront_fee is None or offering.currency not in (None, "USD"):
+    fee = offering.usd_fee
+    if fee is None:
         raise PlanCommandError(
             f"the offering's fee is {_fee(offering.upfront_fee, offering.currency)}, which --max-usd cannot bound "
             "(nothing was bought)"
         )
-    if offering.upfront_fee > args.max_usd:
+    if fee > args.max_usd:
         raise PlanCommandError(
             f"the offering's upfront fee is {_fee(offering.upfront_fee, 'USD')}, more than --max-usd "
             f"{_fee(args.max_usd, 'USD')} (nothing was bought)"
         )
     name = args.name or derived_name(offering)
-    if not PLAN_NAME.match(name):
+    if not PLAN_NAME.fullmatch(name):
         raise PlanCommandError(
             f"--name {name[:80]!r}: letters, digits and single hyphens, at most 64 characters (nothing was bought)"
         )

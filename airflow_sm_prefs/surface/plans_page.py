@@ -12,12 +12,25 @@ from airflow_sm_prefs.surface.page_templates import moment, render
 
 
 def readable_groups(groups: Sequence[Mapping[str, Any]], dags: Collection[str]) -> list[dict[str, Any]]:
-    """The advice's groups holding a task of a DAG the user may read, with only those tasks named."""
+    """The advice's groups holding a task of a DAG the user may read, with only those tasks named. A DAG is
+    matched by its exact id, never by a prefix of "dag.task" (DAG and task ids may both hold dots: "team" must
+    not open "team.secret"); a group kept without its (DAG, task) pairs, by an older version, is left out."""
+    allowed = set(dags)
     shown = []
     for group in groups:
-        tasks = [task for task in group["tasks"] if any(str(task).startswith(f"{dag}.") for dag in dags)]
-        if tasks:
-            shown.append({**group, "tasks": tasks})
+        keys = group.get("task_keys")
+        if not isinstance(keys, list):
+            continue
+        readable = [
+            (key[0], key[1])
+            for key in keys
+            if isinstance(key, list)
+            and len(key) == 2
+            and all(isinstance(part, str) for part in key)
+            and key[0] in allowed
+        ]
+        if readable:
+            shown.append({**group, "tasks": [f"{dag}.{task}" for dag, task in readable], "task_keys": readable})
     return shown
 
 

@@ -97,6 +97,12 @@ def get_provider_info() -> dict[str, Any]:
                         "(docs/how-it-works.md, 'The deferral race').",
                         "90",
                     ),
+                    "check_interval": _option(
+                        "Seconds between status checks for the operators that do not set check_interval "
+                        "(default 60). Against the emulator, whose clock runs ahead, a few seconds "
+                        "(docs/own-airflow.md).",
+                        "60",
+                    ),
                     "instance_catalogue": _option(
                         "A catalogue of instance types read over the shipped one (types it lacks, corrections).",
                         "/opt/airflow/sm_prefs/instances.json",

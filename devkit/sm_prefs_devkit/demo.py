@@ -26,6 +26,11 @@ PLAN_NIGHTS = 2  # the nights after the advised plan is bought (the scenario's n
 # Days of raw data that land before the runs: each reads its logical day's (``raw/{{ ds }}``); the scheduled
 # run's is today or yesterday depending on the hour, and later nights run for the days before.
 LANDED_DAYS = NIGHTS + PLAN_NIGHTS + 1
+# Said first, before any figure: every time the demo prints is the emulator's, not the wall clock's.
+VIRTUAL_TIME_NOTE = (
+    "Times below are the emulator's virtual time: its scenarios run 60x faster than real time, so a night's "
+    "hours pass in minutes."
+)
 NIGHT_SECONDS = 86400.0  # the weather scenario's nights are a virtual day apart
 HOUR_SECONDS = 3600.0
 
@@ -328,8 +333,20 @@ def print_night(stack: LocalStack, night: int, run_id: str, state: str) -> None:
     print(other_team_line(stack, night), flush=True)
 
 
+def closing_lines(stack: Any, exit_when_done: bool) -> list[str]:
+    """Where to look next: the UI while it stays up; with DEMO_EXIT=1 it stops with the demo, so no address."""
+    if exit_when_done:
+        return ["Done (DEMO_EXIT=1: Airflow and the emulator stop now; `make demo` alone keeps them up)."]
+    return [
+        f"Capacity page: {stack.api_url}/plugin/sm-prefs-capacity (training plans: /sm-prefs/capacity/plans)",
+        f"Log in as admin with the password generated for this run: {stack.admin_password()}",
+        "Explore the UI; press Ctrl-C to stop.",
+    ]
+
+
 def main(project_dir: Path, exit_when_done: bool) -> int:
     stack = LocalStack(project_dir=project_dir, workdir=project_dir / ".demo", scenario=WEATHER_SCENARIO)
+    print(VIRTUAL_TIME_NOTE)
     print(f"Starting the SageMaker emulator ({stack.scenario}) and Airflow on 127.0.0.1 ...", flush=True)
     try:
         with stack:
@@ -369,12 +386,9 @@ def main(project_dir: Path, exit_when_done: bool) -> int:
             print("\nWhat the plans bought:\n")
             print(plans_used(stack))
             print()
-            print("Times are the emulator's virtual seconds (its scenarios run 60x faster than real time).")
-            print(f"Capacity page: {stack.api_url}/plugin/sm-prefs-capacity (training plans: /sm-prefs/capacity/plans)")
-            print(f"Log in as admin with the password generated for this run: {stack.admin_password()}")
+            print("\n".join(closing_lines(stack, exit_when_done)), flush=True)
             if exit_when_done:
                 return 0
-            print("Explore the UI; press Ctrl-C to stop.", flush=True)
             while all(process.poll() is None for process in stack.processes):
                 time.sleep(1)
             return 1

@@ -69,20 +69,49 @@ def test_a_connection_that_does_not_exist_fails_and_the_rest_still_runs(store, c
     assert "sagemaker" not in found and found["store"][0][0] == "ok"
 
 
+def _count_store_waits(monkeypatch) -> list[str]:
+    """Each bounded wait on the store the doctor enters, by what it names."""
+    from airflow_sm_prefs.storage import bounded
+
+    entered: list[str] = []
+    within = bounded.within
+
+    def counted(what, operation, seconds=None):
+        entered.append(what)
+        return within(what, operation, seconds)
+
+    monkeypatch.setattr(bounded, "within", counted)
+    return entered
+
+
+def _assert_the_store_alone_failed(found) -> None:
+    assert found["sagemaker"][0][0] == "ok", "SageMaker is asked through its own connection"
+    for check in ("prices", "registry"):  # neither contradicts the store's line nor waits on it again
+        assert found[check] == [("skip", "not checked: the store failed (see its line); ")], (check, found[check])
+
+
 @pytest.mark.parametrize("fault", ["refused", "blackhole", 403])
-def test_a_store_that_fails_is_one_line_within_the_deadline(store, capsys, monkeypatch, fault):
+def test_a_store_that_fails_is_one_line_within_one_deadline(store, capsys, monkeypatch, fault):
     proxy, _ = store
     _apply(fault, proxy, monkeypatch)
+    entered = _count_store_waits(monkeypatch)
     started = time.monotonic()
     code, found = _doctor(capsys, SAGEMAKER)
     assert time.monotonic() - started < 20 * DEADLINE
     assert code == 1
     ((status, said),) = found["store"]
     assert status == "fail" and any(words in said for words in SAID[fault]), said
-    assert found["sagemaker"][0][0] == "ok", "SageMaker is asked through its own connection"
-    ((status, said),) = found["prices"]
-    assert status == "warn" and "the team's price table could not be read" in said, said
-    assert "tasks price with the shipped table alone" in said, "not the shipped table's age, as if all were well"
+    _assert_the_store_alone_failed(found)
+    assert len(entered) == 1 and entered[0].startswith("the doctor's probe"), entered
+
+
+def test_a_missing_bucket_fails_the_store_and_nothing_says_ok_on_it(store, capsys, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE", "s3://team-bukcet/sm-prefs")
+    code, found = _doctor(capsys, SAGEMAKER)
+    assert code == 1
+    assert found["store"] == [("fail", "s3://team-bukcet/sm-prefs: the bucket 'team-bukcet' does not exist; create "
+                                       "it, or fix the setting")]  # fmt: skip
+    _assert_the_store_alone_failed(found)
 
 
 def test_stale_prices_warn_and_a_broken_registry_fails(store, capsys):

@@ -93,6 +93,8 @@ def test_reserve_buys_within_the_cap_when_told_yes_and_list_shows_it(emulated, c
         ),
         (["--max-usd", "1500"], "not confirmed (run it at a terminal, or add --yes); nothing was bought"),
         (["--max-usd", "1500", "--yes", "--name", "no spaces"], "--name 'no spaces': letters, digits"),
+        # `$` would let a trailing newline through (re.match): the whole name is matched.
+        (["--max-usd", "1500", "--yes", "--name", "plan-a\n"], "--name 'plan-a\\n': letters, digits"),
         (["--yes"], "the following arguments are required: --max-usd"),
         (["--max-usd", "-5", "--yes"], "a positive amount of US dollars, not '-5'"),
     ],
@@ -199,6 +201,28 @@ def test_the_report_says_what_ran_on_plans_and_what_they_held_once_listed(emulat
     assert line == "  nightly-p5 is Pending: it has held no instance-hours yet"
     status, out, _ = _run(capsys, "report", "--format", "json")
     assert [row["task_id"] for row in json.loads(out)] == ["train"]  # the JSON report keeps its shape
+
+
+def test_advise_for_a_dag_or_task_the_ledger_has_no_job_of_is_an_error(emulated, capsys, monkeypatch, tmp_path):
+    """As `advise` of an unknown task: an empty answer would read as "nothing to reserve"."""
+    from tests.unit.test_plan_advice import _ledger
+
+    server, conn = emulated
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path / 'ledger'}")
+    for night in _ledger(3, 1):
+        _record(night)
+    known = json.loads(_run(capsys, "plans", "advise", "--aws-conn-id", conn, "--format", "json")[1])[0]["tasks"][0]
+    dag_id, task_id = known.split(".", 1)
+    for argv, named in (
+        (["--dag-id", "nightly_eval"], "DAG nightly_eval"),
+        (["--dag-id", dag_id, "--task-id", "evaluate"], f"{dag_id}.evaluate"),
+    ):
+        searched = server.engine.calls["SearchTrainingPlanOfferings"]
+        status, out, err = _run(capsys, "plans", "advise", "--aws-conn-id", conn, *argv)
+        assert (status, out) == (2, "")
+        assert err == f"airflow-sm-prefs: error: no job of {named} in the capacity ledger\n"
+        assert server.engine.calls["SearchTrainingPlanOfferings"] == searched, "nothing searched"
+    assert _run(capsys, "plans", "advise", "--aws-conn-id", conn, "--dag-id", dag_id, "--task-id", task_id)[0] == 0
 
 
 def test_advise_weighs_the_ledger_against_an_offering_that_reserve_then_buys(emulated, capsys, monkeypatch, tmp_path):

@@ -125,13 +125,17 @@ def test_the_tasks_evidence_side_costs_the_evidence_never_the_task(store, fault,
     assert any("Could not record SageMaker job" in w for w in warnings), warnings
 
 
-@pytest.mark.parametrize("argv", [["report"], ["ledger", "compact"]], ids=["report", "ledger-compact"])
+@pytest.mark.parametrize(
+    "argv", [["report"], ["ledger", "compact"], ["prices", "show"]], ids=["report", "ledger-compact", "prices-show"]
+)
 def test_a_missing_bucket_is_said_and_never_created(store, argv, capsys, monkeypatch):
     _, server = store
     monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE", "s3://no-such-bucket/sm-prefs")
     code, err, _ = _one_line(capsys, argv)
     assert code in (1, 2) and "Traceback" not in err, err
     assert "no-such-bucket" in err and ("does not exist" in err or "no such bucket" in err), err
+    # The setting the user set, never one they did not (no "none yet", as if the store were empty).
+    assert "[sm_prefs] storage" in err and "ledger_path" not in err and "none yet" not in err, err
     assert ledger.write(entry("e", 0, pending=60)) is False
     buckets = {b["Name"] for b in boto_client(server.endpoint_url, service="s3").list_buckets()["Buckets"]}
     assert "no-such-bucket" not in buckets, "this package never creates a bucket"

@@ -641,3 +641,28 @@ def test_a_job_that_ended_before_its_selection_was_seen_still_announces_it(start
     ctx["ti"].xcoms.pop("selection")
     operator.execute_complete(ctx, event | {"announced": True})
     assert "selection" not in ctx["ti"].xcoms, "an announced selection is not pushed again"
+
+
+@pytest.mark.parametrize(
+    ("conn_id", "said"),
+    [
+        ("aws_defualt", "the AWS connection 'aws_defualt' does not exist (did you mean 'aws_default'?), and this host"),
+        ("no_region", "the AWS connection 'no_region' names no Region; set region_name in its extra"),
+    ],
+)
+def test_a_connection_no_call_can_use_fails_once_in_one_line(start_emulator, monkeypatch, conn_id, said):
+    """botocore's NoRegionError is a setting to correct: said in one line, never retried, no job created."""
+    server = start_emulator("gpu-shortage")
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AIRFLOW_CONN_AWS_DEFUALT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_NO_REGION",
+        json.dumps({"conn_type": "aws", "login": "t", "password": "t", "extra": {"endpoint_url": server.endpoint_url}}),
+    )
+    operator = training_operator(conn_id)
+    with pytest.raises(AirflowFailException) as refused:
+        operator.execute(context())
+    assert str(refused.value).startswith(said) and str(refused.value).endswith("; no SageMaker job was created")
+    assert "\n" not in str(refused.value)
+    assert _creates(server) == 0

@@ -120,6 +120,8 @@ def test_every_figure_of_the_advice_on_three_nights_with_costs():
             "nights_with_a_result": answered,
             "nights_waiting_past_the_evidence": 3 - answered,
             "nights_without_a_run_time": 0,
+            "nights_without_evidence": 0,
+            "never_seen": [],
             "better_than_current": better,
         }
 
@@ -139,6 +141,21 @@ def test_every_figure_of_the_advice_on_three_nights_with_costs():
         "candidates": [],
         "note": "the task's latest job lists no configuration",
     }
+
+
+def test_a_configuration_no_job_ever_saw_is_not_replayed_with_anothers_figures():
+    """g5 listed third, never reached: "g5 first" must not borrow p4d's nights (the night says nothing of g5)."""
+    g5 = ("ml.g5.48xlarge", 4)
+    listed = [P5, P4D, g5]
+    history = [_job("nightly", "fine_tune", n, listed, 1, 0.0, 3600.0) for n in range(3)]  # p5 busy, p4d at once
+    advice = advisor.advise(history)
+    rows = {row["candidate"]: row for row in advice["candidates"]}
+    g5_first = rows[f"#3 (4 x {g5[0]}) first"]
+    assert (g5_first["time_to_result_p50_seconds"], g5_first["nights_without_evidence"]) == (None, 3)
+    assert g5_first["never_seen"] == [f"4 x {g5[0]}"] and not g5_first["better_than_current"]
+    current = rows["the current list"]
+    assert (current["nights_without_evidence"], current["nights_with_a_result"]) == (0, 3), "p4d ahead of g5"
+    assert f"3 not replayable (no job ever saw 4 x {g5[0]})" in advisor.render(advice, "table")
 
 
 def test_the_candidates_of_a_list_each_in_its_order():

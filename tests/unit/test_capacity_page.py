@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
@@ -115,7 +116,7 @@ def test_the_report_route_answers_its_declared_shape_and_drops_nothing_the_repor
 def test_a_task_instance_view_compares_it_with_its_history(ledger_with_two_dags, signed_in):
     page = signed_in.get(ROUTES[3])
     assert page.status_code == 200
-    assert "longer than 2 of this task's 3 jobs" in page.text and "(chosen)" in page.text
+    assert "the longest of this task's 3 jobs" in html.unescape(page.text) and "(chosen)" in page.text
     assert "<h2>Advice</h2>" in page.text and "the first choice alone" in page.text
     forbidden = signed_in.get("/capacity/task-instance?dag_id=finance_forecast&run_id=r&task_id=fine_tune")
     assert forbidden.status_code == 403
@@ -240,6 +241,11 @@ def test_the_plans_view_says_what_is_missing_then_shows_the_advice_and_what_plan
         "first_choice": "1 x ml.p5.48xlarge",
         "region": "us-east-1",
         "tasks": ["nightly.fine_tune", "finance_forecast.train", "nightly.<script>alert(1)</script>"],
+        "task_keys": [
+            ["nightly", "fine_tune"],
+            ["finance_forecast", "train"],
+            ["nightly", "<script>alert(1)</script>"],
+        ],
         "verdict": "reserve",
         "in_words": "a plan pays if ml.p5.48xlarge stays sold out on more than 5 of 10 nights; ...",
         "evidence_jobs": 10,
@@ -258,8 +264,23 @@ def test_the_plans_view_says_what_is_missing_then_shows_the_advice_and_what_plan
             },
         ],
     }
-    secret = {**group, "tasks": ["finance_forecast.train"], "first_choice": "8 x ml.trn1.32xlarge"}
-    plan_snapshots.save_advice([group, secret], now)
+    secret = {
+        **group,
+        "tasks": ["finance_forecast.train"],
+        "task_keys": [["finance_forecast", "train"]],
+        "first_choice": "8 x ml.trn1.32xlarge",
+    }
+    # DAG ids that a prefix filter on "dag.task" would take for the readable "nightly": a dotted extension, a
+    # shorter and a longer id; and a group an older version kept without its pairs.
+    lookalikes = {
+        **group,
+        "tasks": ["nightly.secret.train", "nightl.y", "xnightly.train"],
+        "task_keys": [["nightly.secret", "train"], ["nightl", "y"], ["xnightly", "train"]],
+        "first_choice": "4 x ml.g6.48xlarge",
+    }
+    unpaired = {**group, "tasks": ["nightly.old"], "first_choice": "2 x ml.g5.48xlarge"}
+    unpaired.pop("task_keys")
+    plan_snapshots.save_advice([group, secret, lookalikes, unpaired], now)
     idle = PlanState(
         "arn:aws:sagemaker:us-east-1:1:training-plan/spare",
         "spare",
@@ -277,6 +298,8 @@ def test_the_plans_view_says_what_is_missing_then_shows_the_advice_and_what_plan
     page = signed_in.get("/capacity/plans").text
     assert "1 x ml.p5.48xlarge in us-east-1: reserve" in page and "$910.00" in page and "1h00m00s" in page
     assert "8 x ml.trn1.32xlarge" not in page and "finance_forecast" not in page, "only the readable DAGs' tasks"
+    assert "ml.g6.48xlarge" not in page and "nightly.secret" not in page and "xnightly" not in page
+    assert "ml.g5.48xlarge" not in page and "nightly.old" not in page
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "spare sat idle: none of the 20 instance-hours it has held so far was used by a job" in page
 
@@ -300,3 +323,25 @@ def test_a_map_index_that_is_not_one_is_refused_in_one_line(signed_in, ledger_wi
     refused = signed_in.get("/capacity/dags/nightly/task-instance?run_id=r&task_id=t&map_index=abc")
     assert refused.status_code == 422
     assert refused.json() == {"detail": "map_index must be -1 (not mapped) or a task's map index, not 'abc'"}
+
+
+def test_a_jobs_wait_among_its_tasks_reads_true_at_both_ends():
+    from airflow_sm_prefs.surface.capacity_page import wait_compared
+
+    assert wait_compared(0, [0, 0, 0, 0]) == "as long as each of this task's 4 jobs"
+    assert wait_compared(0, [0, 60, 300, 900]) == "the shortest of this task's 4 jobs"
+    assert wait_compared(900, [0, 60, 300, 900]) == "the longest of this task's 4 jobs"
+    assert wait_compared(300, [0, 60, 300, 900]) == "longer than 2 of this task's 4 jobs"
+    assert wait_compared(60, [60]) == "this task's only job in the ledger"
+
+
+def test_the_tab_finds_a_run_whose_id_airflow_3_1_left_unencoded(signed_in, ledger_with_two_dags, tmp_path):
+    """Airflow 3.1's UI puts {RUN_ID} into the link as it is: the '+' of the run id's offset reaches the view as
+    a space. 3.2 and later encode it (%2B)."""
+    from airflow.sdk import ObjectStoragePath
+
+    run_id = "scheduled__2026-12-06T02:00:00+00:00"
+    ledger.write({**entry("d", 1, pending=60), "run_id": run_id}, ObjectStoragePath(f"file://{tmp_path}/ledger"))
+    for sent in (run_id, run_id.replace("+", "%2B").replace(":", "%3A")):
+        shown = signed_in.get(f"/capacity/dags/nightly/task-instance?run_id={sent}&task_id=fine_tune&map_index=-1")
+        assert shown.status_code == 200 and "Job <code>d</code> ended" in shown.text, sent

@@ -118,3 +118,40 @@ def test_the_development_kit_adds_its_commands_by_entry_point():
     assert {"emulator", "demo"} <= set(cli._extensions().names)
     parsed = cli.build_parser().parse_args(["emulator", "--scenario", "gpu-shortage", "--port", "0"])
     assert parsed.command == "emulator" and parsed.scenario == "gpu-shortage" and parsed.port == 0
+
+
+@pytest.mark.parametrize("output", ["s3://team-bucket/", "s3://team-bucket", "s3://team-bucket/prices/", "folder"])
+def test_prices_refresh_to_a_folder_says_what_output_must_name_before_any_call(tmp_path, capsys, monkeypatch, output):
+    from airflow.providers.amazon.aws.hooks import base_aws
+
+    def no_call(*args, **kwargs):
+        raise AssertionError("the AWS hook was built")
+
+    monkeypatch.setattr(base_aws.AwsBaseHook, "__init__", no_call)
+    given = str(tmp_path) if output == "folder" else output
+    error = _one_line_error(capsys, ["prices", "refresh", "--output", given])
+    assert error == (
+        f"airflow-sm-prefs: error: --output {given} names a folder or a bucket; name the table's file, e.g. "
+        f"{given.rstrip('/')}/prices.json"
+    )
+
+
+def test_prices_show_names_the_source_of_the_prices_it_shows(tmp_path, monkeypatch, capsys):
+    """One source line per table whose prices are shown; the empty shipped table's line only when it is all."""
+    import json
+
+    from airflow_sm_prefs.reference import prices
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__PRICE_TABLE", str(tmp_path / "prices.json"))
+    assert cli.main(["prices", "show"]) == 0
+    alone = [line for line in capsys.readouterr().out.splitlines() if line.startswith("source: ")]
+    assert alone == [f"source: {s.source} (retrieved {s.retrieved or 'never'})" for s in prices.shipped().sources]
+    table = {"format": 1, "currency": "USD", "unit": "instance-hour", "source": "team", "retrieved": "2026-12-01",
+             "prices": {"us-east-1": {"training": {"ml.p5.48xlarge": "98.32"}}}}  # fmt: skip
+    (tmp_path / "prices.json").write_text(json.dumps(table))
+    assert cli.main(["prices", "show"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    expected = ["source: team (retrieved 2026-12-01)"]
+    if prices.shipped().entries:  # a release built where the Price List API answered ships prices of its own
+        expected = [f"source: {s.source} (retrieved {s.retrieved})" for s in prices.shipped().sources] + expected
+    assert [line for line in shown if line.startswith("source: ")] == expected

@@ -59,3 +59,46 @@ def test_every_page_in_docs_is_in_the_sites_navigation():
     nav = (ROOT / "mkdocs.yml").read_text()
     pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
     assert [p for p in pages if f": {p}" not in nav] == []
+
+
+SHELL_BLOCK = re.compile(r"(?P<before>[^\n]*)\n```(?:bash|sh|shell|console)\n(?P<commands>.*?)```", re.DOTALL)
+VERDICT = re.compile(r"<!-- commands: (?:tested by (?P<test>tests/\S+\.py)|not run by tests[^:]*: .+) -->")
+
+
+def _command_blocks() -> list[tuple[str, str, str]]:
+    """Every shell block of README and docs/: (page, the line before it, its commands)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [
+        (page.name, found["before"], found["commands"])
+        for page in pages
+        for found in SHELL_BLOCK.finditer("\n" + page.read_text())
+    ]
+
+
+def _commands(block: str) -> list[str]:
+    return [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def test_every_command_block_says_which_test_runs_it_or_why_none_does():
+    """A command a page tells a user to run is run by a test, or the page says why not where the next writer
+    sees it; a usage summary (`[--since 30d]`) is a ```text block, not commands."""
+    blocks = _command_blocks()
+    assert len(blocks) >= 15
+    unjudged = [(page, block[:60]) for page, before, block in blocks if not VERDICT.fullmatch(before.strip())]
+    assert unjudged == []
+    for page, before, _ in blocks:
+        test = VERDICT.fullmatch(before.strip())["test"]  # type: ignore[index]
+        assert test is None or (ROOT / test).is_file(), (page, test)
+
+
+def test_the_emulator_commands_of_every_page_are_the_ones_the_own_airflow_test_runs():
+    from tests.integration.test_own_airflow import PAGE, TESTED_HERE, blocks_run_here
+
+    run = {command for block in blocks_run_here(PAGE.read_text()) for command in _commands(block)}
+    elsewhere = [
+        command
+        for page, before, block in _command_blocks()
+        if before.strip() == TESTED_HERE and page != PAGE.name
+        for command in _commands(block)
+    ]
+    assert elsewhere and [command for command in elsewhere if command not in run] == []

@@ -50,6 +50,19 @@ def _advice(entries: list[dict], offering: Offering | None, value_per_hour: floa
     return group
 
 
+def test_a_fee_in_another_currency_or_none_is_an_unknown_cost_never_dollars():
+    """¥100 is not $100: the package converts nothing, so no verdict is weighed from such a fee."""
+    import dataclasses
+
+    for currency in ("JPY", "EUR", "", None):
+        offering = dataclasses.replace(_offering(100.0), currency=currency)
+        group = _advice(_ledger(10, 8), offering)
+        assert (group["verdict"], group["break_even_share"]) == ("unknown cost", None), currency
+        reserve = group["options"][-1]
+        assert reserve["option"] == "reserve tpo-week" and reserve["expected_cost_usd"] is None, currency
+    assert _advice(_ledger(10, 8), _offering(100.0))["verdict"] == "reserve", "the same fee in dollars"
+
+
 def test_a_plan_that_pays():
     # 7 jobs in the window, fee $910: $130 a job. A room night costs $100, a sold-out one $160: p* = 30 / 60 = 0.5.
     # 8 of 10 nights sold out: the 90 % interval (0.54, 0.93) lies above it.
@@ -158,6 +171,7 @@ def test_every_figure_of_a_group_with_an_hour_of_delay_priced():
         "first_choice": "1 x ml.p5.48xlarge",
         "region": "us-east-1",
         "tasks": ["nightly.train"],
+        "task_keys": [["nightly", "train"]],
         "evidence_jobs": 10,
         "sold_out_jobs": 8,
         "sold_out_share": 0.8,
@@ -276,6 +290,7 @@ def test_the_demand_of_one_night_with_a_job_that_got_no_capacity():
         region="us-east-1",
         first_choice=(P5, 1),
         tasks=("nightly.train",),
+        task_keys=(("nightly", "train"),),
         jobs=3,
         sold_out=1,
         jobs_per_day=3.0,  # one night counts as a day
@@ -307,7 +322,7 @@ def test_the_verdicts_words_and_boundaries():
     assert _advice(_ledger(5, 4), _offering(910.0))["verdict"] != "too little evidence"
     unknown = _advice(_ledger(10, 8), _offering(None))
     assert unknown["in_words"] == (
-        "a price is unknown (the offering's fee, or the jobs' costs: `airflow-sm-prefs prices`)"
+        "a price is unknown (the offering's fee in US dollars, or the jobs' costs: `airflow-sm-prefs prices`)"
     )
     cheap = _advice(_ledger(10, 8, fallback_cost=100.0), _offering(910.0))
     assert cheap["in_words"] == (

@@ -19,6 +19,8 @@ ADVICE = {
             "nights_with_a_result": 3,
             "nights_waiting_past_the_evidence": 1,
             "nights_without_a_run_time": 0,
+            "nights_without_evidence": 0,
+            "never_seen": [],
         },
         {
             "candidate": "2 x ml.p4d.24xlarge alone",
@@ -30,6 +32,21 @@ ADVICE = {
             "nights_with_a_result": 4,
             "nights_waiting_past_the_evidence": 0,
             "nights_without_a_run_time": 2,
+            "nights_without_evidence": 0,
+            "never_seen": [],
+        },
+        {
+            "candidate": "#3 (4 x ml.g5.48xlarge) first",
+            "time_to_result_p50_seconds": None,
+            "time_to_result_p90_seconds": None,
+            "estimated_cost_usd_p50": None,
+            "better_than_current": False,
+            "nights": 4,
+            "nights_with_a_result": 0,
+            "nights_waiting_past_the_evidence": 0,
+            "nights_without_a_run_time": 0,
+            "nights_without_evidence": 4,
+            "never_seen": ["4 x ml.g5.48xlarge"],
         },
     ]
 }
@@ -82,7 +99,8 @@ def test_the_advice_table():
         "candidate                                            result p50        p90   cost p50          evidence\n"
         "-------------------------------------------------------------------------------------------------------\n"
         "1 x ml.p5.48xlarge, then 2 x ml.p4d.24xlarge (curren     15m00s    unknown  $1,234.50          3 of 4 nights replayed with a result, 1 waiting past the evidence\n"  # noqa: E501
-        "2 x ml.p4d.24xlarge alone                                10m00s   1h02m05s    unknown  better  4 of 4 nights replayed with a result, 0 waiting past the evidence, 2 with no run time known"  # noqa: E501
+        "2 x ml.p4d.24xlarge alone                                10m00s   1h02m05s    unknown  better  4 of 4 nights replayed with a result, 0 waiting past the evidence, 2 with no run time known\n"  # noqa: E501
+        "#3 (4 x ml.g5.48xlarge) first                           unknown    unknown    unknown          0 of 4 nights replayed with a result, 0 waiting past the evidence, 4 not replayable (no job ever saw 4 x ml.g5.48xlarge)"  # noqa: E501
     )
     assert json.loads(advisor.render(ADVICE, "json")) == ADVICE
     assert advisor.render({"candidates": [], "note": "no job of this task ended"}, "table") == (

@@ -38,3 +38,21 @@ def test_the_operator_never_reads_a_raw_describe_response_or_event():
     source = (PACKAGE / "surface" / "operators.py").read_text()
     for raw in ('event["', "event.get(", "description.get(", 'description["', "JobView.parse("):
         assert raw not in source, raw
+
+
+def test_no_pattern_is_anchored_with_a_dollar():
+    """``re.match(r"^...$")`` lets a trailing newline through ("plan-a\\n" was sent to SageMaker): a name the
+    package sends or a setting it reads is matched whole, with ``fullmatch``."""
+    anchored = []
+    for module in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", None) in ("compile", "match", "search")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+                and node.args[0].value.endswith("$")
+            ):
+                anchored.append(f"{module.relative_to(PACKAGE)}:{node.lineno}")
+    assert anchored == []

@@ -92,3 +92,59 @@ def test_openlineage_facets_on_complete():
     lineage = operator.get_openlineage_facets_on_complete(None)
     assert [(d.namespace, d.name) for d in lineage.inputs] == [("s3://data", "train")]
     assert [(d.namespace, d.name) for d in lineage.outputs] == [("s3://models", "j/model.tar.gz")]
+
+
+def test_a_try_without_a_job_reads_no_link_xcom(monkeypatch):
+    """Airflow 3 asks each link for its value as a try ends; a try refused before submission must not read the
+    links' XComs, which do not exist (each read is an "XCom not found" error line in the task log)."""
+    from types import SimpleNamespace
+
+    from airflow.providers.amazon.aws.links import base_aws
+
+    from airflow_sm_prefs.surface.links import SageMakerConsoleLink, SageMakerLogsLink
+
+    reads: list[str] = []
+
+    class XCom:
+        @staticmethod
+        def get_value(key, ti_key):
+            reads.append(key)
+            return {"region_name": "us-east-1", "aws_domain": "aws.amazon.com", "job_name": "eval-job"} | {
+                "console_fragment": "jobs",
+                "escaped_log_group": "$252Faws$252Fsagemaker$252FTrainingJobs",
+            }
+
+    monkeypatch.setattr(base_aws, "XCom", XCom)
+    operator = SageMakerPreferenceTrainingOperator(
+        task_id="t", config=training_request("eval-job", None), preferences=[("ml.g5.12xlarge", 1)]
+    )
+    for link in (SageMakerConsoleLink(), SageMakerLogsLink()):
+        operator._life = None  # refused before its life began (a template, preflight)
+        assert link.get_link(operator, ti_key=None) == ""
+        operator._life = SimpleNamespace(active_job=None)  # refused by the check before create
+        assert link.get_link(operator, ti_key=None) == ""
+        assert reads == []
+        operator._life = SimpleNamespace(active_job="eval-job")
+        assert "eval-job" in link.get_link(operator, ti_key=None)
+        assert reads.pop() == link.key
+
+
+def test_the_deployments_check_interval_is_the_default_and_the_tasks_own_wins(monkeypatch):
+    import pytest
+
+    from airflow_sm_prefs.request.preferences import RequestValidationError
+
+    def operator(**kwargs):
+        return SageMakerPreferenceTrainingOperator(
+            task_id="t", config=training_request("eval-job", None), preferences=[("ml.g5.12xlarge", 1)], **kwargs
+        )
+
+    monkeypatch.delenv("AIRFLOW__SM_PREFS__CHECK_INTERVAL", raising=False)
+    assert operator().check_interval == 60.0
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__CHECK_INTERVAL", "5")
+    assert operator().check_interval == 5.0
+    assert operator(check_interval=0.5).check_interval == 0.5
+    for bad in ("soon", "0", "-1", "nan"):
+        monkeypatch.setenv("AIRFLOW__SM_PREFS__CHECK_INTERVAL", bad)
+        with pytest.raises(RequestValidationError, match=r"\[sm_prefs\] check_interval must be a positive number"):
+            operator()
