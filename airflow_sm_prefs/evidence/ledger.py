@@ -270,13 +270,15 @@ def send_kept(root: Any) -> int:
 
     def send() -> None:
         for path in kept:
+            if path.is_dir() and not path.is_symlink():
+                continue  # not a kept entry (none is a folder): it costs itself, never the entries after it
             try:
                 raw = untrusted_files.load_json(untrusted_files.read_bytes(path, MAX_ENTRY_BYTES), path.name)
             except untrusted_files.UntrustedFileError:
                 raw = None
-            if raw is not None and why_unusable(raw) is None:
+            if raw is not None and why_unusable(raw) is None and not _stored_is_newer(raw, root):
                 _put(raw, root)
-            path.unlink(missing_ok=True)  # sent, or not an entry: never sent again
+            path.unlink(missing_ok=True)  # sent, superseded, or not an entry: never sent again
             sent.append(path)
 
     try:
@@ -286,6 +288,30 @@ def send_kept(root: Any) -> int:
     else:
         log.info("Sent %d ledger entries this host kept while the store failed", len(sent))
     return len(sent)
+
+
+def _stored_is_newer(kept: dict[str, Any], root: Any) -> bool:
+    """Whether the store already holds this job's entry recorded no earlier than the kept one: a retry on
+    another host recorded the job's end while this host kept an older state (the newer entry wins, by the
+    time each was recorded)."""
+    target = root / _safe(kept["dag_id"]) / job_file_name(kept)
+    try:
+        stored = untrusted_files.load_json(untrusted_files.read_bytes(target, MAX_ENTRY_BYTES), target.name)
+    except (untrusted_files.UntrustedFileError, FileNotFoundError):
+        return False
+    if why_unusable(stored) is not None:
+        return False  # what the store holds is no entry: the kept one replaces it
+    return _recorded(stored) >= _recorded(kept)
+
+
+def _recorded(entry: Mapping[str, Any]) -> dt.datetime:
+    """When the entry was recorded; the earliest time for one that does not say (it loses to any that does)."""
+    value = entry.get("recorded_at")
+    try:
+        moment = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return dt.datetime.min.replace(tzinfo=dt.UTC)
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 @dataclass

@@ -4,12 +4,17 @@ report's rows for the same question over the same listing, so it is not computed
 
 Never trusted over the store: an object is taken from the cache only when the store's listing gives the same
 ETag (a whole-object PUT changes it with the content), so the cache can only save fetches, never change a
-figure. Safe to delete; a file this version cannot read is ignored and written again. JSON, not pickle: a
-file on disk is never code.
+figure. Anything in the folder that is not exactly what this version wrote, for this ledger and this code, is
+ignored and written again: each file opens with a digest of its body and of the code that wrote it, is read
+only if it is a regular file of bounded size, and every entry it holds is judged as a fetched one. A digest
+catches damage and hand edits, not a forger who can also run this code: whoever may write this host's
+``$AIRFLOW_HOME`` can change what it prints, cache or not. Safe to delete. JSON, not pickle: a file on disk is
+never code.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -22,7 +27,8 @@ from airflow_sm_prefs.storage import object_storage, paths
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: a digest line before the body
+MAX_CACHE_BYTES = 1 << 30  # 100,000 jobs' entries are about 100 MB; a larger file is not one this code wrote
 
 
 def cache_file(root: Any, keep: tuple[str, ...]) -> Path:
@@ -35,18 +41,19 @@ def load(root: Any, keep: tuple[str, ...]) -> ledger.ReadingMemo:
     """A memo holding what the last run read of ``root``; an empty one when there is no usable cache."""
     memo = ledger.ReadingMemo()
     where = cache_file(root, keep)
+    if not where.exists() and not where.is_symlink():
+        return memo
     try:
-        saved = json.loads(where.read_bytes())
+        saved = _verified(where)
         if saved.get("format") != FORMAT or saved.get("root") != str(root) or saved.get("keep") != list(keep):
-            return memo
+            raise ValueError("written for another ledger, set of fields or version")
         lists = saved["lists"]
+        judged = ledger._judged(keep)
         objects = {
-            key: (version, _file_reading(key, rows, bad, keep, lists, memo.shared))
+            key: (_text(version), _file_reading(key, rows, bad, keep, lists, memo.shared, judged))
             for key, (version, rows, bad) in saved["objects"].items()
         }
-    except FileNotFoundError:
-        return memo
-    except (OSError, ValueError, KeyError, TypeError, IndexError) as error:  # a cache is only ever a saving
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as error:  # only ever a saving
         log.info("Ignoring the ledger cache %s (%s); it will be written again", where, error)
         return memo
     memo.hold(str(root), keep, objects, set(objects), None)
@@ -75,12 +82,9 @@ def save(memo: ledger.ReadingMemo, root: Any, keep: tuple[str, ...]) -> None:
             rows.append([region, job_name, values])
         objects[key] = [version, rows, part.bad]
     where = cache_file(root, keep)
+    body = json.dumps({"format": FORMAT, "root": str(root), "keep": list(keep), "lists": listed, "objects": objects})
     try:
-        object_storage.replace_whole(
-            where,
-            json.dumps({"format": FORMAT, "root": str(root), "keep": list(keep), "lists": listed, "objects": objects}),
-            prefix=".ledger-cache-",
-        )
+        object_storage.replace_whole(where, _signed(body), prefix=".ledger-cache-")
     except OSError as error:
         log.warning("Could not keep the ledger's reading in %s for the next run: %s", where, error)
 
@@ -97,15 +101,19 @@ def remembered_rows(
         return compute()
     question_text = json.dumps([repr(reading.signature), repr(question), _code_digest()])
     where = Path(paths.default_file("cache")) / f"report-{hashlib.sha256(question_text.encode()).hexdigest()[:24]}.json"
-    try:
-        kept = json.loads(where.read_bytes())
-        if isinstance(kept, list):
-            return kept
-    except (OSError, ValueError):
-        pass
+    if where.exists() or where.is_symlink():
+        try:
+            kept = _verified(where)
+            held = kept.get("rows")
+            readable = isinstance(held, list) and all(isinstance(row, dict) for row in held)
+            if kept.get("question") == question_text and readable:
+                return list(held)  # type: ignore[arg-type]
+        except (OSError, ValueError, AttributeError) as error:
+            log.info("Ignoring the kept report %s (%s); it will be written again", where, error)
     rows = compute()
     try:
-        object_storage.replace_whole(where, json.dumps(rows), prefix=".report-rows-")
+        body = json.dumps({"question": question_text, "rows": rows})
+        object_storage.replace_whole(where, _signed(body), prefix=".report-rows-")
         older = sorted(where.parent.glob("report-*.json"), key=lambda path: path.stat().st_mtime_ns)
         for stale in older[:-KEPT_REPORTS]:
             stale.unlink(missing_ok=True)
@@ -114,6 +122,7 @@ def remembered_rows(
     return rows
 
 
+@functools.cache
 def _code_digest() -> str:
     """The report's code as installed: rows computed by another version are never served."""
     from airflow_sm_prefs.evidence import counterfactual, report, survival
@@ -125,9 +134,46 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
+def _signed(body: str) -> str:
+    """``body`` after a line holding the digest of it and of this code: ``_verified`` reads nothing else."""
+    return f"{_digest(body)}\n{body}"
+
+
+def _verified(where: Path) -> dict[str, Any]:
+    """The JSON object ``_signed`` wrote at ``where``; ``ValueError`` for anything else (a FIFO, a device, a file
+    too large, another version's or a hand-edited one)."""
+    from airflow_sm_prefs.storage import untrusted_files
+
+    data = untrusted_files.decode(untrusted_files.read_bytes(where, MAX_CACHE_BYTES), where)
+    digest, _, body = data.partition("\n")
+    if digest != _digest(body):
+        raise ValueError("its digest does not match its body and this code")
+    document = json.loads(body)
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")
+    return document
+
+
+def _digest(body: str) -> str:
+    return hashlib.sha256(f"{_code_digest()}\n{body}".encode()).hexdigest()
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"an ETag of {type(value).__name__}")
+    return value
+
+
 def _file_reading(
-    key: str, rows: list[Any], bad: list[str], keep: tuple[str, ...], lists: list[Any], shared: dict[Any, Any]
+    key: str,
+    rows: list[Any],
+    bad: list[str],
+    keep: tuple[str, ...],
+    lists: list[Any],
+    shared: dict[Any, Any],
+    judged: frozenset[str] | None,
 ) -> Any:
+    """One object's entries as the cache holds them, each judged as a fetched entry is (``ledger.why_unusable``)."""
     folder = key.partition("/")[0]
     at = keep.index("preferences") if "preferences" in keep else None
     entries: list[Any] = []
@@ -136,5 +182,8 @@ def _file_reading(
         if at is not None:
             listed = lists[values[at]]
             entry["preferences"] = shared.setdefault(("preferences", repr(listed)), listed)
+        problem = ledger.why_unusable({**entry, "format": ledger.FORMAT}, judged)
+        if problem is not None or (region, job_name) != (entry.get("region"), entry.get("job_name")):
+            raise ValueError(f"{key}: an entry this version would not take ({problem or 'keyed by another job'})")
         entries.append(((folder, region, job_name), entry))
     return ledger.FileReading(entries, [str(problem) for problem in bad])

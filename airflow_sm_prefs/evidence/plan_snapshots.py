@@ -12,9 +12,42 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
+from typing_extensions import TypedDict
 
 from airflow_sm_prefs.sagemaker.training_plans import PlanState
+
+
+class AdviceOption(TypedDict):
+    option: str
+    time_to_result_p50_seconds: float | None
+    time_to_result_p90_seconds: float | None
+    expected_cost_usd: float | None
+
+
+Share = Annotated[float, Field(ge=0, le=1)]
+
+
+class AdviceGroup(TypedDict):
+    """What the plans page shows of one group of ``plan_advice.options``."""
+
+    first_choice: str
+    region: str | None
+    verdict: str
+    in_words: str
+    tasks: list[str]
+    task_keys: list[tuple[str, str]]
+    evidence_jobs: int
+    jobs_per_day: float
+    sold_out_jobs: int
+    sold_out_share: Share
+    sold_out_share_90: tuple[Share, Share]
+    window_days: float
+    jobs_in_window: int
+    options: list[AdviceOption]
+
 
 FOLDER = "training-plans"
 PLANS, ADVICE = "plans.json", "advice.json"
@@ -62,10 +95,21 @@ def save_advice(advice: Sequence[dict[str, Any]], now: dt.datetime) -> None:
     _save(ADVICE, {"taken_at": now.isoformat(), "groups": list(advice)})
 
 
-def load_advice() -> tuple[str, list[dict[str, Any]]] | None:
-    """(when, groups) of the last ``plans advise``; None when never run or unreadable."""
+def load_advice() -> tuple[str, list[dict[str, Any]], int] | None:
+    """(when, groups, how many groups were left out) of the last ``plans advise``; None when never run or
+    unreadable. Each group is checked against the shape the page shows (``AdviceGroup``): one this version
+    cannot read (a share as text, an interval that is not two numbers, options that are not a list) is left out
+    and counted, never shown half."""
+    from pydantic import TypeAdapter, ValidationError
+
     document = _load(ADVICE)
     if document is None or not isinstance(document.get("groups"), list):
         return None
-    groups = [group for group in document["groups"] if isinstance(group, dict) and isinstance(group.get("tasks"), list)]
-    return str(document.get("taken_at")), groups
+    shape = TypeAdapter(AdviceGroup)
+    groups: list[dict[str, Any]] = []
+    for group in document["groups"]:
+        try:
+            groups.append(dict(shape.validate_python(group)))
+        except ValidationError:
+            continue
+    return str(document.get("taken_at")), groups, len(document["groups"]) - len(groups)

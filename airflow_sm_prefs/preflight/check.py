@@ -16,6 +16,7 @@ Two kinds of check share this shape:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -104,7 +105,8 @@ class Listed:
 
     @classmethod
     def of(cls, request: dict[str, Any]) -> Listed:
-        return cls(request, request)
+        """``given`` is a copy of its own: no adjustment of ``request`` can change the list as given."""
+        return cls(copy.deepcopy(request), request)
 
     def objected(self, violations: Mapping[int, str]) -> Listed:
         """With a guardrail's objections added; an entry objected to already keeps its first reason."""

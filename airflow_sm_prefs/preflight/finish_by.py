@@ -13,6 +13,7 @@ SageMaker accepts (30 minutes to 28 days); otherwise, and always for processing,
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import math
@@ -161,7 +162,9 @@ def applied(
     kind: JobKind, request: dict[str, Any], deadline: DeadlinePlan, now: pendulum.DateTime
 ) -> tuple[dict[str, Any], str | None]:
     """The request with the pending bound set where SageMaker enforces it, and the moment the operator must
-    stop a still-waiting job itself (None when SageMaker does it)."""
+    stop a still-waiting job itself (None when SageMaker does it). A new request: the one given, which is the
+    list as given when no guardrail dropped an entry, is never changed."""
+    request = copy.deepcopy(request)
     stopping = request.setdefault("StoppingCondition", {})
     given = stopping.get("MaxPendingTimeInSeconds")
     bound = min(deadline.pending_seconds, given) if isinstance(given, int) else deadline.pending_seconds

@@ -215,11 +215,15 @@ def plan_named(sagemaker: Any, name_or_arn: str) -> PlanState | None:
     # name's pattern, and a name is what every model accepts.
     name = name_or_arn.rpartition(":training-plan/")[2] if name_or_arn.startswith("arn:") else name_or_arn
     try:
-        return PlanState.of(sagemaker.describe_training_plan(TrainingPlanName=name))
+        plan = PlanState.of(sagemaker.describe_training_plan(TrainingPlanName=name))
     except Exception as error:
         if error_code(error) == "ResourceNotFound":
             return None
         raise
+    if name_or_arn.startswith("arn:") and plan.arn != name_or_arn:
+        # The account's namesake, not the plan the ARN names (another account, Region or partition): none here.
+        return None
+    return plan
 
 
 def search(

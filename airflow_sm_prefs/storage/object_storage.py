@@ -42,11 +42,21 @@ _SCHEME = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):(?P<slashes>/*)(?P<re
 _BUCKET = re.compile(r"(?!.*\.\.)[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _BUCKET_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs")
 
+# The password in a URL's user-info (scheme://user:password@host), wherever a URL sits in a text.
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/@:]*):[^\s/@]*@")
+
+
+def shown_url(text: str) -> str:
+    """``text`` (a URL, or a message quoting one) with the password of every URL's user-info replaced
+    (``http://user:***@host``): every URL the package prints goes through here, as a connection's endpoint or a
+    storage setting may carry one."""
+    return _URL_PASSWORD.sub(r"\1:***@", text)
+
 
 def checked_url(url: str, named: str) -> str:
     """``url`` if it names a place this package may use, else ``StorageSettingError`` naming ``named`` (the
     setting or argument it came from) and what is wrong with it."""
-    said = f"{named} = {url!r:.120}"
+    said = f"{named} = {shown_url(url)!r:.120}"
     if not url.strip() or url != url.strip() or any(ord(c) < 32 for c in url):
         raise StorageSettingError(f"{said}: empty, or with spaces or control characters around or in it")
     found = _SCHEME.fullmatch(url)
@@ -76,6 +86,11 @@ def checked_url(url: str, named: str) -> str:
         bucket = (slashes[2:] + rest).lstrip("/").split("/", 1)[0] if len(slashes) == 2 else ""
         if not bucket:
             raise StorageSettingError(f"{said}: names no bucket ({scheme}://bucket/prefix)")
+        if "@" in bucket:  # never quoted back: it may hold a password
+            raise StorageSettingError(
+                f"{said}: a user or password has no place in a store's URL; its connection holds the credentials "
+                "([sm_prefs] storage_conn_id)"
+            )
         if not _BUCKET.fullmatch(bucket):
             raise StorageSettingError(
                 f"{said}: {bucket!r:.70} is not a bucket's name (3 to 63 lowercase letters, digits, dots and hyphens)"
@@ -194,7 +209,7 @@ def store_named() -> str:
     for option in ("storage", "ledger_path", "price_table", "certification_registry"):
         value = setting(option)
         if value:
-            return f"the shared store ([{SECTION}] {option} = {value})"
+            return f"the shared store ([{SECTION}] {option} = {shown_url(value)})"
     return "the local store under $AIRFLOW_HOME/sm_prefs"
 
 

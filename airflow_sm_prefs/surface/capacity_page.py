@@ -264,10 +264,11 @@ def wait_compared(wait: float, waits: list[float]) -> str:
         return "this task's only job in the ledger"
     if longer == 0 and shorter == 0:
         return f"as long as each of this task's {jobs} jobs"
+    tied = "" if jobs - longer - shorter == 1 else "tied for "  # waits as long as this one, itself included
     if longer == 0:
-        return f"the shortest of this task's {jobs} jobs"
+        return f"{tied}the shortest of this task's {jobs} jobs"
     if shorter == 0:
-        return f"the longest of this task's {jobs} jobs"
+        return f"{tied}the longest of this task's {jobs} jobs"
     return f"longer than {longer} of this task's {jobs} jobs"
 
 

@@ -32,8 +32,9 @@ def warn(message: str) -> None:
 
 def _tell(level: str, message: str) -> None:
     from airflow_sm_prefs.platform.printable import printable_lines
+    from airflow_sm_prefs.storage.object_storage import shown_url
 
-    print(printable_lines(f"airflow-sm-prefs: {level}: {message}"), file=sys.stderr)
+    print(printable_lines(shown_url(f"airflow-sm-prefs: {level}: {message}")), file=sys.stderr)
 
 
 def _aws(arguments: list[str]) -> int:

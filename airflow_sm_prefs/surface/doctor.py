@@ -10,11 +10,14 @@ Creating a job is never harmless, so ``CreateTrainingJob`` / ``CreateProcessingJ
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
+
+from airflow_sm_prefs.storage.object_storage import shown_url
 
 Status = Literal["ok", "warn", "fail", "skip"]
 PROBE_JOB = "sm-prefs-doctor-no-such-job"
@@ -85,8 +88,12 @@ def _connection(aws_conn_id: str, region: str | None, findings: list[Finding]) -
 
     from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
 
+    # Airflow logs a traceback for an extra that is not JSON, and goes on without it: said below in one line.
+    parsing = logging.getLogger("airflow.sdk.definitions.connection")
+    level = parsing.level
+    parsing.setLevel(logging.CRITICAL)
     try:
-        BaseHook.get_connection(aws_conn_id)
+        connection = BaseHook.get_connection(aws_conn_id)
     except Exception as error:
         if type(error).__name__ != "AirflowNotFoundException":
             raise
@@ -99,13 +106,29 @@ def _connection(aws_conn_id: str, region: str | None, findings: list[Finding]) -
             )
         )
         return None
+    finally:
+        parsing.setLevel(level)
+    if connection.extra:
+        try:
+            json.loads(connection.extra)
+        except ValueError as error:  # Airflow would log a traceback and go on with no extra at all
+            findings.append(
+                Finding(
+                    "connection",
+                    "fail",
+                    f"{aws_conn_id!r}: its extra is not valid JSON ({error})",
+                    'correct the extra (a JSON object such as {"region_name": "us-east-1"})',
+                )
+            )
+            return None
     hook = SageMakerPreferenceHook(aws_conn_id=aws_conn_id, region_name=region, config=CALL_CONFIG)
     if not hook.conn_region_name:
         findings.append(
             Finding("connection", "fail", f"{aws_conn_id!r} names no Region", "set region_name in its extra")
         )
         return None
-    endpoint = hook.conn_config.get_service_endpoint_url(service_name="sagemaker") or "AWS's own endpoint"
+    endpoint = hook.conn_config.get_service_endpoint_url(service_name="sagemaker")
+    endpoint = shown_url(endpoint) if endpoint else "AWS's own endpoint"
     findings.append(Finding("connection", "ok", f"{aws_conn_id!r}, Region {hook.conn_region_name}, {endpoint}"))
     return hook.conn
 
@@ -216,6 +239,7 @@ def _store() -> Finding:
             "set it to one location every host shares (s3://bucket/prefix) unless this is the only host",
         )
     root = object_storage.place(url, object_storage.setting("storage_conn_id"), "[sm_prefs] storage")
+    url = shown_url(url)  # what the lines print
     probe = root / f".doctor-{socket.gethostname()}-{os.getpid()}"
     data = b"airflow-sm-prefs doctor probe"
 
@@ -292,6 +316,7 @@ def _registry() -> Finding:
 
 
 def render(findings: list[Finding], output_format: str) -> str:
+    """The findings, every URL's password replaced whatever a check quoted (an endpoint in botocore's error)."""
     if output_format == "json":
-        return json.dumps([asdict(finding) for finding in findings], indent=2)
-    return "\n".join(finding.line() for finding in findings)
+        return shown_url(json.dumps([asdict(finding) for finding in findings], indent=2))
+    return shown_url("\n".join(finding.line() for finding in findings))

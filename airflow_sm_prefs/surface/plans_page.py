@@ -12,23 +12,13 @@ from airflow_sm_prefs.surface.page_templates import moment, render
 
 
 def readable_groups(groups: Sequence[Mapping[str, Any]], dags: Collection[str]) -> list[dict[str, Any]]:
-    """The advice's groups holding a task of a DAG the user may read, with only those tasks named. A DAG is
-    matched by its exact id, never by a prefix of "dag.task" (DAG and task ids may both hold dots: "team" must
-    not open "team.secret"); a group kept without its (DAG, task) pairs, by an older version, is left out."""
+    """The advice's groups (as ``plan_snapshots.load_advice`` checked them) holding a task of a DAG the user may
+    read, with only those tasks named. A DAG is matched by its exact id, never by a prefix of "dag.task" (DAG and
+    task ids may both hold dots: "team" must not open "team.secret")."""
     allowed = set(dags)
     shown = []
     for group in groups:
-        keys = group.get("task_keys")
-        if not isinstance(keys, list):
-            continue
-        readable = [
-            (key[0], key[1])
-            for key in keys
-            if isinstance(key, list)
-            and len(key) == 2
-            and all(isinstance(part, str) for part in key)
-            and key[0] in allowed
-        ]
+        readable = [(dag, task) for dag, task in group["task_keys"] if dag in allowed]
         if readable:
             shown.append({**group, "tasks": [f"{dag}.{task}" for dag, task in readable], "task_keys": readable})
     return shown
@@ -49,6 +39,8 @@ def body(entries: Sequence[Mapping[str, Any]], dags: Collection[str]) -> str:
         plans = {"taken_at": taken_at, "region": region, "rows": rows}
     return render(
         "plans.html",
-        advice=None if advice is None else {"taken_at": advice[0], "groups": readable_groups(advice[1], dags)},
+        advice=None
+        if advice is None
+        else {"taken_at": advice[0], "groups": readable_groups(advice[1], dags), "left_out": advice[2]},
         plans=plans,
     )

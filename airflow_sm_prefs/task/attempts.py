@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
+from airflow_sm_prefs.request.preferences import MAX_JOB_NAME
 from airflow_sm_prefs.sagemaker import job_status
 
 STATE_KEY = "sm_prefs_job"
-MAX_NAME = 63
 
 # Phases a try writes as it goes, for diagnosis and for code outside the task: "finished" means the try
 # reached the job's outcome, so there is nothing left for a user's "mark failed" to stop.
@@ -103,7 +103,7 @@ def slug(text: str) -> str:
 def default_base_name(dag_id: str, task_id: str, run_id: str, map_index: int) -> str:
     """Deterministic per task instance, so even without the state store a retry finds the same job."""
     digest = hashlib.sha256(f"{dag_id}\0{task_id}\0{run_id}\0{map_index}".encode()).hexdigest()[:10]
-    stem = slug(f"{dag_id[:18]}-{task_id[:30]}")[: MAX_NAME - 12] or "job"
+    stem = slug(f"{dag_id[:18]}-{task_id[:30]}")[: MAX_JOB_NAME - 12] or "job"
     return f"{stem}-{digest}"
 
 
@@ -111,7 +111,7 @@ def generation_name(base_name: str, generation: int) -> str:
     if generation <= 1:
         return base_name
     suffix = f"-r{generation}"
-    return base_name[: MAX_NAME - len(suffix)].rstrip("-") + suffix
+    return base_name[: MAX_JOB_NAME - len(suffix)].rstrip("-") + suffix
 
 
 def generation_of(job_name: str, base_name: str) -> int | None:
@@ -127,7 +127,7 @@ def generation_of(job_name: str, base_name: str) -> int | None:
 
 def name_stem(base_name: str) -> str:
     """What every generation's name contains (a long base is cut to fit the suffix): a listing filter."""
-    return base_name[: MAX_NAME - len("-r999")].rstrip("-")
+    return base_name[: MAX_JOB_NAME - len("-r999")].rstrip("-")
 
 
 def latest_generation(job_names: Iterable[str], base_name: str) -> tuple[int, str] | None:

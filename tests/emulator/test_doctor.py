@@ -139,3 +139,32 @@ def test_a_sagemaker_endpoint_that_cannot_be_reached_is_said_as_sagemakers(store
     ((status, said),) = found["sagemaker"]
     assert status == "fail" and said.startswith("EndpointConnectionError: Could not connect to the endpoint URL")
     assert "the store" not in said
+
+
+def test_a_password_in_an_endpoints_user_info_is_never_printed(store, capsys, monkeypatch):
+    _, server = store
+    endpoint = server.endpoint_url.replace("http://", "http://operator:s3cr3t-pass@")
+    extra = {"endpoint_url": endpoint, "region_name": "us-east-1"}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_WITH_PASSWORD",
+        json.dumps({"conn_type": "aws", "login": "testing", "password": "testing", "extra": extra}),
+    )
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE", "s3://operator:s3cr3t-pass@team-bucket/sm-prefs")
+    for output in ("table", "json"):
+        capsys.readouterr()
+        cli.main(["doctor", "--aws-conn-id", "with_password", "--format", output])
+        said = capsys.readouterr()
+        assert "s3cr3t-pass" not in said.out + said.err, said.out
+        assert "operator:***@" in said.out
+
+
+def test_a_connection_whose_extra_is_not_json_is_one_line(store, capsys, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_BROKEN", json.dumps({"conn_type": "aws", "extra": "{not json"}))
+    code, found = _doctor(capsys, ["doctor", "--aws-conn-id", "broken"])
+    assert code == 1
+    ((status, said),) = found["connection"]
+    assert status == "fail" and said.startswith("'broken': its extra is not valid JSON (Expecting property name")
+    assert "sagemaker" not in found
+    capsys.readouterr()
+    cli.main(["doctor", "--aws-conn-id", "broken"])
+    assert "Traceback" not in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -191,9 +192,13 @@ def test_a_second_report_fetches_only_the_objects_changed_since_the_first(s3_led
     assert cached.stat().st_mtime_ns == written, "nor written again"
     # The rows of the same question over the same listing are kept too: served, not computed again.
     (rows,) = (tmp_path / "home" / "sm_prefs" / "cache").glob("report-*.json")
-    assert json.loads(rows.read_text()) == first
-    rows.write_text(json.dumps([{**first[0], "runs": 99}]))
-    assert _report_json()[0]["runs"] == 99
+    assert json.loads(rows.read_text().partition("\n")[2])["rows"] == first
+    # What this code did not write is never served: rows edited by hand, or a forged file of its own.
+    digest, _, body = rows.read_text().partition("\n")
+    rows.write_text(f"{digest}\n" + body.replace('"runs": 3', '"runs": 99'))
+    assert _report_json() == first
+    rows.write_text(json.dumps([{"dag_id": "forged", "runs": 999}]))
+    assert _report_json() == first
     rows.unlink()
     # Another host writes a job again in place: its ETag changes, so the cache's copy is not used.
     s3.put_object(
@@ -202,9 +207,18 @@ def test_a_second_report_fetches_only_the_objects_changed_since_the_first(s3_led
     before = _gets(server)
     changed = _report_json()
     assert _gets(server) - before == 1 and changed != first
-    cached.write_text("{ not json")  # a damaged cache is a slower run, never a different report
-    before = _gets(server)
-    assert _report_json() == changed and _gets(server) - before == 3
+    # A cache is a saving, never a figure: rows poisoned at the listed ETags, a damaged file, one of another
+    # shape, a FIFO (never opened: it would block the read) are each a slower run, never a different report.
+    digest, _, body = cached.read_text().partition("\n")
+    poisoned = body.replace('"completed"', '"no_capacity"')
+    assert poisoned != body
+    for damaged in (f"{digest}\n{poisoned}", "{ not json", f"{digest}\n" + json.dumps({"objects": []})):
+        cached.write_text(damaged)
+        before = _gets(server)
+        assert _report_json() == changed and _gets(server) - before == 3, damaged[:80]
+    cached.unlink()
+    os.mkfifo(cached)
+    assert _report_json() == changed
     cached.unlink()
     assert _report_json() == changed
 

@@ -162,6 +162,28 @@ def test_a_plan_that_does_not_exist_is_named(start_emulator, aws_connection, tmp
     assert _creates(server) == 0
 
 
+@pytest.mark.parametrize(
+    "arn",
+    [
+        "arn:aws:sagemaker:us-east-1:999999999999:training-plan/real",  # another account's
+        "arn:aws:sagemaker:eu-west-1:123456789012:training-plan/real",  # another Region's
+        "arn:aws-cn:sagemaker:us-east-1:123456789012:training-plan/real",  # another partition's
+    ],
+)
+def test_a_plan_arn_of_another_account_region_or_partition_is_not_the_namesake(
+    start_emulator, aws_connection, tmp_path, arn
+):
+    """Plans are looked up by name (every botocore model takes one): the whole ARN is then compared, so the
+    account's own plan "real" never stands in for another's, and on_violation="drop" drops the entry."""
+    server = start_emulator(_scenario(tmp_path, _plan("real")))
+    listed = [{"InstanceType": P5, "InstanceCount": 1, "TrainingPlanArns": [arn]}, GPU_PAIR[1]]
+    with pytest.raises(AirflowFailException, match=r"training plan .*/real does not exist in this account and Region"):
+        training_operator(aws_connection(server), preferences=listed).execute(context())
+    assert _creates(server) == 0
+    decided = _deferred(server, aws_connection(server), FakeTI(), preferences=listed, on_violation="drop")
+    assert _submitted(server) == [GPU_PAIR[1]] and decided["dropped_preferences"][0]["rank"] == 0
+
+
 def test_a_usable_plan_written_by_hand_goes_as_written(start_emulator, aws_connection, tmp_path):
     server = start_emulator(_scenario(tmp_path, _plan("real")))
     _deferred(server, aws_connection(server), FakeTI(), preferences=_by_hand("real"))

@@ -333,6 +333,8 @@ def test_a_jobs_wait_among_its_tasks_reads_true_at_both_ends():
     assert wait_compared(900, [0, 60, 300, 900]) == "the longest of this task's 4 jobs"
     assert wait_compared(300, [0, 60, 300, 900]) == "longer than 2 of this task's 4 jobs"
     assert wait_compared(60, [60]) == "this task's only job in the ledger"
+    assert wait_compared(0, [0, 0, 60, 904]) == "tied for the shortest of this task's 4 jobs"
+    assert wait_compared(904, [0, 904, 904]) == "tied for the longest of this task's 3 jobs"
 
 
 def test_the_tab_finds_a_run_whose_id_airflow_3_1_left_unencoded(signed_in, ledger_with_two_dags, tmp_path):
@@ -345,3 +347,48 @@ def test_the_tab_finds_a_run_whose_id_airflow_3_1_left_unencoded(signed_in, ledg
     for sent in (run_id, run_id.replace("+", "%2B").replace(":", "%3A")):
         shown = signed_in.get(f"/capacity/dags/nightly/task-instance?run_id={sent}&task_id=fine_tune&map_index=-1")
         assert shown.status_code == 200 and "Job <code>d</code> ended" in shown.text, sent
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"sold_out_share": "eighty percent"},
+        {"sold_out_share_90": None},
+        {"sold_out_share_90": []},
+        {"options": "reserve tpo-1"},
+        {"options": 7},
+        {"sold_out_share": 3.5},
+        {"task_keys": [["nightly"]]},
+    ],
+)
+def test_a_kept_advice_this_version_cannot_read_is_left_out_with_a_line(
+    damage, ledger_with_two_dags, signed_in, tmp_path, monkeypatch
+):
+    """Never a 500: each kept group is checked against the shape the page shows."""
+    import datetime as dt
+
+    from airflow_sm_prefs.evidence import plan_snapshots
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE", str(tmp_path / "store"))
+    good = {
+        "first_choice": "1 x ml.p5.48xlarge",
+        "region": "us-east-1",
+        "tasks": ["nightly.fine_tune"],
+        "task_keys": [["nightly", "fine_tune"]],
+        "verdict": "reserve",
+        "in_words": "a plan pays",
+        "evidence_jobs": 10,
+        "jobs_per_day": 1.0,
+        "sold_out_jobs": 8,
+        "sold_out_share": 0.8,
+        "sold_out_share_90": [0.541, 0.931],
+        "window_days": 7.0,
+        "jobs_in_window": 7,
+        "options": [],
+    }
+    bad = {**good, "first_choice": "4 x ml.g6.48xlarge", **damage}
+    plan_snapshots.save_advice([good, bad], dt.datetime.now(dt.UTC))
+    page = signed_in.get("/capacity/plans")
+    assert page.status_code == 200
+    assert "1 x ml.p5.48xlarge in us-east-1: reserve" in page.text and "ml.g6.48xlarge" not in page.text
+    assert "1 group(s) kept in the store could not be read by this version and are\nleft out" in page.text

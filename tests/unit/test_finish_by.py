@@ -27,6 +27,19 @@ def test_the_bound_is_the_deadline_less_the_longest_expected_run_and_sagemaker_e
     assert sent["StoppingCondition"]["MaxPendingTimeInSeconds"] == 3 * 3600 and pending_until is None
 
 
+def test_the_bound_is_set_on_a_new_request_never_on_the_one_given():
+    """With no entry dropped, the request given is the list as given itself: writing the bound into it would
+    change what the guard against changed lists compares with (and the caller's request)."""
+    import copy
+
+    request = training_request("x", GPU_PAIR)
+    before = copy.deepcopy(request)
+    deadline = finish_by.plan(TRAINING, request, NOW.add(hours=4), NOW, no_history)
+    sent, _ = finish_by.applied(TRAINING, request, deadline, NOW)
+    assert request == before and sent is not request
+    assert "MaxPendingTimeInSeconds" in sent["StoppingCondition"]
+
+
 def test_the_ledger_history_sets_the_expected_run_and_entries_that_cannot_fit_are_dropped():
     def history(instance_type: str, count: int):
         return (600.0, 5) if instance_type == "ml.p4d.24xlarge" else None

@@ -94,3 +94,32 @@ def test_a_backfill_on_the_host_sends_its_kept_entries_first_and_rebuilds_none_o
     (kept,) = ledger.read(root).entries
     assert kept["pending_seconds"] == 42.0 and _kept() == []
     assert listed == ["list_training_jobs", "list_processing_jobs"]
+
+
+def test_a_kept_entry_older_than_the_stored_one_never_replaces_it(store_down, tmp_path):
+    """This host kept the job waiting for capacity while the store was down; a retry elsewhere then recorded it
+    completed. Sending the kept entry later must not turn the job back to what it was a month before."""
+    ledger.write(entry("d", 0, outcome="no_capacity", recorded_at="2026-11-01T02:00:00+00:00"))  # type: ignore[arg-type]
+    root = tmp_path / "ledger"
+    newer = entry("d", 1, recorded_at="2026-12-01T02:00:00+00:00")
+    ledger._put(newer, root)
+    assert ledger.send_kept(root) == 1
+    (stored,) = ledger.read(root).entries
+    assert (stored["outcome"], stored["selected_rank"]) == ("completed", 1) and _kept() == []
+
+
+def test_a_kept_entry_newer_than_the_stored_one_replaces_it(store_down, tmp_path):
+    ledger.write(entry("d", 1, recorded_at="2026-12-01T02:00:00+00:00"))  # type: ignore[arg-type]
+    root = tmp_path / "ledger"
+    ledger._put(entry("d", 0, outcome="no_capacity", recorded_at="2026-11-01T02:00:00+00:00"), root)
+    assert ledger.send_kept(root) == 1
+    (stored,) = ledger.read(root).entries
+    assert (stored["outcome"], stored["selected_rank"]) == ("completed", 1)
+
+
+def test_a_folder_named_like_a_kept_entry_costs_only_itself(store_down, tmp_path):
+    ledger.write(entry("d", 0))  # type: ignore[arg-type]
+    (ledger.spool_folder() / "nightly" / "a-dir.us-east-1.json").mkdir()
+    root = tmp_path / "ledger"
+    assert ledger.send_kept(root) == 1
+    assert [e["job_name"] for e in ledger.read(root).entries] == ["d"] and _kept() == ["a-dir.us-east-1.json"]
