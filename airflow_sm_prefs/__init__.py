@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 supply_missing_shapes()
 
 if TYPE_CHECKING:
+    from airflow_sm_prefs.errors.base import SageMakerPreferencesError
     from airflow_sm_prefs.preflight.requirements import InstanceRequirements
     from airflow_sm_prefs.request.job_request import InvalidJobRequest
     from airflow_sm_prefs.surface.certification_dag import certification_dag
@@ -29,6 +30,7 @@ _LAZY = {
     "SageMakerPreferenceProcessingOperator": "airflow_sm_prefs.surface.operators",
     "InstancePreference": "airflow_sm_prefs.request.preferences",
     "InvalidJobRequest": "airflow_sm_prefs.request.job_request",
+    "SageMakerPreferencesError": "airflow_sm_prefs.errors.base",
     "InstanceRequirements": "airflow_sm_prefs.preflight.requirements",
     "certification_dag": "airflow_sm_prefs.surface.certification_dag",
 }
@@ -39,6 +41,7 @@ __all__ = [
     "InvalidJobRequest",
     "SageMakerPreferenceProcessingOperator",
     "SageMakerPreferenceTrainingOperator",
+    "SageMakerPreferencesError",
     "certification_dag",
 ]
 

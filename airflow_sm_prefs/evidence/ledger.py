@@ -36,6 +36,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 import pendulum
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.evidence import failure_cause, utilization
 from airflow_sm_prefs.evidence.job_facts import OUTCOMES, JobFacts, JobOutcome
 from airflow_sm_prefs.request.preferences import MAX_PREFERENCES
@@ -822,7 +823,7 @@ def dag_folders(
     yield from (folder for folder in candidates if folder.exists())
 
 
-class LedgerError(OSError):
+class LedgerError(SageMakerPreferencesError, OSError):
     """The ledger's root cannot be used (a file, or a folder that cannot be listed)."""
 
 

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.evidence import counterfactual
 from airflow_sm_prefs.evidence.counterfactual import Configuration, Timeline
 from airflow_sm_prefs.evidence.report import percentile
@@ -46,7 +47,7 @@ Z_90 = 1.6449  # the normal quantile of a two-sided 90 % interval
 DAY = 86400.0
 
 
-class NoOfferings(Exception):
+class NoOfferings(SageMakerPreferencesError):
     """Why a group was advised without offerings (a type no plan reserves, a search that failed): said as is."""
 
 

@@ -39,6 +39,7 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.request.preferences import INSTANCE_TYPE_SHAPE
 from airflow_sm_prefs.storage import object_storage
 
@@ -48,11 +49,11 @@ Mode = Literal["strict", "warn", "off"]
 MODES: tuple[Mode, ...] = ("strict", "warn", "off")
 
 
-class RegistryError(ValueError):
+class RegistryError(SageMakerPreferencesError, ValueError):
     """A registry that cannot be read as written: names the file, the line and the field."""
 
 
-class RegistryUnreachable(OSError):
+class RegistryUnreachable(SageMakerPreferencesError, OSError):
     """The store holding the registry failed or did not answer: not an empty registry, and not the user's
     mistake either (a retry may find the store well)."""
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.preflight.check import Arguments, EntryCheck, Run
 from airflow_sm_prefs.preflight.entries import entries
 from airflow_sm_prefs.request.jobs import JobKind
@@ -31,7 +32,7 @@ _lock = threading.Lock()
 _cache: dict[tuple[Any, ...], tuple[float, dict[str, float] | None]] = {}
 
 
-class QuotasUnreadable(Exception):
+class QuotasUnreadable(SageMakerPreferencesError):
     """This identity cannot read the quotas (no permission, or no Service Quotas where the call went)."""
 
 

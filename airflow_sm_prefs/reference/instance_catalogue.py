@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.storage import paths, user_files
 
 FORMAT = 1
 ACCELERATORS = ("gpu", "trainium", "inferentia", "other")
 
 
-class CatalogueError(ValueError):
+class CatalogueError(SageMakerPreferencesError, ValueError):
     """A catalogue file that cannot be read as written (names the file and the entry)."""
 
 

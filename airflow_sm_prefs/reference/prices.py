@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.storage import object_storage, paths, user_files
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ KINDS = ("training", "processing")
 CostBasis = Literal["on-demand", "plan-backed", "unknown-price", "unknown-billed-time", "not-billed"]
 
 
-class PriceTableError(ValueError):
+class PriceTableError(SageMakerPreferencesError, ValueError):
     """A price table that cannot be read as written (the message names the file and the entry)."""
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
+
 MAX_PREFERENCES = 5
 MAX_PENDING_RANGE = (1800, 2419200)  # botocore's model: 30 minutes to 28 days
 MAX_DURATION_SECONDS = 366 * 86400
@@ -41,7 +43,7 @@ def template_markers(markers: tuple[str, ...]) -> Iterator[None]:
         _markers.reset(token)
 
 
-class RequestValidationError(ValueError):
+class RequestValidationError(SageMakerPreferencesError, ValueError):
     """A task's request or arguments that break a rule (SageMaker's, or this package's own for its arguments:
     guardrails, ``finish_by``, ``training_plans``, certification); ``problems`` lists every one, each naming its
     entry or argument."""

@@ -14,6 +14,8 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
+
 NAMESPACES = {"training": "/aws/sagemaker/TrainingJobs", "processing": "/aws/sagemaker/ProcessingJobs"}
 METRICS = ("GPUUtilization", "GPUMemoryUtilization", "CPUUtilization", "MemoryUtilization")
 PERIOD_SECONDS = 60
@@ -27,7 +29,7 @@ PUBLISHING_LAG = dt.timedelta(minutes=5)
 HostValues = dict[str, list[list[float]]]  # metric -> one list of values per host
 
 
-class MetricsUnreadable(Exception):
+class MetricsUnreadable(SageMakerPreferencesError):
     """CloudWatch did not answer with the job's metrics; the message says what to check."""
 
 

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.storage.paths import default_file
 
 SECTION = "sm_prefs"
@@ -27,7 +28,7 @@ SECTION = "sm_prefs"
 EXTRA_FOR_SCHEME = {"s3": "airflow-sm-prefs[s3]", "s3a": "airflow-sm-prefs[s3]"}
 
 
-class StorageUnavailable(OSError):
+class StorageUnavailable(SageMakerPreferencesError, OSError):
     """A configured location cannot be used: its filesystem is not installed, or the URL is not one."""
 
 
@@ -323,7 +324,7 @@ def replace_whole(path: Any, text: str, prefix: str) -> None:
     os.replace(stream.name, path)
 
 
-class ChangedMeanwhile(Exception):
+class ChangedMeanwhile(SageMakerPreferencesError):
     """A conditional write found the object changed since it was read (or created since it was found missing)."""
 
 

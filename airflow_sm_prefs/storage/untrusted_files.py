@@ -14,10 +14,11 @@ import os
 import stat
 from typing import Any
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.storage.object_storage import on_local_disk
 
 
-class UntrustedFileError(ValueError):
+class UntrustedFileError(SageMakerPreferencesError, ValueError):
     """The file cannot be used: not a regular file, too large, not UTF-8, not JSON, or nested too deep."""
 
 

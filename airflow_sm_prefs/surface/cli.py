@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.storage import object_storage
 from airflow_sm_prefs.storage.object_storage import StorageUnavailable
 
@@ -94,7 +95,7 @@ def _percent(text: str) -> float:
     return value
 
 
-class CommandError(Exception):
+class CommandError(SageMakerPreferencesError):
     """A command cannot go on: said in one line, exit status 2."""
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.sagemaker import training_plans
 
 SHOWN_FOR = dt.timedelta(hours=6)  # an offering shown longer ago than this is searched for afresh
@@ -26,7 +27,7 @@ KEPT_SEARCHES = 64
 PLAN_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}")  # CreateTrainingPlan's TrainingPlanName
 
 
-class PlanCommandError(Exception):
+class PlanCommandError(SageMakerPreferencesError):
     """The command cannot go on: said in one line, exit status 2, nothing bought."""
 
 

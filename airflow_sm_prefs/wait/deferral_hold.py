@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
+from airflow_sm_prefs.errors.base import SageMakerPreferencesError
+
 SECTION, OPTION = "sm_prefs", "deferral_hold_seconds"
 # Measured from deferral to the scheduler taking the deferring try's report: up to 45 s on 2 cores at load
 # 10-20 (LocalExecutor); 89 s is published for Celery under load (apache/airflow#71172). Twice the former.
@@ -23,7 +25,7 @@ DEFAULT_SECONDS = 90.0
 MAX_SECONDS = 3600.0
 
 
-class HoldSettingError(ValueError):
+class HoldSettingError(SageMakerPreferencesError, ValueError):
     """``[sm_prefs] deferral_hold_seconds`` is not a number of seconds this package can use."""
 
 

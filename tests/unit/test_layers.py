@@ -239,6 +239,7 @@ def test_the_architecture_diagram_is_the_contract():
 # links, and the pure rules the operator's methods name (attempts' connection settings, a wait's event).
 # Not the task's life with its job (task_life, submission), the trigger, the hook, the ledger or the evidence.
 PARSE_TIME_MODULES = {
+    "airflow_sm_prefs.errors.base",
     "airflow_sm_prefs.evidence.record",
     "airflow_sm_prefs.platform.formatting",
     "airflow_sm_prefs.platform.redaction",
@@ -303,3 +304,24 @@ def test_parsing_a_dag_loads_only_what_judging_its_arguments_needs(tmp_path):
     assert loaded == PARSE_TIME_MODULES, (
         f"newly loaded: {loaded - PARSE_TIME_MODULES}; no longer: {PARSE_TIME_MODULES - loaded}"
     )
+
+
+def test_every_error_the_package_raises_shares_one_base_exported_at_the_root():
+    """A DAG author catches ``airflow_sm_prefs.SageMakerPreferencesError`` for any of them."""
+    import importlib
+    import inspect
+
+    import airflow_sm_prefs
+    from airflow_sm_prefs.errors.base import SageMakerPreferencesError
+
+    assert airflow_sm_prefs.SageMakerPreferencesError is SageMakerPreferencesError
+    found = []
+    for module in sorted(package_imports()):
+        if module == LAYERS.root:
+            continue
+        loaded = importlib.import_module(module)
+        for name, value in vars(loaded).items():
+            if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == module:
+                found.append((module, name, issubclass(value, SageMakerPreferencesError)))
+    assert len(found) >= 15
+    assert [(module, name) for module, name, based in found if not based] == []
