@@ -1,6 +1,7 @@
 """The one base of every error this package raises: a DAG author or a script catches
-``airflow_sm_prefs.SageMakerPreferencesError`` for all of them, and each error keeps the built-in kind it also is (``ValueError`` for a bad value, ``OSError`` for a store that fails, Airflow's own
-exceptions where a task must fail or not retry)."""
+``airflow_sm_prefs.SageMakerPreferencesError`` for all of them, and each error keeps the built-in kind it also
+is (``ValueError`` for a bad value, ``OSError`` for a store that fails, Airflow's own exceptions where a task
+must fail or not retry)."""
 
 from __future__ import annotations
 

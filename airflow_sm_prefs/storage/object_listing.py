@@ -11,10 +11,13 @@ a reader of untrusted objects allows judged from the listing before any byte is 
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_sm_prefs.storage.object_storage import precondition_failed, version_in
+
+_Answer = TypeVar("_Answer")
 
 # GETs in flight at once: S3 serves thousands a second per prefix; this many keep a worker's connection pool
 # (``object_storage.CONNECTION_POOL``) busy without queueing thousands of coroutines.
@@ -89,6 +92,19 @@ def fetch_many(root: Any, keys: list[str]) -> dict[str, bytes | None]:
     return bodies
 
 
+async def _each_ended(calls: list[Coroutine[Any, Any, _Answer]]) -> list[_Answer]:
+    """Each call's answer, or the first failure once every call has ended. A call left running when a command
+    prints its line and exits is torn down with the interpreter, and aiobotocore then prints a traceback of its
+    own ("Token ... created in a different Context") under a line that was right."""
+    import asyncio
+
+    done = await asyncio.gather(*calls, return_exceptions=True)
+    for outcome in done:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return done  # type: ignore[return-value]
+
+
 def _fetched_from_s3(filesystem: Any, prefix: str, keys: list[str]) -> dict[str, bytes | None]:
     """GETs through the filesystem's own S3 client (its credentials, endpoint, timeouts and connection pool),
     asked directly: s3fs's ``cat`` filters each call's arguments against botocore's model and wraps it in its
@@ -113,7 +129,7 @@ def _fetched_from_s3(filesystem: Any, prefix: str, keys: list[str]) -> dict[str,
                 async with answer["Body"] as body:
                     return bytes(await body.read())
 
-        return await asyncio.gather(*(fetch(key) for key in keys))
+        return await _each_ended([fetch(key) for key in keys])
 
     return dict(zip(keys, sync(filesystem.loop, fetch_all), strict=True))
 
@@ -158,7 +174,7 @@ def delete_unchanged(root: Any, versions: dict[str, str]) -> set[str]:
                     raise
             return key
 
-        done = await asyncio.gather(*(delete(key, version) for key, version in versions.items()))
+        done = await _each_ended([delete(key, version) for key, version in versions.items()])
         return {key for key in done if key is not None}
 
     try:
