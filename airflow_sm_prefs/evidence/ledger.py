@@ -292,9 +292,10 @@ def send_kept(root: Any) -> int:
 
 
 def _stored_is_newer(kept: dict[str, Any], root: Any) -> bool:
-    """Whether the store already holds this job's entry recorded no earlier than the kept one: a retry on
-    another host recorded the job's end while this host kept an older state (the newer entry wins, by the
-    time each was recorded)."""
+    """Whether the store already holds a better entry of this job than the kept one: a task's own entry beats
+    one ``ledger backfill`` rebuilt from the job's tags (it holds what only the task knew), and between two of a
+    kind the one recorded later wins (a retry on another host recorded the job's end while this host kept an
+    older state)."""
     target = root / _safe(kept["dag_id"]) / job_file_name(kept)
     try:
         stored = untrusted_files.load_json(untrusted_files.read_bytes(target, MAX_ENTRY_BYTES), target.name)
@@ -302,7 +303,11 @@ def _stored_is_newer(kept: dict[str, Any], root: Any) -> bool:
         return False
     if why_unusable(stored) is not None:
         return False  # what the store holds is no entry: the kept one replaces it
-    return _recorded(stored) >= _recorded(kept)
+    return _standing(stored) >= _standing(kept)
+
+
+def _standing(entry: Mapping[str, Any]) -> tuple[bool, dt.datetime]:
+    return entry.get("source") != "backfill", _recorded(entry)
 
 
 def _recorded(entry: Mapping[str, Any]) -> dt.datetime:

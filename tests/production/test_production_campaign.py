@@ -320,9 +320,10 @@ def test_the_shared_store_down_a_wrong_connection_and_a_denied_action(stack: Pro
     store = f"s3://{SHARED_BUCKET}/{SHARED_PREFIX}"
     stack.store.fault = "reset"
     code, findings = _doctor(stack, "celery-worker-1")
-    assert code == 1 and set(_failed(findings)) == {"store", "registry"}, findings
+    assert code == 1 and set(_failed(findings)) == {"store"}, findings
     statuses = {(check, status) for check, status, _ in findings}
-    assert ("prices", "warn") in statuses, "the tasks price with the shipped table"
+    # What the store holds is not read through a store that just failed: no second wait, no line saying "ok".
+    assert {("prices", "skip"), ("registry", "skip")} <= statuses, findings
     said = _failed(findings)["store"]  # refused or reset, as the proxy's close meets the client
     assert store in said and "check the endpoint in the store's connection" in said, findings
     stack.store.fault = None

@@ -123,3 +123,15 @@ def test_a_folder_named_like_a_kept_entry_costs_only_itself(store_down, tmp_path
     root = tmp_path / "ledger"
     assert ledger.send_kept(root) == 1
     assert [e["job_name"] for e in ledger.read(root).entries] == ["d"] and _kept() == ["a-dir.us-east-1.json"]
+
+
+def test_a_kept_task_entry_replaces_a_later_one_backfill_rebuilt(store_down, tmp_path):
+    """The task's own entry holds what only the task knew: it beats an entry rebuilt from the job's tags on
+    another host while this one kept it, whatever their times."""
+    ledger.write(entry("d", 1, pending=42.0, recorded_at="2026-12-01T02:00:00+00:00"))  # type: ignore[arg-type]
+    root = tmp_path / "ledger"
+    rebuilt = {**entry("d", 1, pending=0.0, recorded_at="2026-12-02T02:00:00+00:00"), "source": "backfill"}
+    ledger._put(rebuilt, root)
+    assert ledger.send_kept(root) == 1
+    (stored,) = ledger.read(root).entries
+    assert stored["pending_seconds"] == 42.0
