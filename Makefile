@@ -23,19 +23,22 @@ DOCS_STAMP := $(DOCS_VENV)/.installed-$(shell cat $(DOCS_CONSTRAINTS) | sha1sum 
 # what differs there: the botocore model on the wire, the operators and triggers (task state store or not,
 # on_kill or cancellation), one `airflow dags test` that falls back and records the choice, and the fault
 # campaign's user actions on a running Airflow (a deferred task marked failed, one cleared, a run marked
-# failed: each job stopped, no second job), and the job's lines in the task log with task logs in CloudWatch;
+# failed: each job stopped, no second job), the task instance tab clicked in the platform's own UI (an unmapped
+# and a mapped task), and the job's lines in the task log with task logs in CloudWatch;
 # two test modules at a time, as the main run does.
 # MWAA 3.3.1 shares its Airflow line with the project's lock (.venv, which runs everything): only its botocore differs.
 PLATFORMS := mwaa-3.1.6 mwaa-3.2.1 mwaa-3.3.1
 DAGS_TEST := "tests/integration/test_dags_test.py::test_dag_falls_back_to_the_second_preference"
 USER_ACTIONS := "tests/faults/test_campaign.py::test_users_mark_failed_clear_and_fail_a_run"
+# Each line's UI fills the task instance tab's link its own way: the tab is clicked in each, on that Airflow.
+TASK_TAB := "tests/faults/test_campaign.py::test_the_task_instance_tab_in_airflow_s_own_ui"
 CLOUDWATCH_TASK_LOGS := tests/e2e/test_cloudwatch_task_logs.py
 # CloudWatch's metrics on the wire: the query protocol of botocore before 1.42 (MWAA 3.1), JSON 1.0 after.
 CLOUDWATCH_METRICS := tests/emulator/test_instance_metrics.py
 PLATFORM_TESTS := tests/platforms tests/operators tests/triggers tests/unit/test_surface.py tests/unit/test_attempts.py \
-	tests/unit/test_dags.py tests/unit/test_hostile_user_files.py tests/unit/test_provider.py $(DAGS_TEST) $(USER_ACTIONS) \
+	tests/unit/test_dags.py tests/unit/test_hostile_user_files.py tests/unit/test_provider.py $(DAGS_TEST) $(USER_ACTIONS) $(TASK_TAB) \
 	$(CLOUDWATCH_TASK_LOGS) $(CLOUDWATCH_METRICS)
-PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST) $(USER_ACTIONS) \
+PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST) $(USER_ACTIONS) $(TASK_TAB) \
 	$(CLOUDWATCH_TASK_LOGS) $(CLOUDWATCH_METRICS)
 
 .PHONY: mutation platforms process-layer venv demo-venv sdk-venv docs-venv docs lock browser test lint typecheck unit demo emulator bench faults stack production-faults clean

@@ -186,7 +186,8 @@ def create_app() -> FastAPI:
             if history
             else None
         )
-        return _page(f"{dag_id} / {task_id}", _task_instance_body(this, history, advice))
+        title = f"{dag_id} / {task_id}" + (f" [{index}]" if index >= 0 else "")  # a mapped task's, as Airflow shows it
+        return _page(title, _task_instance_body(this, history, advice))
 
     return app
 

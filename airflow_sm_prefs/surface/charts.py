@@ -46,7 +46,7 @@ class WaitChart:
     height: int = HEIGHT
     left: int = LEFT
     bottom: int = BOTTOM
-    legend: tuple[str, ...] = RANK_COLOURS[:3]
+    legend: tuple[tuple[str, str], ...] = ()  # (colour, words) of each rank a mark shows, in rank order
 
 
 def wait_chart(entries: Iterable[Mapping[str, Any]]) -> WaitChart | None:
@@ -70,7 +70,10 @@ def wait_chart(entries: Iterable[Mapping[str, Any]]) -> WaitChart | None:
         )
         for at, wait, rank in points
     )
-    return WaitChart(marks, seconds(y_high))
+    # Only the ranks charted: a one-entry list's chart shows no #2, a five-entry list's names its #4 and #5.
+    shown = sorted({rank for _, _, rank in points}, key=lambda rank: (rank is None, rank or 0))
+    legend = tuple((rank_colour(rank), "no capacity" if rank is None else f"#{rank + 1}") for rank in shown)
+    return WaitChart(marks, seconds(y_high), legend=legend)
 
 
 @dataclass(frozen=True)

@@ -30,23 +30,12 @@ from sm_prefs_devkit.demo import (
     run_nights,
 )
 from sm_prefs_devkit.local_stack import LocalStack, control
+from tests.browser import launched, signed_in_page
 from tests.helpers import listening_addresses
 
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
 
 PROJECT = Path(__file__).resolve().parents[2]
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def running_demo(kind: type[LocalStack], workdir: Path) -> Iterator[LocalStack]:
@@ -249,28 +238,15 @@ def test_the_demo_listens_on_loopback_only_with_a_generated_password(demo):
     assert not any("PASSWORD" in key or "ALL_ADMINS" in key for key in stack.airflow_env())
 
 
-def _signed_in_page(browser, stack: LocalStack, height: int):
-    """A page of the demo's UI, signed in as admin with the password generated for this run."""
-    page = browser.new_page(viewport={"width": 1500, "height": height})
-    page.goto(stack.api_url + "/")
-    page.get_by_label("Username").fill("admin")
-    page.get_by_label("Password").fill(stack.admin_password())
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
-    return page
-
-
 def test_ui_shows_the_chosen_configuration_and_the_sagemaker_link(demo, screenshots):
     from playwright.sync_api import sync_playwright
 
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's chromium is required for the browser test (`make browser` installs it)")
     stack, run_id = demo
     task_page = f"{stack.api_url}/dags/{stack.dag_id}/runs/{urllib.parse.quote(run_id)}/tasks/fine_tune"
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launched(playwright)
         try:
-            page = _signed_in_page(browser, stack, height=1000)
+            page = signed_in_page(browser, stack.api_url, stack.admin_password(), height=1000)
             page.goto(task_page)
             page.get_by_text("Storage", exact=True).click()
             page.get_by_text("XCom", exact=True).click()
@@ -313,9 +289,9 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
     stack, run_id = demo
     (row,) = [r for r in report.summarize(ledger.read(stack.ledger_root).entries) if r["task_id"] == "fine_tune"]
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launched(playwright)
         try:
-            page = _signed_in_page(browser, stack, height=1100)
+            page = signed_in_page(browser, stack.api_url, stack.admin_password(), height=1100)
             page.goto(stack.api_url + "/plugin/sm-prefs-capacity")
             frame = page.frame_locator("iframe")
             frame.get_by_role("cell", name="nightly_evaluation / fine_tune").wait_for(timeout=30_000)
@@ -406,9 +382,9 @@ def test_the_advised_plan_is_bought_and_the_later_nights_run_on_it(planned, scre
     assert "spare-p4d sat idle: none of the" in used, used
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launched(playwright)
         try:
-            page = _signed_in_page(browser, stack, height=1100)
+            page = signed_in_page(browser, stack.api_url, stack.admin_password(), height=1100)
             page.goto(f"{stack.api_url}/sm-prefs/capacity/plans")
             page.get_by_role("heading", name="Would a plan pay?").wait_for(timeout=30_000)
             page.get_by_text("1 x ml.p5.48xlarge in us-east-1").first.wait_for(timeout=10_000)

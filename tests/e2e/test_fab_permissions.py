@@ -20,7 +20,8 @@ import pytest
 
 from airflow_sm_prefs.evidence import ledger
 from sm_prefs_devkit.local_stack import LocalStack, StackError, wait_for
-from tests.e2e.test_demo_e2e import CHROMIUM, CHROMIUM_ARGS, PROJECT, screenshot_folder
+from tests.browser import launched
+from tests.e2e.test_demo_e2e import PROJECT, screenshot_folder
 from tests.unit.test_report import entry
 
 pytestmark = pytest.mark.airflow
@@ -128,7 +129,7 @@ def test_the_capacity_page_for_a_team_member_in_the_browser(fab_stack):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launched(playwright)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(fab_stack.api_url + "/auth/login/")

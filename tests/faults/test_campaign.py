@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.parse
 from collections.abc import Iterator
 
 import pytest
@@ -267,6 +268,42 @@ def test_users_mark_failed_clear_and_fail_a_run(stack: CampaignStack, rows: list
         if not job or job["status"] != "Stopped":
             row.problems.append(f"{dag_id}/{key}: job should have been stopped: {job and job['status']}")
     _record(rows, row)
+
+
+def test_the_task_instance_tab_in_airflow_s_own_ui(stack: CampaignStack) -> None:
+    """Not a fault: the platforms run this module's Airflow on each supported line, so the tab is clicked there as a
+    user clicks it. Each line's UI fills the link's placeholders its own way (3.1 leaves the run id unencoded; an
+    unmapped task leaves {MAP_INDEX} as it is), and the view must find the job of the task instance it frames."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import launched, signed_in_page
+
+    dag_id = "fault_task_tabs"
+    run_id = stack.trigger(dag_id)  # a manual run's id holds "+" and ":", which 3.1's link leaves as they are
+    assert stack.wait_run_done(dag_id, run_id) == "success", _states(stack, dag_id, run_id)
+    run_page = f"{stack.api_url}/dags/{dag_id}/runs/{urllib.parse.quote(run_id, safe='')}/tasks"
+    screenshots = ARTIFACTS / "screenshots"
+    screenshots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = launched(playwright)
+        try:
+            page = signed_in_page(browser, stack.api_url, stack.admin_password())
+            for name, task_page, key, title in (
+                ("unmapped", f"{run_page}/single", "single", f"{dag_id} / single"),
+                ("mapped", f"{run_page}/shards/mapped/1", "shards[1]", f"{dag_id} / shards [1]"),
+            ):
+                (job,) = jobs_of(stack, dag_id, run_id)[key]
+                page.goto(task_page)
+                page.get_by_text("SageMaker capacity", exact=True).first.click()
+                view = page.frame_locator("iframe")
+                view.get_by_text("ml.g5.48xlarge x 1 (chosen)").wait_for(timeout=30_000)
+                view.get_by_role("heading", name=title, exact=True).wait_for(timeout=10_000)
+                # This task instance's own job: the mapped task's second shard, not its first.
+                assert job["name"] in view.locator("body").inner_text(), (key, job["name"])
+                assert "int_parsing" not in page.content()
+                page.screenshot(path=str(screenshots / f"task_tab_{name}.png"), full_page=True)
+        finally:
+            browser.close()
 
 
 def test_pending_bound_and_incompatible_fallback(stack: CampaignStack, rows: list[Row]) -> None:

@@ -319,6 +319,20 @@ def test_the_tab_of_an_unmapped_task_shows_its_view_whatever_the_ui_left_in_the_
     assert sent.headers["location"].endswith("&map_index=-1")
 
 
+def test_a_mapped_task_instances_tab_shows_its_own_job_and_its_index(signed_in, tmp_path, monkeypatch):
+    from airflow.sdk import ObjectStoragePath
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
+    where = ObjectStoragePath(f"file://{tmp_path}/ledger")
+    for shard in (0, 1):
+        ledger.write({**entry(f"shard-{shard}", shard, pending=60), "run_id": "r", "map_index": shard}, where)
+    shown = signed_in.get("/capacity/dags/nightly/task-instance?run_id=r&task_id=fine_tune&map_index=1")
+    assert shown.status_code == 200 and "<h1>nightly / fine_tune [1]</h1>" in shown.text
+    assert "Job <code>shard-1</code> ended" in shown.text and "shard-0</code> ended" not in shown.text
+    unmapped = signed_in.get("/capacity/dags/nightly/task-instance?run_id=r&task_id=fine_tune&map_index=-1")
+    assert "<h1>nightly / fine_tune</h1>" in unmapped.text and "has no ended SageMaker job" in unmapped.text
+
+
 def test_a_map_index_that_is_not_one_is_refused_in_one_line(signed_in, ledger_with_two_dags):
     refused = signed_in.get("/capacity/dags/nightly/task-instance?run_id=r&task_id=t&map_index=abc")
     assert refused.status_code == 422

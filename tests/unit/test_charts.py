@@ -27,7 +27,13 @@ def test_the_wait_chart_spreads_jobs_over_time_and_scales_waits_to_the_longest()
     assert [m.colour for m in chart.marks] == ["#2563eb", "#f59e0b", "#111"]
     assert [m.title for m in chart.marks] == ["#1: 0s", "#2: 1h00m00s", "no capacity: 30m00s"]
     assert chart.longest == "1h00m00s"
+    assert chart.legend == (("#2563eb", "#1"), ("#f59e0b", "#2"), ("#111", "no capacity"))
     assert charts.wait_chart([job(None, 5.0, 0)]) is None
+    # The legend names the ranks charted, no more: none the list lacks, and a fifth choice when one was taken.
+    only_first = charts.wait_chart([job("2026-11-29T02:00:00+00:00", 0.0, 0)])
+    assert only_first is not None and only_first.legend == (("#2563eb", "#1"),)
+    fifth = charts.wait_chart([job("2026-11-29T02:00:00+00:00", 9.0, 4), job("2026-11-30T02:00:00+00:00", 0.0, 0)])
+    assert fifth is not None and fifth.legend == (("#2563eb", "#1"), ("#059669", "#5"))
 
 
 def test_one_job_or_waits_of_nothing_never_divide_by_zero():
@@ -150,6 +156,7 @@ def test_the_templates_draw_the_geometry_and_escape_what_came_from_outside():
     assert "&lt;b&gt;dag&lt;/b&gt; / t" in body and "<b>dag</b>" not in body
     assert "it&#39;s fine" in body and "1m00s / unknown" in body
     assert "<circle cx='60.0' cy='20.0' r='5' fill='#2563eb'><title>#1: 1m00s</title></circle>" in body
+    assert "fill='#2563eb' font-size='12'>● #1</text>" in body and "● #2" not in body, "only the ranks charted"
     assert "<p>Median estimated cost per job, by configuration: unknown.</p>" in body
     assert "<p>GPU utilization per configuration: unknown.</p>" in body
     assert "<i>one DAG run</i>" in body

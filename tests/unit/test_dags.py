@@ -90,4 +90,4 @@ def test_the_fault_campaign_dags_parse(tmp_path):
     )
     parsed = _parse_in_a_fresh_process(script, ROOT / "tests" / "faults" / "dags", tmp_path, PYTHONPATH=str(ROOT))
     assert parsed["errors"] == {}
-    assert parsed["n"] == 14
+    assert parsed["n"] == 15

@@ -104,6 +104,11 @@ with dag("fault_worker_lost", RETRYING):
 with dag("fault_worker_lost_for_good", {"retries": 0}):
     blocking_wait()
 
+with dag("fault_task_tabs", RETRYING):
+    # Jobs that start at once and end in seconds: the task instance tab of an unmapped and of a mapped task.
+    training("single", [("ml.g5.48xlarge", 1)])
+    training_shards("shards", 2, [("ml.g5.48xlarge", 1)])
+
 with dag("fault_store_down", RETRYING):
     # Jobs that end while the shared store refuses every connection (production 9): a deferred and a blocking wait.
     training("deferred", [("ml.g5.24xlarge", 1)])
