@@ -243,7 +243,7 @@ class _Lease:
     def __bool__(self) -> bool:
         return self.version is not None
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         if self.version is None:
             return
         from airflow_sm_prefs.storage import object_listing
@@ -254,8 +254,13 @@ class _Lease:
             else:
                 object_listing.delete_unchanged(self.root, {LEASE: str(self.version)})
         except OSError as error:  # it lapses by itself
-            log.warning(
-                "Could not give back the ledger's compaction lease (it lapses in %d s): %s", LEASE_SECONDS, error
+            # After a fold that failed, its caller says why (a store that refused the fold's deletes refuses this
+            # one too): a second warning would say the same thing worse.
+            log.log(
+                logging.INFO if kind is not None else logging.WARNING,
+                "Could not give back the ledger's compaction lease (it lapses in %d s): %s",
+                LEASE_SECONDS,
+                error,
             )
 
 

@@ -141,27 +141,36 @@ def user_table_path() -> Any:
     return object_storage.shared_file("price_table", "prices.json")
 
 
+def users_table(where: Any = None) -> PriceTable | None:
+    """The team's own table (at ``where``, else where it is configured), read within ``[sm_prefs]
+    storage_timeout``; None when there is none. What makes it unreadable is raised: each caller words it."""
+    from airflow_sm_prefs.storage import bounded
+
+    where = user_table_path() if where is None else where
+    try:
+        return bounded.within(
+            f"the price table {object_storage.shown(where)}", lambda: user_files.parsed(where, read_file)
+        )
+    except FileNotFoundError:
+        return None
+
+
 def current() -> PriceTable:
     """The shipped table with the user's over it (re-read when the user's file changes).
 
     A user's table that cannot be read, for whatever reason and within ``[sm_prefs] storage_timeout``, is reported
     and left out: a cost estimate is never a reason to fail a job's task, nor to keep it waiting on a store that
     does not answer (a cost cap, which depends on it, refuses in ``guardrails``)."""
-    from airflow_sm_prefs.storage import bounded
-
     table = shipped()
     try:
-        where = user_table_path()
-        users = bounded.within(f"the price table {where}", lambda: user_files.parsed(where, read_file))
-    except FileNotFoundError:
-        return table  # no table of the team's: the shipped one alone
+        users = users_table()
     except (object_storage.StorageUnavailable, PriceTableError) as error:
         log.warning("Price table left out: %s", error)
         return table
     except Exception as error:  # the store refused or failed (botocore's errors are not OSErrors)
         log.warning("Price table left out: it could not be read (%s: %s)", type(error).__name__, error)
         return table
-    return table.layered(users)
+    return table if users is None else table.layered(users)
 
 
 @dataclass(frozen=True)

@@ -300,6 +300,16 @@ def bucket_missing(path: Any) -> str | None:
     return None
 
 
+MISSING_BUCKET_FIX = "create it (this package never creates one) or correct the setting"
+
+
+def missing_bucket_said(path: Any, setting: str) -> str | None:
+    """The line saying that ``path``'s bucket does not exist, naming the setting behind it; None when it exists. The
+    CLI and doctor say it alike: an empty answer from a missing bucket would read as an empty store."""
+    bucket = bucket_missing(path)
+    return None if bucket is None else f"{setting} ({shown(path)}): the bucket {bucket!r} does not exist"
+
+
 def version_of(path: Any) -> tuple[Any, ...]:
     """What changes when the file is replaced: locally its modification time, size and inode; on object storage its
     ETag (asked for again each time: a listing fsspec kept would hide another host's write)."""

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from airflow_sm_prefs.storage.bounded import StoreTimedOut
-from airflow_sm_prefs.storage.object_storage import SECTION, StorageUnavailable
+from airflow_sm_prefs.storage.object_storage import StorageUnavailable
 
 
 class StoreProblem(NamedTuple):
@@ -35,9 +35,11 @@ _SERVER_CODES = {"InternalError", "500", "503", "ServiceUnavailable", "SlowDown"
 _MISSING_BUCKET_CODES = {"NoSuchBucket"}
 
 CHECK_NETWORK = "check the endpoint in the store's connection, the network path to it and any proxy"
+# The line names the store by the setting the user set (``where``); its connection is that setting's. Folding the
+# ledger and returning its lease delete, so a role without s3:DeleteObject is refused there first.
 CHECK_ACCESS = (
-    f"check the credentials of [{SECTION}] storage_conn_id's connection and that its IAM policy allows "
-    "s3:ListBucket, s3:GetObject and s3:PutObject on the prefix"
+    "check the credentials of the store's connection and that its IAM policy allows s3:ListBucket, s3:GetObject, "
+    "s3:PutObject and s3:DeleteObject on the prefix"
 )
 CHECK_BUCKET = "create the bucket (this package never creates one) or correct the URL"
 CHECK_LATER = "the store is failing on its side: try again later, and check its health if it lasts"

@@ -124,13 +124,11 @@ def _in_an_existing_bucket(path: Any, setting: str) -> Any:
     would answer "none yet", as if the store were empty."""
     from airflow_sm_prefs.storage import bounded
 
-    shown = object_storage.shown(path)
-    bucket = bounded.within(f"the bucket of {shown}", lambda: object_storage.bucket_missing(path))
-    if bucket is not None:
-        raise object_storage.StorageSettingError(
-            f"{setting} ({shown}): the bucket {bucket!r} does not exist; create it (this package never creates one) "
-            "or correct the setting"
-        )
+    said = bounded.within(
+        f"the bucket of {object_storage.shown(path)}", lambda: object_storage.missing_bucket_said(path, setting)
+    )
+    if said is not None:
+        raise object_storage.StorageSettingError(f"{said}; {object_storage.MISSING_BUCKET_FIX}")
     return path
 
 
@@ -330,19 +328,13 @@ def _refresh_prices(args: argparse.Namespace) -> int:
 
 def _show_prices(args: argparse.Namespace) -> int:
     from airflow_sm_prefs.reference import prices
-    from airflow_sm_prefs.storage import bounded, user_files
 
     setting = object_storage.setting_behind("price_table", "prices.json")
-    users = _in_an_existing_bucket(prices.user_table_path(), setting)
     try:  # what tasks would leave out, with a warning, and go on; the person asking is told
-        bounded.within(
-            f"the price table {object_storage.shown(users)}", lambda: user_files.parsed(users, prices.read_file)
-        )
-    except FileNotFoundError:
-        pass  # no table of the team's: the shipped one alone
+        users = prices.users_table(_in_an_existing_bucket(prices.user_table_path(), setting))
     except prices.PriceTableError as error:
         return fail(f"{setting}: {error}; tasks use the shipped table without it")
-    table = prices.current()
+    table = prices.shipped() if users is None else prices.shipped().layered(users)
     # The sources of the prices shown: the shipped table's line says why it has none only while nothing else does.
     used = {price.origin for price in table.entries.values()}
     for source in [source for source in table.sources if source in used] or table.sources:

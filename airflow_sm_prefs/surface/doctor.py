@@ -244,11 +244,9 @@ def _store() -> Finding:
     data = b"airflow-sm-prefs doctor probe"
 
     def round_trip() -> Finding:
-        bucket = object_storage.bucket_missing(root)
-        if bucket is not None:
-            return Finding(
-                "store", "fail", f"{url}: the bucket {bucket!r} does not exist", "create it, or fix the setting"
-            )
+        missing = object_storage.missing_bucket_said(root, "[sm_prefs] storage")
+        if missing is not None:
+            return Finding("store", "fail", shown_url(missing), object_storage.MISSING_BUCKET_FIX)
         object_storage.make_folder(root)
         probe.write_bytes(data)
         try:
@@ -265,13 +263,10 @@ def _prices() -> Finding:
     import datetime as dt
 
     from airflow_sm_prefs.reference import prices
-    from airflow_sm_prefs.storage import bounded, object_storage, store_errors, user_files
+    from airflow_sm_prefs.storage import object_storage, store_errors
 
     try:
-        where = prices.user_table_path()
-        bounded.within(f"the price table {where}", lambda: user_files.parsed(where, prices.read_file))
-    except FileNotFoundError:
-        pass  # no table of the team's: the shipped one alone, judged below
+        prices.users_table()
     except Exception as error:  # what a task would leave out, with a warning, to price with the shipped table
         problem = store_errors.explained(error)
         said = problem.line(object_storage.store_named()) if problem else f"{type(error).__name__}: {error}"

@@ -109,8 +109,10 @@ def test_a_missing_bucket_fails_the_store_and_nothing_says_ok_on_it(store, capsy
     monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE", "s3://team-bukcet/sm-prefs")
     code, found = _doctor(capsys, SAGEMAKER)
     assert code == 1
-    assert found["store"] == [("fail", "s3://team-bukcet/sm-prefs: the bucket 'team-bukcet' does not exist; create "
-                                       "it, or fix the setting")]  # fmt: skip
+    # The line `report` and `prices show` say for the same setting (tests/emulator/test_cli.py).
+    assert found["store"] == [("fail", "[sm_prefs] storage (s3://team-bukcet/sm-prefs): the bucket 'team-bukcet' "
+                                       "does not exist; create it (this package never creates one) or correct the "
+                                       "setting")]  # fmt: skip
     _assert_the_store_alone_failed(found)
 
 

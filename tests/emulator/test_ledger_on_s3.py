@@ -377,3 +377,34 @@ def test_a_fold_the_store_refuses_costs_the_fold_not_the_report(s3_ledger_server
     folded = "airflow-sm-prefs: warning: could not fold the ledger's old entries: the shared store ([sm_prefs] "
     assert folded in said.err, "the line names the store by its setting"
     assert "Traceback" not in said.err and len(said.err.strip().splitlines()) == 1
+
+
+def test_a_fold_the_store_denies_is_one_warning_from_the_installed_command(s3_ledger_server, tmp_path, monkeypatch):
+    """The command in a process of its own, against a store whose policy denies DeleteObject and DeleteObjects (a
+    team's role): its figures, one warning line for the fold, and nothing more, at the interpreter's exit either
+    (a delete still running then printed aiobotocore's "created in a different Context" traceback)."""
+    from sm_prefs_devkit.local_stack import control
+
+    server, s3 = s3_ledger_server
+    # Several deletes, each refused. The emulator answers them too fast for one to be still in flight at the exit,
+    # so the mechanism itself is held by tests/unit/test_object_listing.py; this holds what the user sees.
+    names = [f"job-{index}" for index in range(12)]
+    for name in names:
+        ledger.write(_old(name))
+    stored = server.emulator.s3._backend().buckets["team-bucket"].keys
+    for name in names:
+        stored[f"sm-prefs/ledger/nightly/{name}.us-east-1.json"].last_modified = dt.datetime(2026, 10, 3, 2)
+    control(server.endpoint_url, "faults", {"deny": ["DeleteObject", "DeleteObjects"]})
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_COMPACT_AFTER", "1")
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
+    command = [str(Path(sys.executable).with_name("airflow-sm-prefs")), "report", "--format", "json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)
+    assert row["runs"] == len(names)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    (said,) = lines
+    assert said.startswith("airflow-sm-prefs: warning: could not fold the ledger's old entries:"), said
+    assert "refused access" in said and "s3:DeleteObject" in said, said
+    assert {f"sm-prefs/ledger/nightly/{name}.us-east-1.json" for name in names} <= set(_keys(s3)), "nothing deleted"

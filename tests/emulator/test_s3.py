@@ -61,6 +61,30 @@ def test_s3_answers_on_the_same_endpoint_as_sagemaker(start_emulator):
     assert not any(name.startswith(("Create", "Describe")) for name in server.engine.calls)
 
 
+def test_the_deny_fault_refuses_s3_deletes_as_a_policy_would_and_nothing_else(start_emulator):
+    server = start_emulator("ample", buckets={"data": ("keep/a", "keep/b")})
+    s3 = boto_client(server.endpoint_url, service="s3")
+    control(server.endpoint_url, "faults", {"deny": ["DeleteObject", "DeleteObjects"]})
+    for delete in (
+        lambda: s3.delete_object(Bucket="data", Key="keep/a"),
+        lambda: s3.delete_objects(Bucket="data", Delete={"Objects": [{"Key": "keep/b"}]}),
+    ):
+        with pytest.raises(ClientError) as denied:
+            delete()
+        assert (
+            denied.value.response["Error"]["Code"],
+            denied.value.response["ResponseMetadata"]["HTTPStatusCode"],
+        ) == (
+            "AccessDenied",
+            403,
+        )
+    s3.put_object(Bucket="data", Key="keep/c", Body=b"written")  # writes and reads are allowed
+    assert sorted(o["Key"] for o in s3.list_objects_v2(Bucket="data")["Contents"]) == ["keep/a", "keep/b", "keep/c"]
+    control(server.endpoint_url, "faults", {"deny": ["DeleteObjects"]})
+    s3.delete_object(Bucket="data", Key="keep/a")  # only what is named is denied
+    assert "keep/a" not in {o["Key"] for o in s3.list_objects_v2(Bucket="data")["Contents"]}
+
+
 def test_a_training_job_whose_input_is_missing_fails_after_it_starts(start_emulator):
     server = start_emulator("ample", buckets={"data": ("train/2026-11-29/part-0",)})
     client = boto_client(server.endpoint_url)

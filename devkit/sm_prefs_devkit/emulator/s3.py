@@ -48,6 +48,26 @@ _LEFT_TO_MOTO = frozenset(
 Reply = tuple[int, dict[str, str], bytes]
 
 
+def delete_operation(method: str, target: str) -> str | None:
+    """The S3 operation a request deletes with (``DeleteObject``, ``DeleteObjects``), else None: the ones the
+    ``deny`` fault can name, as a role that may write a prefix but not delete in it is denied them."""
+    path, _, query = target.partition("?")
+    if method == "DELETE" and "/" in path.strip("/"):
+        return "DeleteObject"
+    if method == "POST" and "delete" in dict(parse_qsl(query, keep_blank_values=True)):
+        return "DeleteObjects"
+    return None
+
+
+def access_denied(operation: str) -> Reply:
+    """S3's answer to a request its caller's policy does not allow (S3 names no operation in it)."""
+    body = (
+        "<?xml version='1.0' encoding='UTF-8'?><Error><Code>AccessDenied</Code>"
+        f"<Message>Access Denied</Message><RequestId>denied-{operation}</RequestId></Error>"
+    )
+    return 403, {"Content-Type": "application/xml"}, body.encode()
+
+
 class S3Unavailable(RuntimeError):
     """moto is not installed: the emulator then serves SageMaker and CloudWatch Logs without S3."""
 

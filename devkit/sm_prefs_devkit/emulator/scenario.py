@@ -69,7 +69,8 @@ class Faults:
     throttle_rate: Rate = 0.0
     error_rate: Rate = 0.0
     latency_ms: Seconds = 0.0
-    deny: tuple[Name, ...] = ()  # operations answered with AccessDeniedException, as IAM would
+    # Operations answered with AccessDeniedException, as IAM would; S3's DeleteObject and DeleteObjects with its 403.
+    deny: tuple[Name, ...] = ()
     # Extra delay in milliseconds for the named operations only (e.g. hold a client between two calls).
     slow_operations: dict[Name, Seconds] = field(default_factory=dict)
     # The request is carried out but the reply is lost (a 500), as when a connection drops after the

@@ -225,6 +225,9 @@ class Emulator:
         # A listing is a GET of the bucket: counted apart, so a test can tell what was fetched from what was listed.
         listing = method == "GET" and "list-type=" in target.partition("?")[2]
         self.engine.calls["s3.LIST" if listing else f"s3.{method}"] += 1
+        deleting = s3.delete_operation(method, target)
+        if deleting is not None and deleting in self.faults.deny:
+            return s3.access_denied(deleting)
         with self.engine.lock:
             # Under the engine's lock, so a state file never holds half of a request's change.
             status, reply_headers, reply = self.s3.handle(method, target, headers, body)
