@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sm_prefs_devkit.emulator import EmulatorServer, load
+if TYPE_CHECKING:  # the emulator is loaded by the tests that start one, not by every pure test
+    from sm_prefs_devkit.emulator import EmulatorServer
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -34,19 +36,27 @@ def _ledger_spool_per_test(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(ledger, "spool_folder", lambda: tmp_path / "ledger-spool")
 
 
+def _shared_between_tests() -> list[dict[Any, Any]]:
+    """The process-wide caches of clients, of the modules loaded so far: a module not loaded holds none, and a
+    pure test need not load Airflow's object store and botocore (1.5 s a process) to clear nothing."""
+    caches = []
+    if (hooks := sys.modules.get("airflow_sm_prefs.sagemaker.hooks")) is not None:
+        caches.append(hooks._shared_hooks)
+    # Airflow keeps one object store (filesystem) per scheme and connection id for the process's life, in a
+    # private dict with no public way to forget one.
+    if (store := sys.modules.get("airflow.sdk.io.store")) is not None:
+        caches.append(store._STORE_CACHE)
+    return caches
+
+
 @pytest.fixture(autouse=True)
 def _no_hook_shared_across_tests() -> Iterator[None]:
     """Tests point one connection id at a new emulator each: a hook or an object store shared from an earlier
     test would call the old one (a triggerer shares hooks for minutes; a test must not)."""
-    from airflow.sdk.io import store
-
-    from airflow_sm_prefs.sagemaker import hooks
-
-    # Airflow keeps one object store (filesystem) per scheme and connection id for the process's life.
-    for shared in (hooks._shared_hooks, store._STORE_CACHE):
+    for shared in _shared_between_tests():
         shared.clear()
     yield
-    for shared in (hooks._shared_hooks, store._STORE_CACHE):
+    for shared in _shared_between_tests():
         shared.clear()
 
 
@@ -57,6 +67,8 @@ TEST_BUCKETS: Mapping[str, Sequence[str]] = {"bucket": ()}
 @pytest.fixture
 def start_emulator() -> Iterator[Callable[..., EmulatorServer]]:
     """Start an emulator on an ephemeral loopback port; every server is stopped after the test."""
+    from sm_prefs_devkit.emulator import EmulatorServer, load
+
     servers: list[EmulatorServer] = []
 
     def start(

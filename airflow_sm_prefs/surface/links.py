@@ -14,13 +14,18 @@ if TYPE_CHECKING:
     from airflow_sm_prefs.request.jobs import JobKind
 
 
+_NOT_RUNNING_HERE = object()
+
+
 class _JobLink(BaseAwsLink):
     """A link that exists only once the try has a job: a try refused before submission reads no XCom (Airflow 3
     asks every link for its value as the try ends, and a missing XCom is an error line in the task log). A try's
     XComs start empty, so a job of an earlier try has no link to lose."""
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        if hasattr(operator, "_life") and (operator._life is None or operator._life.active_job is None):
+        # The operator running the try knows (its public ``active_job``); the API server's serialized one has no such
+        # attribute, and reads what the try kept.
+        if getattr(operator, "active_job", _NOT_RUNNING_HERE) is None:
             return ""
         return str(super().get_link(operator, ti_key=ti_key))
 

@@ -83,21 +83,19 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     :param on_violation: ``"fail"`` (default) refuses the task, before any job exists, naming every offending
         entry; ``"drop"`` removes them, logs each with its reason, keeps the order of the rest, records them
         in the record's ``dropped_preferences``, and fails only if nothing is left.
-    :param quota_preflight: read the account's SageMaker quotas (Service Quotas, cached a few minutes) and
-        treat an entry asking for more instances than its type's quota as a violation: SageMaker would refuse
-        the whole list. Default on; needs ``servicequotas:ListServiceQuotas``, and without it says so once in
-        the log and goes on.
+    :param quota_preflight: an entry asking for more instances than its type's SageMaker quota (Service Quotas,
+        cached a few minutes) is a violation: SageMaker would refuse the whole list. Default on; needs
+        ``servicequotas:ListServiceQuotas``, and without it says so once in the log and goes on.
     :param requires: the hardware the workload needs (``InstanceRequirements`` or a dict of its fields:
-        ``min_gpu_memory_gib``, ``gpu_architectures``, ``min_total_gpus``, ``efa``, ``accelerator``,
-        ``min_vcpus``, ``min_memory_gib``, ``cpu_architectures``), checked for every preference against the
-        instance catalogue; a type missing from it is a violation. A static list that cannot meet it fails the
-        DAG import (with ``on_violation="fail"``).
+        ``min_gpu_memory_gib``, ``gpu_architectures``, ``min_total_gpus``, ``efa``, ``accelerator``, ``min_vcpus``,
+        ``min_memory_gib``, ``cpu_architectures``), checked for each preference against the instance catalogue (a
+        type missing from it is a violation). A static list that cannot meet it fails the DAG import with ``"fail"``.
     :param finish_by: a deadline for the job's result (an aware datetime, an ISO 8601 time, or a template such
         as ``"{{ data_interval_end.add(hours=6) }}"``). Before submission each preference's run time is
         expected from this task's ledger history on that configuration (else ``MaxRuntimeInSeconds``); entries
-        that can no longer finish in time are dropped and recorded, the task fails at once if none can, and the
-        job may wait for capacity until the deadline less the longest expected run kept (as
-        ``MaxPendingTimeInSeconds`` where SageMaker takes it, else enforced by the task). Templated.
+        that can no longer finish in time are dropped and recorded, the task fails at once if none can, and the job
+        may wait for capacity until the deadline less the longest expected run kept (as ``MaxPendingTimeInSeconds``
+        where SageMaker takes it, else enforced by the task). Templated.
     :param workload: the certification registry's name for this job's workload.
     :param certified: ``"strict"`` refuses (at parse time when the list is static) any preference the registry
         does not certify for the workload, naming it; ``"warn"`` logs it and records it in the record's
@@ -105,10 +103,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     :param certification_registry: the registry file (default ``[sm_prefs] certification_registry``).
     :param training_plans: ``"auto"`` (training only): just before the create call, put the account's
         Flexible Training Plan that can take the job first in the list (docs/capacity-planning.md).
-    :param stream_logs: show the job's CloudWatch log lines in the task log while it runs, each as
-        ``[<stream>] <message>``, none twice; a failed job's error message ends with its last lines. Needs
-        ``logs:FilterLogEvents``, ``logs:DescribeLogStreams`` and ``logs:GetLogEvents``; without them the task
-        says so once and carries on.
+    :param stream_logs: the job's CloudWatch log lines in the task log as it runs (``[<stream>] <message>``, none
+        twice); a failed job's error ends with its last lines. Needs ``logs:FilterLogEvents``,
+        ``logs:DescribeLogStreams`` and ``logs:GetLogEvents``; without them the task says so once and carries on.
     """
 
     job_kind: ClassVar[JobKind]
@@ -154,9 +151,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         training_plans: Literal["auto"] | None = None,
         **kwargs: Any,
     ) -> None:
-        # Preflight's arguments, handed on as one value: those named above, and those of any check the registry
-        # lists that this signature does not name yet (a new check needs no change here). ``locals()`` before any
-        # other local is assigned holds exactly the arguments: naming the ten again would be a second list to keep.
+        # Preflight's arguments as one value: those named above and any a check in the registry adds (no change
+        # here). ``locals()``, before any other local, holds exactly the arguments: no second list of the ten.
         given = locals()
         preflight_arguments = {name: kwargs.pop(name, given.get(name)) for name in Preflight.argument_names()}
         super().__init__(**kwargs)
@@ -232,9 +228,8 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         return self._request
 
     def _do_render_template_fields(self, parent: Any, *args: Any, **kwargs: Any) -> None:
-        # Where both a task's and a mapped task's templates are rendered (a MappedOperator renders its
-        # unmapped task through this, not through render_template_fields): which Variables and connections
-        # they read.
+        # Which Variables and connections the templates read, where both a task's and a mapped task's are rendered
+        # (a MappedOperator renders its unmapped task through this, not through render_template_fields).
         from airflow_sm_prefs.platform.redaction import secrets_read
 
         if parent is not self:  # a nested templated object of this task's, inside the call below
@@ -289,10 +284,15 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         life = self._start_life(context, self._preflight())
         return self._carry_out(life.resume(WaitEnded.parse(event), self._rendered_request))
 
+    @property
+    def active_job(self) -> str | None:
+        """The job this try created or reattached to, known in the process running the try; None before one."""
+        return None if self._life is None else self._life.active_job
+
     def on_kill(self) -> None:
         """The blocking wait was killed (SIGTERM): stop the job rather than leave it running unobserved."""
-        if self._life is not None and self._life.active_job and self.stop_on_kill:
-            self.hook.stop_job(self.job_kind, self._life.active_job, self.log)
+        if self.active_job and self.stop_on_kill:
+            self.hook.stop_job(self.job_kind, self.active_job, self.log)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         from airflow_sm_prefs.surface.lineage import operator_lineage

@@ -23,6 +23,25 @@ ROUTES = (
 )
 
 
+# A group of plan advice as plan_snapshots keeps it, readable by the "nightly" DAG's readers.
+ADVICE_GROUP = {
+    "first_choice": "1 x ml.p5.48xlarge",
+    "region": "us-east-1",
+    "tasks": ["nightly.fine_tune"],
+    "task_keys": [["nightly", "fine_tune"]],
+    "verdict": "reserve",
+    "in_words": "a plan pays if ml.p5.48xlarge stays sold out on more than 5 of 10 nights; ...",
+    "evidence_jobs": 10,
+    "jobs_per_day": 1.0,
+    "sold_out_jobs": 8,
+    "sold_out_share": 0.8,
+    "sold_out_share_90": [0.541, 0.931],
+    "window_days": 7.0,
+    "jobs_in_window": 7,
+    "options": [],
+}
+
+
 @pytest.fixture
 def ledger_with_two_dags(tmp_path, monkeypatch):
     from airflow.sdk import ObjectStoragePath
@@ -238,23 +257,13 @@ def test_the_plans_view_says_what_is_missing_then_shows_the_advice_and_what_plan
     assert "The account's plans have not been listed yet" in page
     now = dt.datetime.now(dt.UTC)
     group = {
-        "first_choice": "1 x ml.p5.48xlarge",
-        "region": "us-east-1",
+        **ADVICE_GROUP,
         "tasks": ["nightly.fine_tune", "finance_forecast.train", "nightly.<script>alert(1)</script>"],
         "task_keys": [
             ["nightly", "fine_tune"],
             ["finance_forecast", "train"],
             ["nightly", "<script>alert(1)</script>"],
         ],
-        "verdict": "reserve",
-        "in_words": "a plan pays if ml.p5.48xlarge stays sold out on more than 5 of 10 nights; ...",
-        "evidence_jobs": 10,
-        "jobs_per_day": 1.0,
-        "sold_out_jobs": 8,
-        "sold_out_share": 0.8,
-        "sold_out_share_90": [0.541, 0.931],
-        "window_days": 7.0,
-        "jobs_in_window": 7,
         "options": [
             {
                 "option": "reserve tpo-1",
@@ -384,22 +393,7 @@ def test_a_kept_advice_this_version_cannot_read_is_left_out_with_a_line(
     from airflow_sm_prefs.evidence import plan_snapshots
 
     monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE", str(tmp_path / "store"))
-    good = {
-        "first_choice": "1 x ml.p5.48xlarge",
-        "region": "us-east-1",
-        "tasks": ["nightly.fine_tune"],
-        "task_keys": [["nightly", "fine_tune"]],
-        "verdict": "reserve",
-        "in_words": "a plan pays",
-        "evidence_jobs": 10,
-        "jobs_per_day": 1.0,
-        "sold_out_jobs": 8,
-        "sold_out_share": 0.8,
-        "sold_out_share_90": [0.541, 0.931],
-        "window_days": 7.0,
-        "jobs_in_window": 7,
-        "options": [],
-    }
+    good = ADVICE_GROUP
     bad = {**good, "first_choice": "4 x ml.g6.48xlarge", **damage}
     plan_snapshots.save_advice([good, bad], dt.datetime.now(dt.UTC))
     page = signed_in.get("/capacity/plans")

@@ -10,20 +10,24 @@ import sys
 import pytest
 
 
-def _report(tmp_path, *argv: str) -> subprocess.CompletedProcess[str]:
-    environment = {
-        **os.environ,
-        "AIRFLOW_HOME": str(tmp_path / "home"),
-        "AIRFLOW__SM_PREFS__LEDGER_PATH": f"file://{tmp_path}/ledger",
-    }
+def _command(argv: tuple[str, ...], environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "airflow_sm_prefs.surface.cli", *(argv or ("report",))],
+        [sys.executable, "-m", "airflow_sm_prefs.surface.cli", *argv],
         capture_output=True,
         text=True,
         env=environment,
         timeout=120,
         check=False,
     )
+
+
+def _report(tmp_path, *argv: str) -> subprocess.CompletedProcess[str]:
+    environment = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path / "home"),
+        "AIRFLOW__SM_PREFS__LEDGER_PATH": f"file://{tmp_path}/ledger",
+    }
+    return _command(argv or ("report",), environment)
 
 
 def test_the_answer_alone_by_default(tmp_path):
@@ -52,13 +56,6 @@ def test_airflows_structured_log_is_quiet_too(tmp_path):
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
         "AWS_DEFAULT_REGION": "us-east-1",
     }
-    shown = subprocess.run(
-        [sys.executable, "-m", "airflow_sm_prefs.surface.cli", "prices", "show"],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=120,
-        check=False,
-    )
+    shown = _command(("prices", "show"), environment)
     assert shown.returncode != 0 and shown.stdout == ""
     assert shown.stderr.startswith("airflow-sm-prefs: error: ") and shown.stderr.count("\n") == 1, shown.stderr

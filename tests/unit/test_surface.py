@@ -127,6 +127,9 @@ def test_a_try_without_a_job_reads_no_link_xcom(monkeypatch):
         operator._life = SimpleNamespace(active_job="eval-job")
         assert "eval-job" in link.get_link(operator, ti_key=None)
         assert reads.pop() == link.key
+        # The API server's operator (serialized, not running the try) cannot know: it reads what the try kept.
+        assert "eval-job" in link.get_link(SimpleNamespace(task_id="t"), ti_key=None)
+        assert reads.pop() == link.key
 
 
 def test_the_deployments_check_interval_is_the_default_and_the_tasks_own_wins(monkeypatch):
