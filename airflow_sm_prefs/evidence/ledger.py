@@ -32,128 +32,17 @@ import uuid
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict
-
-import pendulum
+from typing import Any
 
 from airflow_sm_prefs.errors.base import SageMakerPreferencesError
-from airflow_sm_prefs.evidence import failure_cause, utilization
-from airflow_sm_prefs.evidence.job_facts import OUTCOMES, JobFacts, JobOutcome
-from airflow_sm_prefs.request.preferences import MAX_PREFERENCES
+from airflow_sm_prefs.evidence import failure_cause
+from airflow_sm_prefs.evidence.ledger_entry import LedgerEntry, why_unusable
 from airflow_sm_prefs.storage import object_storage, paths, untrusted_files
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
 CONFIG_SECTION = "sm_prefs"
 COMPACTED = "compacted"
-# What the report and the Capacity page read of each entry: holding only these keeps 100,000 jobs small.
-REPORT_FIELDS = (
-    "dag_id",
-    "task_id",
-    "run_id",
-    "map_index",
-    "job_name",
-    "job_kind",
-    "outcome",
-    "selected_instance_type",
-    "selected_instance_count",
-    "selected_rank",
-    "plan_backed",
-    "training_plan_arn",
-    "pending_seconds",
-    "run_seconds",
-    "estimated_cost_usd",
-    "cost_basis",
-    "certified_run_seconds",
-    "created_at",
-    # Why a job failed: only a hardware failure counts against its configuration; the reason names the rest.
-    "failure_cause",
-    "failure_reason",
-    "utilization",
-    # The first choice's wait at the times jobs fell back is read from every job's list, Region and account.
-    "preferences",
-    "region",
-    "job_arn",
-)
-
-
-class LedgerEntry(TypedDict):
-    format: int
-    dag_id: str
-    task_id: str
-    run_id: str
-    map_index: int
-    job_name: str
-    job_arn: str | None
-    job_kind: str
-    region: str | None
-    outcome: JobOutcome
-    preferences: list[dict[str, Any]]
-    selected_instance_type: str | None
-    selected_instance_count: int | None
-    selected_rank: int | None
-    plan_backed: bool
-    training_plan_arn: NotRequired[str | None]  # the plan the job ran on (older entries have none)
-    pending_seconds: float
-    run_seconds: float | None
-    billable_instance_seconds: float | None
-    estimated_cost_usd: float | None
-    cost_basis: str
-    workload: str | None
-    certified_run_seconds: float | None  # the chosen configuration's benchmark, when the task names a workload
-    failure_reason: str | None
-    # failure_cause.CAUSES; older entries have none and are read with the cause of their failure_reason.
-    failure_cause: NotRequired[str | None]
-    # utilization.Utilization.as_json(): per metric its mean and p90, in percent of one device; None: unknown.
-    utilization: NotRequired[dict[str, dict[str, float] | None] | None]
-    created_at: str | None
-    started_at: str | None
-    ended_at: str | None
-    recorded_at: str
-    source: Literal["task", "backfill"]
-
-
-def entry_for(
-    facts: JobFacts, dag_id: str, task_id: str, run_id: str, map_index: int, source: str = "task"
-) -> LedgerEntry:
-    view = facts.view
-    assert view.name is not None
-    return LedgerEntry(
-        format=FORMAT,
-        dag_id=dag_id,
-        task_id=task_id,
-        run_id=run_id,
-        map_index=map_index,
-        job_name=view.name,
-        job_arn=view.arn,
-        job_kind=view.kind.name,
-        region=facts.region,
-        outcome=facts.outcome,
-        preferences=facts.preferences,
-        selected_instance_type=view.selected_type,
-        selected_instance_count=view.selected_count,
-        selected_rank=view.selected_rank,
-        plan_backed=view.plan_backed,
-        training_plan_arn=view.plan_arn,
-        pending_seconds=facts.pending_seconds,
-        run_seconds=facts.run_seconds,
-        billable_instance_seconds=facts.billable_instance_seconds,
-        estimated_cost_usd=facts.estimated_cost_usd,
-        cost_basis=facts.cost_basis,
-        workload=facts.workload,
-        certified_run_seconds=facts.certified_run_seconds,
-        failure_reason=view.failure_reason,
-        failure_cause=facts.failure.cause if facts.failure else None,
-        utilization=facts.utilization.as_json() if facts.utilization else None,
-        created_at=facts.created_at,
-        started_at=facts.started_at,
-        ended_at=facts.ended_at,
-        recorded_at=pendulum.now("UTC").to_iso8601_string(),
-        source="backfill" if source == "backfill" else "task",
-    )
-
-
 # -- where it lives ----------------------------------------------------------------------------------------------
 
 
@@ -335,137 +224,8 @@ class Reading:
 FOLDABLE_AFTER = dt.timedelta(days=1)
 
 
-# Every field of an entry and what it holds, stated once: the reader's checks below are made from it, and
-# ``LedgerEntry`` (the type checker's view of the same) names the same fields (a test holds them together).
-# Without "?" a field is required; with it, it may be null or absent. A reader judges the optional fields it
-# keeps and every required one (``preferences`` only when kept: the report may leave it out).
-SCHEMA: dict[str, str] = {
-    "format": "format",
-    "dag_id": "text",
-    "task_id": "text",
-    "run_id": "text?",
-    "map_index": "integer?",
-    "job_name": "text",
-    "job_arn": "text?",
-    "job_kind": "text",
-    "region": "text?",
-    "outcome": "outcome",
-    "preferences": "preferences",
-    "selected_instance_type": "text?",
-    "selected_instance_count": "integer?",
-    "selected_rank": "integer?",
-    "plan_backed": "flag?",
-    "training_plan_arn": "text?",
-    "pending_seconds": "amount",
-    "run_seconds": "amount?",
-    "billable_instance_seconds": "amount?",
-    "estimated_cost_usd": "amount?",
-    "cost_basis": "text?",
-    "workload": "text?",
-    "certified_run_seconds": "amount?",
-    "failure_reason": "text?",
-    "failure_cause": "cause?",
-    "utilization": "utilization?",
-    "created_at": "time?",
-    "started_at": "time?",
-    "ended_at": "time?",
-    "recorded_at": "time?",
-    "source": "text?",
-}
-_REQUIRED_TYPES: dict[str, type | tuple[type, ...]] = {
-    "text": str,
-    "outcome": str,
-    "amount": (int, float),
-    "preferences": list,
-}
-_REQUIRED = tuple((key, _REQUIRED_TYPES[kind]) for key, kind in SCHEMA.items() if kind in _REQUIRED_TYPES)
-# The optional fields by kind, in the order they are judged (a tuple each, as the reader loops over 100,000 entries).
-_NUMBERS, _TEXTS, _FLAGS, _INTEGERS, _TIMES = (
-    tuple(key for key, kind in SCHEMA.items() if kind == optional)
-    for optional in ("amount?", "text?", "flag?", "integer?", "time?")
-)
-_CAUSES = tuple(key for key, kind in SCHEMA.items() if kind == "cause?")
-_UTILIZATIONS = tuple(key for key, kind in SCHEMA.items() if kind == "utilization?")
 MAX_ENTRY_BYTES = 1 << 20  # one job's entry: a few KB; the limit keeps /dev/zero and its kind out
 MAX_MONTH_BYTES = 1 << 29  # a DAG's month of compacted entries: 100,000 jobs are about 100 MB
-
-
-def why_unusable(raw: Any, keys: Collection[str] | None = None) -> str | None:
-    """Why an entry cannot be used, judging the keys a reader keeps (all by default) and the ones every
-    reader needs; None when it can."""
-    if not isinstance(raw, dict):
-        return "not a JSON object"
-    if raw.get("format") != FORMAT:
-        return f"format {raw.get('format')!r} (this version reads {FORMAT})"
-    for key, kind in _REQUIRED:
-        if (keys is None or key in keys or key != "preferences") and not isinstance(raw.get(key), kind):
-            return f"{key} missing or of the wrong type"
-    if raw["outcome"] not in OUTCOMES:
-        return f"unknown outcome {raw['outcome']!r}"
-    for key in _UTILIZATIONS:
-        if (keys is None or key in keys) and not utilization.is_recorded_shape(raw.get(key)):
-            return f"{key} is not a mapping of metrics to their mean and p90"
-    for key in _CAUSES:
-        value = raw.get(key)
-        if value is not None and (keys is None or key in keys) and value not in failure_cause.CAUSES:
-            return f"{key} is not one of {', '.join(failure_cause.CAUSES)}"
-    if not _is_amount(raw["pending_seconds"]):
-        return "pending_seconds is negative or not a number"
-    for key in _NUMBERS:
-        value = raw.get(key)
-        if value is not None and (keys is None or key in keys) and not _is_amount(value):
-            return f"{key} is not a finite, non-negative number"
-    for key in _TEXTS:
-        value = raw.get(key)
-        if value is not None and (keys is None or key in keys) and not isinstance(value, str):
-            return f"{key} is not text"
-    for key in _FLAGS:
-        value = raw.get(key)
-        if value is not None and (keys is None or key in keys) and not isinstance(value, bool):
-            return f"{key} is not true or false"
-    if (keys is None or "preferences" in keys) and not all(
-        isinstance(p, dict)
-        and isinstance(p.get("InstanceType"), str)
-        and (p.get("InstanceCount") is None or type(p.get("InstanceCount")) is int)
-        for p in raw["preferences"]
-    ):
-        return "preferences is not a list of {InstanceType, InstanceCount} objects"
-    for key in _INTEGERS:
-        value = raw.get(key)
-        if value is not None and (keys is None or key in keys):
-            if type(value) is not int:
-                return f"{key} is not an integer"
-            low, high = _INTEGER_BOUNDS.get(key, (None, None))
-            if (low is not None and value < low) or (high is not None and value > high):
-                return f"{key} {value} is outside {low}..{'' if high is None else high}"
-    for key in _TIMES:
-        value = raw.get(key)
-        if value is not None and (keys is None or key in keys) and not is_time(value):
-            return f"{key} is not an ISO 8601 time"
-    return None
-
-
-# A rank is a place in a list of at most five; a count is of instances; a map index is -1 when not mapped.
-_INTEGER_BOUNDS: dict[str, tuple[int | None, int | None]] = {
-    "selected_rank": (0, MAX_PREFERENCES - 1),
-    "selected_instance_count": (1, None),
-    "map_index": (-1, None),
-}
-
-
-def _is_amount(value: Any) -> bool:
-    # The reader refuses NaN and Infinity as JSON; a number still has to be one a report can add up.
-    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < float("inf")
-
-
-def is_time(value: Any) -> bool:
-    # datetime's own ISO parser: pendulum's is several times slower, which 100,000 entries feel.
-    if not isinstance(value, str):
-        return False
-    try:
-        return dt.datetime.fromisoformat(value).tzinfo is not None
-    except ValueError:
-        return False
 
 
 def read(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pendulum
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger, ledger_entry
 from airflow_sm_prefs.evidence.job_facts import JobFacts
 from airflow_sm_prefs.request.jobs import KINDS
 from airflow_sm_prefs.sagemaker import job_status, tagging
@@ -57,7 +57,7 @@ def backfill(hook: Any, since: pendulum.DateTime, root: Any = None, region: str 
                     counts.not_ours += 1
                     continue
                 view = JobView.parse(kind, hook.describe_job(kind, name))
-                entry = ledger.entry_for(
+                entry = ledger_entry.entry_for(
                     JobFacts.of(view, region),
                     tags[tagging.DAG_ID],
                     tags[tagging.TASK_ID],

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger, ledger_entry
 from airflow_sm_prefs.storage import object_storage, paths
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ def _file_reading(
     shared: dict[Any, Any],
     judged: frozenset[str] | None,
 ) -> Any:
-    """One object's entries as the cache holds them, each judged as a fetched entry is (``ledger.why_unusable``)."""
+    """One object's entries as the cache holds them, each judged as a fetched entry is (``why_unusable``)."""
     folder = key.partition("/")[0]
     at = keep.index("preferences") if "preferences" in keep else None
     entries: list[Any] = []
@@ -184,7 +184,7 @@ def _file_reading(
         if at is not None:
             listed = lists[values[at]]
             entry["preferences"] = shared.setdefault(("preferences", repr(listed)), listed)
-        problem = ledger.why_unusable({**entry, "format": ledger.FORMAT}, judged)
+        problem = ledger_entry.why_unusable({**entry, "format": ledger_entry.FORMAT}, judged)
         if problem is not None or (region, job_name) != (entry.get("region"), entry.get("job_name")):
             raise ValueError(f"{key}: an entry this version would not take ({problem or 'keyed by another job'})")
         entries.append(((folder, region, job_name), entry))

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger, ledger_entry
 from airflow_sm_prefs.storage import object_storage, untrusted_files
 
 log = logging.getLogger(__name__)
@@ -142,9 +142,9 @@ def _foldable(body: bytes | None, key: str, cutoff: dt.datetime) -> dict[str, An
         return None
     recorded: Any = raw.get("recorded_at") if isinstance(raw, dict) else None
     folder, _, name = key.partition("/")
-    if ledger.why_unusable(raw) is not None or ledger.why_misplaced(raw, folder, name) is not None:
+    if ledger_entry.why_unusable(raw) is not None or ledger.why_misplaced(raw, folder, name) is not None:
         return None
-    if not ledger.is_time(recorded) or dt.datetime.fromisoformat(recorded) > cutoff:
+    if not ledger_entry.is_time(recorded) or dt.datetime.fromisoformat(recorded) > cutoff:
         return None
     return raw  # type: ignore[no-any-return]
 
@@ -269,7 +269,7 @@ def _lease_in(data: bytes) -> dict[str, str] | None:
         held = untrusted_files.load_json(data, LEASE)
     except untrusted_files.UntrustedFileError:
         return None
-    if not (isinstance(held, dict) and isinstance(held.get("holder"), str) and ledger.is_time(held.get("until"))):
+    if not (isinstance(held, dict) and isinstance(held.get("holder"), str) and ledger_entry.is_time(held.get("until"))):
         return None  # not a lease this version wrote: taken over
     return held
 
@@ -293,7 +293,7 @@ def _compact_walked(root: Any, cutoff: dt.datetime) -> Compaction:
                 result.kept += 1
                 continue
             recorded: Any = raw.get("recorded_at") if isinstance(raw, dict) else None
-            if ledger.why_unusable(raw) is not None or not ledger.is_time(recorded):
+            if ledger_entry.why_unusable(raw) is not None or not ledger_entry.is_time(recorded):
                 result.kept += 1
                 continue
             if dt.datetime.fromisoformat(recorded) > cutoff:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from airflow_sm_prefs.platform.stats import stats as _stats
 
 if TYPE_CHECKING:
-    from airflow_sm_prefs.evidence.ledger import LedgerEntry
+    from airflow_sm_prefs.evidence.ledger_entry import LedgerEntry
 
 
 def emit_end(entry: LedgerEntry) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 
 from airflow_sm_prefs.evidence import counterfactual, failure_cause
 from airflow_sm_prefs.evidence.failure_cause import FailureCause
-from airflow_sm_prefs.evidence.ledger import LedgerEntry
+from airflow_sm_prefs.evidence.ledger_entry import LedgerEntry
 
 MIN_JOBS = 3
 MAX_COST_PREMIUM = 0.25

@@ -16,7 +16,7 @@ import pendulum
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from airflow_sm_prefs.evidence import ledger, report
+from airflow_sm_prefs.evidence import ledger, ledger_entry, report
 from airflow_sm_prefs.storage.object_storage import StorageUnavailable
 from airflow_sm_prefs.surface.capacity_models import ReportRow
 from airflow_sm_prefs.surface.capacity_views import Answer, Views, store_problem
@@ -221,11 +221,11 @@ def _answered(title: str, answer: Answer[str]) -> str:
     return _page(title, answer.value, notice=notice)
 
 
-def _capacity_body(rows: list[dict[str, Any]], entries: list[ledger.LedgerEntry], bad: int) -> str:
+def _capacity_body(rows: list[dict[str, Any]], entries: list[ledger_entry.LedgerEntry], bad: int) -> str:
     from airflow_sm_prefs.reference.prices import format_usd
     from airflow_sm_prefs.surface import charts
 
-    by_task: dict[tuple[str, str], list[ledger.LedgerEntry]] = defaultdict(list)
+    by_task: dict[tuple[str, str], list[ledger_entry.LedgerEntry]] = defaultdict(list)
     for entry in entries:
         by_task[(entry["dag_id"], entry["task_id"])].append(entry)
     costs_caption = "Median estimated cost per job, by configuration"
@@ -274,7 +274,7 @@ def wait_compared(wait: float, waits: list[float]) -> str:
 
 
 def _task_instance_body(
-    this: ledger.LedgerEntry | None, history: list[ledger.LedgerEntry], advice: dict[str, Any] | None
+    this: ledger_entry.LedgerEntry | None, history: list[ledger_entry.LedgerEntry], advice: dict[str, Any] | None
 ) -> str:
     from airflow_sm_prefs.surface import charts
 
@@ -325,7 +325,7 @@ def _weather_body(rows: list[dict[str, Any]]) -> str:
     return render("weather.html", grids=[charts.weather_grid(row, DAYS) for row in rows])
 
 
-def _cost_cell(entry: ledger.LedgerEntry) -> str:
+def _cost_cell(entry: ledger_entry.LedgerEntry) -> str:
     from airflow_sm_prefs.reference.prices import format_usd
 
     if entry.get("cost_basis") == "plan-backed":

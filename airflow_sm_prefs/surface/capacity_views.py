@@ -25,7 +25,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger, ledger_entry
 
 T = TypeVar("T")
 # How long a page request waits for a fresh page before it is answered with the last one (or a "computing" page).
@@ -65,7 +65,7 @@ class Views:
         self._compacting: Future[Any] | None = None
 
     def reading(self, dags: set[str] | frozenset[str]) -> ledger.Reading:
-        reading = ledger.read(dags=dags, fields=ledger.REPORT_FIELDS, memo=self.memo)
+        reading = ledger.read(dags=dags, fields=ledger_entry.REPORT_FIELDS, memo=self.memo)
         if reading.old_job_objects:
             self._compact_when_due(reading)
         return reading

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
-from airflow_sm_prefs.evidence import ledger, record
+from airflow_sm_prefs.evidence import ledger, ledger_entry, record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
 from airflow_sm_prefs.evidence.utilization import Utilization
 from airflow_sm_prefs.request.jobs import JobKind
@@ -138,7 +138,9 @@ class TaskOutcome:
 
         ti = self.context["ti"]
         map_index = getattr(ti, "map_index", -1)
-        entry = ledger.entry_for(facts, ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index))
+        entry = ledger_entry.entry_for(
+            facts, ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index)
+        )
         ledger.write(entry)
         emit_end(entry)
 

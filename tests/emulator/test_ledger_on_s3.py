@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, ledger_compaction
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry
 from tests.helpers import boto_client
 from tests.unit.test_report import entry
 
@@ -118,7 +118,7 @@ def test_the_same_ledger_reads_alike_from_a_folder_and_from_a_bucket(s3_ledger_s
     local = tmp_path / "ledger"
     _a_varied_ledger(local)
     _upload(s3, local, "sm-prefs/ledger")
-    for fields in (None, ledger.REPORT_FIELDS):
+    for fields in (None, ledger_entry.REPORT_FIELDS):
         on_disk, on_s3 = ledger.read(local, fields=fields), ledger.read(fields=fields)
         assert _seen(on_s3) == _seen(on_disk) and len(on_s3.entries) == 8
         assert sorted(on_s3.entries, key=lambda e: (e["dag_id"], e["job_name"], e["region"] or "")) == sorted(
@@ -138,21 +138,21 @@ def test_a_reading_with_a_memo_fetches_only_what_changed_since(s3_ledger_server)
         ledger.write(entry(name, 1))
     memo = ledger.ReadingMemo()
     before = _gets(server)
-    first = ledger.read(fields=ledger.REPORT_FIELDS, memo=memo)
+    first = ledger.read(fields=ledger_entry.REPORT_FIELDS, memo=memo)
     assert _gets(server) - before == 3 and len(first.entries) == 3
     before, listings = _gets(server), server.engine.calls["s3.LIST"]
-    assert ledger.read(fields=ledger.REPORT_FIELDS, memo=memo).signature == first.signature
+    assert ledger.read(fields=ledger_entry.REPORT_FIELDS, memo=memo).signature == first.signature
     assert _gets(server) == before, "nothing changed: nothing fetched"
     assert server.engine.calls["s3.LIST"] == listings + 1, "one listing: the store says what is current"
     ledger.write(entry("d", 0))  # one more job ended
     ledger.write(entry("b", 0, pending=5))  # and one was written again (a retry's record): a new ETag
     s3.delete_object(Bucket="team-bucket", Key="sm-prefs/ledger/nightly/c.us-east-1.json")
     before = _gets(server)
-    reading = ledger.read(fields=ledger.REPORT_FIELDS, memo=memo)
+    reading = ledger.read(fields=ledger_entry.REPORT_FIELDS, memo=memo)
     assert _gets(server) - before == 2, "only the new and the replaced objects"
     assert sorted((e["job_name"], e["selected_rank"]) for e in reading.entries) == [("a", 1), ("b", 0), ("d", 0)]
     assert reading.signature != first.signature
-    assert set(memo.objects(str(ledger.location()), ledger.REPORT_FIELDS)) == {
+    assert set(memo.objects(str(ledger.location()), ledger_entry.REPORT_FIELDS)) == {
         f"nightly/{name}.us-east-1.json" for name in "abd"
     }, "what was removed is no longer held"
 

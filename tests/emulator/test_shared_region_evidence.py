@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_sm_prefs.evidence import advisor, ledger, report, weather
+from airflow_sm_prefs.evidence import advisor, ledger_entry, report, weather
 from airflow_sm_prefs.evidence.counterfactual import Timeline
 from airflow_sm_prefs.evidence.job_facts import JobFacts
 from airflow_sm_prefs.request.jobs import TRAINING
@@ -50,7 +50,9 @@ def eight_nights() -> list[dict]:
         for dag, name, night in made:
             view = JobView.parse(TRAINING, client.describe_training_job(TrainingJobName=name))
             assert view.status == "Completed", (name, view.status)
-            entries.append(ledger.entry_for(JobFacts.of(view, "us-east-1"), dag, "train", f"scheduled__{night}", -1))
+            entries.append(
+                ledger_entry.entry_for(JobFacts.of(view, "us-east-1"), dag, "train", f"scheduled__{night}", -1)
+            )
         return entries
     finally:
         server.stop()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, report
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, report
 from airflow_sm_prefs.surface import capacity_page, cli
 from tests.helpers import plant_file
 from tests.unit.test_report import NOW, _recorded, entry
@@ -129,18 +129,27 @@ def test_the_schema_the_reader_judges_is_the_entry_the_writer_writes():
     from airflow_sm_prefs.sagemaker.job_view import JobView
     from tests.unit.test_record import training_description
 
-    assert list(ledger.SCHEMA) == list(ledger.LedgerEntry.__annotations__)
-    written = ledger.entry_for(
+    assert list(ledger_entry.SCHEMA) == list(ledger_entry.LedgerEntry.__annotations__)
+    written = ledger_entry.entry_for(
         JobFacts.of(JobView.parse(TRAINING, training_description()), "us-east-1"), "d", "t", "r", -1
     )
-    assert set(written) == set(ledger.SCHEMA)
-    assert ledger.why_unusable(json.loads(json.dumps(written))) is None
+    assert set(written) == set(ledger_entry.SCHEMA)
+    assert ledger_entry.why_unusable(json.loads(json.dumps(written))) is None
     judged = {
         key
         for kind in ("_NUMBERS", "_TEXTS", "_FLAGS", "_INTEGERS", "_TIMES", "_CAUSES", "_UTILIZATIONS")
-        for key in getattr(ledger, kind)
+        for key in getattr(ledger_entry, kind)
     }
-    assert judged | {key for key, _ in ledger._REQUIRED} | {"format"} == set(ledger.SCHEMA), "every field is judged"
+    assert judged | {key for key, _ in ledger_entry._REQUIRED} | {"format"} == set(ledger_entry.SCHEMA), (
+        "every field is judged"
+    )
+
+
+def test_the_report_holds_every_field_but_those_no_view_shows():
+    """The fields are stated once, in ``LedgerEntry``; which of them a report keeps is pinned here."""
+    left_out = {"format", "billable_instance_seconds", "workload", "started_at", "ended_at", "recorded_at", "source"}
+    assert set(ledger_entry.REPORT_FIELDS) == set(ledger_entry.SCHEMA) - left_out
+    assert ledger_entry.SCHEMA["pending_seconds"] == "amount" and ledger_entry.SCHEMA["run_id"] == "text?"
 
 
 @pytest.mark.parametrize("case", HOSTILE_VALUES)
@@ -293,7 +302,10 @@ def test_a_stray_object_where_the_months_should_be_costs_the_months_not_the_dag(
 
 def test_the_bounds_of_ranks_counts_and_map_indexes_take_every_real_value():
     for field, value in (("selected_rank", 0), ("selected_rank", 4), ("selected_instance_count", 1), ("map_index", -1)):
-        assert ledger.why_unusable(json.loads(json.dumps({**entry("edge", 1), field: value}))) is None, (field, value)
+        assert ledger_entry.why_unusable(json.loads(json.dumps({**entry("edge", 1), field: value}))) is None, (
+            field,
+            value,
+        )
 
 
 def test_ids_from_a_ledger_object_cannot_drive_the_terminal(root, capsys):

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pendulum
 
-from airflow_sm_prefs.evidence import ledger, record
+from airflow_sm_prefs.evidence import ledger_entry, record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
 from airflow_sm_prefs.reference.prices import HourlyPrice, PriceSource, PriceTable
 from airflow_sm_prefs.request.jobs import TRAINING
@@ -49,16 +49,16 @@ def test_the_prices_given_are_the_ones_used_and_the_benchmark_reaches_every_proj
     assert facts.estimated_cost_usd == 12.0  # 600 s x 2 x $36 an hour
     built = record.build(facts)
     assert (built["certified_run_seconds"], built["run_time_vs_certified"]) == (300.0, 2.0)
-    entry = ledger.entry_for(facts, "d", "t", "r", -1)
+    entry = ledger_entry.entry_for(facts, "d", "t", "r", -1)
     assert (entry["billable_instance_seconds"], entry["estimated_cost_usd"]) == (1200.0, 12.0)
 
 
 def test_the_ledger_entry_is_a_projection_of_the_facts_with_nothing_assigned_after():
     """The workload, its benchmark and how the job ended come from the facts into the entry, as they are."""
     view = JobView.parse(TRAINING, training_description())
-    plain = ledger.entry_for(JobFacts.of(view, "us-east-1", TABLE), "d", "t", "r", -1)
+    plain = ledger_entry.entry_for(JobFacts.of(view, "us-east-1", TABLE), "d", "t", "r", -1)
     assert (plain["outcome"], plain["workload"], plain["certified_run_seconds"]) == ("completed", None, None)
     facts = JobFacts.of(view, "us-east-1", TABLE, certified_run_seconds=300.0, workload="llm-eval", task_gave_up=True)
-    entry = ledger.entry_for(facts, "d", "t", "r", -1)
+    entry = ledger_entry.entry_for(facts, "d", "t", "r", -1)
     assert (entry["outcome"], entry["workload"], entry["certified_run_seconds"]) == ("stopped", "llm-eval", 300.0)
     assert facts.outcome == "stopped" and record.build(facts)["certified_run_seconds"] == 300.0

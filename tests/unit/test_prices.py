@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, record
+from airflow_sm_prefs.evidence import ledger_entry, record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
 from airflow_sm_prefs.reference import prices
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
@@ -81,7 +81,7 @@ def test_a_processing_job_is_priced_by_its_run_time_for_it_reports_no_billable_t
     # One rule for the instance-seconds the cost is computed from, in the record and the ledger alike.
     assert facts.billable_instance_seconds == 5400.0
     built = record.build(facts)
-    entry = ledger.entry_for(facts, "d", "t", "r", -1)
+    entry = ledger_entry.entry_for(facts, "d", "t", "r", -1)
     for projection in (built, entry):
         assert (projection["billable_instance_seconds"], projection["estimated_cost_usd"]) == (5400.0, 12.0)
 
@@ -92,7 +92,7 @@ def test_a_plan_backed_job_is_never_priced_on_demand(user_table):
     description["ResourceConfig"]["InstancePreferences"][1]["TrainingPlanArns"] = ["arn:aws:sagemaker:plan/p"]
     built = record.build(JobFacts.of(JobView.parse(TRAINING, description), "us-east-1"))
     assert (built["estimated_cost_usd"], built["cost_basis"]) == (None, "plan-backed")
-    entry = ledger.entry_for(JobFacts.of(JobView.parse(TRAINING, description), "us-east-1"), "d", "t", "r", -1)
+    entry = ledger_entry.entry_for(JobFacts.of(JobView.parse(TRAINING, description), "us-east-1"), "d", "t", "r", -1)
     assert entry["plan_backed"] and entry["cost_basis"] == "plan-backed"
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_sm_prefs.evidence import job_facts, ledger, ledger_compaction, report
+from airflow_sm_prefs.evidence import job_facts, ledger, ledger_compaction, ledger_entry, report
 
 PREFERENCES = [
     {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
@@ -341,9 +341,9 @@ def test_a_report_reads_only_the_fields_it_needs_of_the_dags_it_may(tmp_path):
     root = tmp_path / "ledger"
     ledger.write(entry("a", 0), root)
     ledger.write({**entry("b", 0), "dag_id": "secret"}, root)
-    reading = ledger.read(root, dags={"nightly"}, fields=ledger.REPORT_FIELDS)
+    reading = ledger.read(root, dags={"nightly"}, fields=ledger_entry.REPORT_FIELDS)
     (only,) = reading.entries
-    assert only["job_name"] == "a" and set(only) == set(ledger.REPORT_FIELDS)
+    assert only["job_name"] == "a" and set(only) == set(ledger_entry.REPORT_FIELDS)
 
 
 def test_a_configuration_whose_runs_drift_from_its_benchmark_is_flagged():
@@ -448,7 +448,7 @@ def test_the_reader_gives_an_older_entry_the_cause_of_its_reason(tmp_path):
     ledger.write(older, tmp_path)  # type: ignore[arg-type]
     (read,) = ledger.read(tmp_path).entries
     assert read["failure_cause"] == "configuration"
-    (kept,) = ledger.read(tmp_path, fields=ledger.REPORT_FIELDS).entries
+    (kept,) = ledger.read(tmp_path, fields=ledger_entry.REPORT_FIELDS).entries
     assert kept["failure_cause"] == "configuration"
 
 

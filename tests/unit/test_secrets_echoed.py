@@ -12,7 +12,7 @@ import secrets
 import pytest
 from airflow.sdk.log import mask_secret
 
-from airflow_sm_prefs.evidence import ledger, record
+from airflow_sm_prefs.evidence import ledger_entry, record
 from airflow_sm_prefs.evidence.job_facts import JobFacts
 from airflow_sm_prefs.request.jobs import TRAINING
 from airflow_sm_prefs.sagemaker.job_view import JobView
@@ -43,7 +43,7 @@ def _view(description: dict) -> JobView:
 
 STORES = {
     "the XCom record": lambda d: record.build(JobFacts.of(_view(d), "us-east-1")),
-    "the ledger entry": lambda d: ledger.entry_for(JobFacts.of(_view(d), "us-east-1"), "d", "t", "r", -1),
+    "the ledger entry": lambda d: ledger_entry.entry_for(JobFacts.of(_view(d), "us-east-1"), "d", "t", "r", -1),
     "the trigger event (next_kwargs)": lambda d: TRAINING.essentials(d),
     "the certification result": lambda d: verdict(record.build(JobFacts.of(_view(d), "us-east-1")), None),
     "the task's error": lambda d: str(outcome_error(_view(d), record.build(JobFacts.of(_view(d), "us-east-1")))),
