@@ -35,7 +35,8 @@ BUCKET, PREFIX = "team-bucket", "sm-prefs/ledger"
 
 PAGE = r"""
 import json, resource, sys, time
-from airflow_sm_prefs.evidence import ledger, report
+from airflow_sm_prefs.analysis import report
+from airflow_sm_prefs.evidence import ledger
 from airflow_sm_prefs.surface import capacity_views
 
 

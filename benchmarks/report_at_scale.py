@@ -39,7 +39,8 @@ def rss_mb():
 
 root = Path(sys.argv[1]); what = sys.argv[2]
 from airflow_sm_prefs.surface import capacity_page
-from airflow_sm_prefs.evidence import ledger, ledger_entry, report
+from airflow_sm_prefs.analysis import report
+from airflow_sm_prefs.evidence import ledger, ledger_entry
 if what != "report" and what not in ("advise", "weather"):
     from fastapi.testclient import TestClient
     from tests.helpers import capacity_app_for
@@ -50,13 +51,13 @@ started = time.perf_counter()
 if what == "report":
     count = sum(r["runs"] for r in report.summarize(ledger.read(root, fields=ledger_entry.REPORT_FIELDS).entries))
 elif what == "advise":
-    from airflow_sm_prefs.evidence import advisor
-    from airflow_sm_prefs.evidence.counterfactual import Timeline
+    from airflow_sm_prefs.analysis import advisor
+    from airflow_sm_prefs.analysis.counterfactual import Timeline
     entries = ledger.read(root, fields=ledger_entry.REPORT_FIELDS).entries
     history = [e for e in entries if (e["dag_id"], e["task_id"]) == ("pipeline_000", "fine_tune")]
     count = len(entries) if advisor.advise(history, Timeline(entries))["candidates"] else 0
 elif what == "weather":
-    from airflow_sm_prefs.evidence import weather
+    from airflow_sm_prefs.analysis import weather
     entries = ledger.read(root, fields=ledger_entry.REPORT_FIELDS).entries
     count = len(entries) if weather.weather(entries) else 0
 else:

@@ -1,5 +1,5 @@
-"""The evidence: what is known of a job once it ended (``JobFacts``) and its projections (the XCom record, the
-ledger, metrics), and what the ledger tells (the report, the counterfactual, the advisor, capacity
-weather).
+"""The capacity ledger's storage: one entry per ended job (``ledger_entry``), written, read, cached, folded and
+rebuilt (``ledger``, ``ledger_cache``, ``ledger_compaction``, ``ledger_backfill``), the plan snapshots the pages
+read, and the metrics an entry emits. The facts it is built from are in ``facts``; what it tells, in ``analysis``.
 
 Imports nothing itself, so a module of it loads only what it needs (DAG files parse often)."""

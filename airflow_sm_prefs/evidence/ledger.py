@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_sm_prefs.errors.base import SageMakerPreferencesError
-from airflow_sm_prefs.evidence import failure_cause
 from airflow_sm_prefs.evidence.ledger_entry import LedgerEntry, why_unusable
+from airflow_sm_prefs.facts import failure_cause
 from airflow_sm_prefs.storage import object_storage, paths, untrusted_files
 
 log = logging.getLogger(__name__)

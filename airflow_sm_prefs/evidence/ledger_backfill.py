@@ -14,7 +14,7 @@ from typing import Any
 import pendulum
 
 from airflow_sm_prefs.evidence import ledger, ledger_entry
-from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.facts.job_facts import JobFacts
 from airflow_sm_prefs.request.jobs import KINDS
 from airflow_sm_prefs.sagemaker import job_status, tagging
 from airflow_sm_prefs.sagemaker.job_view import JobView

@@ -1,6 +1,6 @@
 """The CLI's memory of a ledger on object storage between runs: each object's decoded entries under its key and
-ETag, in a cache folder on this host, so a second ``report`` fetches only what changed since the first; and the
-report's rows for the same question over the same listing, so it is not computed again either.
+ETag, in a cache folder on this host, so a second ``report`` fetches only what changed since the first (the
+report's rows for the same question over the same listing are kept the same way: ``analysis.kept_reports``).
 
 Never trusted over the store: an object is taken from the cache only when the store's listing gives the same
 ETag (a whole-object PUT changes it with the content), so the cache can only save fetches, never change a
@@ -18,7 +18,7 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ def load(root: Any, keep: tuple[str, ...]) -> ledger.ReadingMemo:
     if not where.exists() and not where.is_symlink():
         return memo
     try:
-        saved = _verified(where)
+        saved = verified(where)
         if saved.get("format") != FORMAT or saved.get("root") != str(root) or saved.get("keep") != list(keep):
             raise ValueError("written for another ledger, set of fields or version")
         lists = saved["lists"]
@@ -84,69 +84,39 @@ def save(memo: ledger.ReadingMemo, root: Any, keep: tuple[str, ...]) -> None:
     where = cache_file(root, keep)
     body = json.dumps({"format": FORMAT, "root": str(root), "keep": list(keep), "lists": listed, "objects": objects})
     try:
-        object_storage.replace_whole(where, _signed(body), prefix=".ledger-cache-")
+        object_storage.replace_whole(where, signed(body), prefix=".ledger-cache-")
     except OSError as error:
         log.warning("Could not keep the ledger's reading in %s for the next run: %s", where, error)
 
 
-KEPT_REPORTS = 16  # distinct questions (filters, windows) kept; the oldest go first
-
-
-def remembered_rows(
-    reading: ledger.Reading, question: tuple[Any, ...], compute: Callable[[], list[dict[str, Any]]]
-) -> list[dict[str, Any]]:
-    """``compute()``, or what it gave for the same ``question`` over a reading whose folders listed the same keys
-    and ETags, computed by the same code. A reading without a signature (a local folder) is always computed."""
-    if reading.signature is None:
-        return compute()
-    question_text = json.dumps([repr(reading.signature), repr(question), _code_digest()])
-    where = Path(paths.default_file("cache")) / f"report-{hashlib.sha256(question_text.encode()).hexdigest()[:24]}.json"
-    if where.exists() or where.is_symlink():
-        try:
-            kept = _verified(where)
-            held = kept.get("rows")
-            readable = isinstance(held, list) and all(isinstance(row, dict) for row in held)
-            if kept.get("question") == question_text and readable:
-                return list(held)  # type: ignore[arg-type]
-        except (OSError, ValueError, AttributeError) as error:
-            log.info("Ignoring the kept report %s (%s); it will be written again", where, error)
-    rows = compute()
-    try:
-        body = json.dumps({"question": question_text, "rows": rows})
-        object_storage.replace_whole(where, _signed(body), prefix=".report-rows-")
-        older = sorted(where.parent.glob("report-*.json"), key=lambda path: path.stat().st_mtime_ns)
-        for stale in older[:-KEPT_REPORTS]:
-            stale.unlink(missing_ok=True)
-    except OSError as error:
-        log.warning("Could not keep the report's rows in %s for the next run: %s", where, error)
-    return rows
-
-
 @functools.cache
 def _code_digest() -> str:
-    """The report's code as installed: rows computed by another version are never served."""
-    from airflow_sm_prefs.evidence import counterfactual, report, survival
-    from airflow_sm_prefs.platform import formatting
+    """The ledger reader's code as installed: a reading kept by another version is never used."""
+    return code_digest(ledger, ledger_entry, sys.modules[__name__])
 
+
+def code_digest(*modules: Any) -> str:
+    """A digest of the installed source of ``modules``: what a cache written by that code is signed with."""
     digest = hashlib.sha256()
-    for module in (report, counterfactual, survival, ledger, formatting):
+    for module in modules:
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()
 
 
-def _signed(body: str) -> str:
-    """``body`` after a line holding the digest of it and of this code: ``_verified`` reads nothing else."""
-    return f"{_digest(body.encode())}\n{body}"
+def signed(body: str, code: str | None = None) -> str:
+    """``body`` after a line holding the digest of it and of the code (``code``: this reader's) that wrote it:
+    ``verified`` reads nothing else."""
+    return f"{_digest(body.encode(), code)}\n{body}"
 
 
-def _verified(where: Path) -> dict[str, Any]:
-    """The JSON object ``_signed`` wrote at ``where``; ``ValueError`` for anything else (a FIFO, a device, a file
-    too large, another version's or a hand-edited one)."""
+def verified(where: Path, code: str | None = None) -> dict[str, Any]:
+    """The JSON object ``signed`` wrote at ``where`` with the same ``code``; ``ValueError`` for anything else (a
+    FIFO, a device, a file too large, another version's or a hand-edited one)."""
     from airflow_sm_prefs.storage import untrusted_files
 
     # Judged on the bytes as read: a cache of 100,000 entries is some 100 MB, decoded once, by the JSON parser.
     digest, _, body = untrusted_files.read_bytes(where, MAX_CACHE_BYTES).partition(b"\n")
-    if digest != _digest(body).encode():
+    if digest != _digest(body, code).encode():
         raise ValueError("its digest does not match its body and this code")
     document = json.loads(body)
     if not isinstance(document, dict):
@@ -154,8 +124,8 @@ def _verified(where: Path) -> dict[str, Any]:
     return document
 
 
-def _digest(body: bytes) -> str:
-    hashed = hashlib.sha256(f"{_code_digest()}\n".encode())
+def _digest(body: bytes, code: str | None) -> str:
+    hashed = hashlib.sha256(f"{_code_digest() if code is None else code}\n".encode())
     hashed.update(body)
     return hashed.hexdigest()
 

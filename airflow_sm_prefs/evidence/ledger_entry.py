@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal, NamedTuple, NotRequired, TypedDict, 
 
 import pendulum
 
-from airflow_sm_prefs.evidence import failure_cause, utilization
-from airflow_sm_prefs.evidence.job_facts import OUTCOMES, JobFacts, JobOutcome
+from airflow_sm_prefs.facts import failure_cause, utilization
+from airflow_sm_prefs.facts.job_facts import OUTCOMES, JobFacts, JobOutcome
 from airflow_sm_prefs.request.preferences import MAX_PREFERENCES
 
 FORMAT = 1

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
 
-from airflow_sm_prefs.evidence.record import DroppedPreference, PreflightDecided, TrainingPlanChoice
+from airflow_sm_prefs.facts.record import DroppedPreference, PreflightDecided, TrainingPlanChoice
 from airflow_sm_prefs.preflight import guardrails
 from airflow_sm_prefs.request.jobs import JobKind
 

@@ -181,7 +181,8 @@ def applied(
 
 def ledger_history(dag_id: str, task_id: str, kind: JobKind) -> RunTimeHistory:
     """Median run time per configuration of this task's completed jobs, from the capacity ledger."""
-    from airflow_sm_prefs.evidence import ledger, ledger_entry, report
+    from airflow_sm_prefs.analysis import report
+    from airflow_sm_prefs.evidence import ledger, ledger_entry
 
     runs: dict[tuple[str, int], list[float]] = {}
     for entry in ledger.read(dag_id=dag_id, fields=ledger_entry.REPORT_FIELDS).entries:

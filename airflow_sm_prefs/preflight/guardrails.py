@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Literal, cast
 
-from airflow_sm_prefs.evidence.record import DroppedPreference
+from airflow_sm_prefs.facts.record import DroppedPreference
 from airflow_sm_prefs.preflight.entries import entries
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.request.preferences import RequestValidationError

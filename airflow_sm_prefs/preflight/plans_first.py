@@ -20,7 +20,7 @@ from typing import Any
 
 import pendulum
 
-from airflow_sm_prefs.evidence.record import TrainingPlanChoice
+from airflow_sm_prefs.facts.record import TrainingPlanChoice
 from airflow_sm_prefs.platform.formatting import format_seconds
 from airflow_sm_prefs.preflight.check import Arguments, Check, Listed, Run
 from airflow_sm_prefs.preflight.entries import Entry, entries

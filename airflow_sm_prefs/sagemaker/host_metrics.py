@@ -3,7 +3,7 @@
 SageMaker publishes, once a minute for each host of a training or processing job, ``GPUUtilization``,
 ``GPUMemoryUtilization``, ``CPUUtilization`` and ``MemoryUtilization`` in ``/aws/sagemaker/TrainingJobs`` or
 ``/aws/sagemaker/ProcessingJobs``, dimension ``Host`` = ``<job name>/algo-<n>`` (AWS's "SageMaker AI job
-metrics"). GPU figures are a percent x the instance's GPUs, CPU a percent x its vCPUs: ``evidence/utilization.py``
+metrics"). GPU figures are a percent x the instance's GPUs, CPU a percent x its vCPUs: ``facts/utilization.py``
 turns them into shares of one device. One ``GetMetricData`` call (more pages only for very large jobs), with
 this module's deadlines; the caller needs ``cloudwatch:GetMetricData`` (``deploy/iam-policy.json``).
 """

@@ -16,7 +16,8 @@ import pendulum
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from airflow_sm_prefs.evidence import ledger, ledger_entry, report
+from airflow_sm_prefs.analysis import report
+from airflow_sm_prefs.evidence import ledger, ledger_entry
 from airflow_sm_prefs.storage.object_storage import StorageUnavailable
 from airflow_sm_prefs.surface.capacity_models import ReportRow
 from airflow_sm_prefs.surface.capacity_views import Answer, Views, store_problem
@@ -112,7 +113,7 @@ def create_app() -> FastAPI:
 
     @app.get("/capacity/weather", response_class=HTMLResponse, dependencies=listing)
     def capacity_weather(user: Any = user_dependency, days: int | None = Query(None, ge=1, le=3650)) -> str:
-        from airflow_sm_prefs.evidence.weather import weather
+        from airflow_sm_prefs.analysis.weather import weather
 
         dags, since = frozenset(readable_dags(user)), _since(days)
 
@@ -170,8 +171,8 @@ def create_app() -> FastAPI:
     def task_instance(
         dag_id: str, run_id: str, task_id: str, map_index: str = "-1", user: Any = user_dependency
     ) -> str:
-        from airflow_sm_prefs.evidence.advisor import advise
-        from airflow_sm_prefs.evidence.counterfactual import Timeline
+        from airflow_sm_prefs.analysis.advisor import advise
+        from airflow_sm_prefs.analysis.counterfactual import Timeline
 
         index = _map_index(map_index)
         own = _unless_the_store_fails(lambda: ledger.read(dag_id=dag_id, memo=_VIEWS.memo))
@@ -319,7 +320,7 @@ def _map_index(text: str) -> int:
 
 
 def _weather_body(rows: list[dict[str, Any]]) -> str:
-    from airflow_sm_prefs.evidence.weather import DAYS
+    from airflow_sm_prefs.analysis.weather import DAYS
     from airflow_sm_prefs.surface import charts
 
     return render("weather.html", grids=[charts.weather_grid(row, DAYS) for row in rows])

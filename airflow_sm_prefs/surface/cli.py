@@ -183,11 +183,11 @@ def _read_through_the_cache(root: Any) -> Any:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from airflow_sm_prefs.evidence import ledger_cache, report
+    from airflow_sm_prefs.analysis import kept_reports, report
 
     reading = _read_ledger()
     question = (args.since, args.dag_id, args.task_id, args.max_cost_premium, args.drift_tolerance)
-    rows = ledger_cache.remembered_rows(
+    rows = kept_reports.remembered_rows(
         reading,
         question,
         lambda: report.summarize(
@@ -201,8 +201,8 @@ def _report(args: argparse.Namespace) -> int:
     )
     say(report.render(rows, args.format))
     if args.format == "table":
-        from airflow_sm_prefs.evidence import plan_usage
-        from airflow_sm_prefs.evidence.counterfactual import task_of
+        from airflow_sm_prefs.analysis import plan_usage
+        from airflow_sm_prefs.analysis.counterfactual import task_of
 
         filtered = (args.since, args.dag_id, args.task_id) != (None, None, None)
         scoped = {task_of(e) for e in reading.entries if report.in_scope(e, args.since, args.dag_id, args.task_id)}
@@ -230,8 +230,8 @@ def _plans_last_listed() -> tuple[dt.datetime, list[Any]] | None:
 
 
 def _advise(args: argparse.Namespace) -> int:
-    from airflow_sm_prefs.evidence import advisor
-    from airflow_sm_prefs.evidence.counterfactual import Timeline
+    from airflow_sm_prefs.analysis import advisor
+    from airflow_sm_prefs.analysis.counterfactual import Timeline
 
     reading = _read_ledger()
     history = [e for e in reading.entries if (e["dag_id"], e["task_id"]) == (args.dag_id, args.task_id)]
@@ -242,7 +242,7 @@ def _advise(args: argparse.Namespace) -> int:
 
 
 def _weather(args: argparse.Namespace) -> int:
-    from airflow_sm_prefs.evidence import weather
+    from airflow_sm_prefs.analysis import weather
 
     reading = _read_ledger()
     say(weather.render(weather.weather(reading.entries, region=args.region), args.format))

@@ -176,7 +176,7 @@ def _list(args: argparse.Namespace, say: Say) -> int:
 
 
 def _used(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) -> int:
-    from airflow_sm_prefs.evidence import plan_usage
+    from airflow_sm_prefs.analysis import plan_usage
 
     plans, listed_at = _account_plans(args)
     rows = plan_usage.usage(read_ledger().entries, plans, listed_at)
@@ -289,7 +289,7 @@ SEARCH_SPACING_SECONDS = 0.5  # between two searches of one run: SearchTrainingP
 
 
 def _advise(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) -> int:
-    from airflow_sm_prefs.evidence import plan_advice
+    from airflow_sm_prefs.analysis import plan_advice
 
     tasks = None
     if args.dag_id is not None:
@@ -337,7 +337,7 @@ class _Searches:
     def offerings(self, region: str | None, configuration: tuple[str, int], _: Any) -> list[training_plans.Offering]:
         import time
 
-        from airflow_sm_prefs.evidence.plan_advice import NoOfferings
+        from airflow_sm_prefs.analysis.plan_advice import NoOfferings
 
         reservable = training_plans.reservable_types()
         if reservable is not None and configuration[0] not in reservable:

@@ -25,7 +25,8 @@ def readable_groups(groups: Sequence[Mapping[str, Any]], dags: Collection[str]) 
 
 
 def body(entries: Sequence[Mapping[str, Any]], dags: Collection[str]) -> str:
-    from airflow_sm_prefs.evidence import plan_snapshots, plan_usage
+    from airflow_sm_prefs.analysis import plan_usage
+    from airflow_sm_prefs.evidence import plan_snapshots
 
     advice = plan_snapshots.load_advice()
     listed = plan_snapshots.load_plans()

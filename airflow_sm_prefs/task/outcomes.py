@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_sm_prefs.errors.base import SageMakerPreferencesError
-from airflow_sm_prefs.evidence.record import JobRecord
+from airflow_sm_prefs.facts.record import JobRecord
 from airflow_sm_prefs.platform.formatting import format_seconds
 from airflow_sm_prefs.sagemaker.job_view import JobView
 

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.triggers.base import BaseTrigger
 
-    from airflow_sm_prefs.evidence.record import JobRecord
+    from airflow_sm_prefs.facts.record import JobRecord
     from airflow_sm_prefs.preflight.certification import Certification
     from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
 

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
-from airflow_sm_prefs.evidence import ledger, ledger_entry, record
-from airflow_sm_prefs.evidence.job_facts import JobFacts
-from airflow_sm_prefs.evidence.utilization import Utilization
+from airflow_sm_prefs.evidence import ledger, ledger_entry
+from airflow_sm_prefs.facts import record
+from airflow_sm_prefs.facts.job_facts import JobFacts
+from airflow_sm_prefs.facts.utilization import Utilization
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker import job_status, status_lines
 from airflow_sm_prefs.sagemaker.job_view import JobView
@@ -76,7 +77,7 @@ class TaskOutcome:
         cannot be read: the job's outcome never depends on it."""
         if self.connection is None or view.started is None or view.ended is None or not view.selected_count:
             return None
-        from airflow_sm_prefs.evidence import utilization
+        from airflow_sm_prefs.facts import utilization
         from airflow_sm_prefs.reference import instance_catalogue
         from airflow_sm_prefs.sagemaker import host_metrics
 

@@ -228,7 +228,8 @@ def refresh_prices(stack: LocalStack) -> int:
 
 def capacity_report(stack: LocalStack) -> str:
     """What `airflow-sm-prefs report` prints for this stack's ledger."""
-    from airflow_sm_prefs.evidence import ledger, report
+    from airflow_sm_prefs.analysis import report
+    from airflow_sm_prefs.evidence import ledger
 
     return report.render(report.summarize(ledger.read(stack.ledger_root).entries), "table")
 

@@ -102,7 +102,8 @@ def demo(nights: tuple[LocalStack, list[tuple[str, str]]]) -> tuple[LocalStack, 
 
 
 def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
-    from airflow_sm_prefs.evidence import ledger, report
+    from airflow_sm_prefs.analysis import report
+    from airflow_sm_prefs.evidence import ledger
 
     stack, runs = nights
     assert [state for _, state in runs] == ["success", "success", "success", "success"]
@@ -138,8 +139,9 @@ def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
 
 
 def test_advice_and_weather_answer_on_the_demos_ledger(nights):
-    from airflow_sm_prefs.evidence import advisor, ledger, weather
-    from airflow_sm_prefs.evidence.counterfactual import Timeline
+    from airflow_sm_prefs.analysis import advisor, weather
+    from airflow_sm_prefs.analysis.counterfactual import Timeline
+    from airflow_sm_prefs.evidence import ledger
 
     stack, _ = nights
     entries = ledger.read(stack.ledger_root).entries
@@ -284,7 +286,8 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
     shows its own capacity view; the figures are the ledger's."""
     from playwright.sync_api import sync_playwright
 
-    from airflow_sm_prefs.evidence import ledger, report
+    from airflow_sm_prefs.analysis import report
+    from airflow_sm_prefs.evidence import ledger
 
     stack, run_id = demo
     (row,) = [r for r in report.summarize(ledger.read(stack.ledger_root).entries) if r["task_id"] == "fine_tune"]

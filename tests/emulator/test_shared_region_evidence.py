@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_sm_prefs.evidence import advisor, ledger_entry, report, weather
-from airflow_sm_prefs.evidence.counterfactual import Timeline
-from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.analysis import advisor, report, weather
+from airflow_sm_prefs.analysis.counterfactual import Timeline
+from airflow_sm_prefs.evidence import ledger_entry
+from airflow_sm_prefs.facts.job_facts import JobFacts
 from airflow_sm_prefs.request.jobs import TRAINING
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from sm_prefs_devkit.local_stack import control

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from airflow.providers.common.compat.sdk import AirflowException
 
-from airflow_sm_prefs.evidence import advisor, ledger, report
+from airflow_sm_prefs.analysis import advisor, report
+from airflow_sm_prefs.evidence import ledger
 from tests.helpers import FakeTI, training_request
 from tests.operators.test_operator import context, training_operator
 

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, report
+from airflow_sm_prefs.analysis import report
+from airflow_sm_prefs.evidence import ledger
 from airflow_sm_prefs.surface.operators import SageMakerPreferenceTrainingOperator
 from sm_prefs_devkit.emulator.scenario import parse_faults
 from tests.helpers import FakeTI, TaskLog, training_request

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from airflow_sm_prefs.evidence import advisor, weather
-from airflow_sm_prefs.evidence.counterfactual import Timeline
+from airflow_sm_prefs.analysis import advisor, weather
+from airflow_sm_prefs.analysis.counterfactual import Timeline
 from airflow_sm_prefs.surface import cli
 from tests.unit.test_counterfactual import P4D, P5, _fine_tune, _hours_3_to_5, _job, _p5_only
 

@@ -118,7 +118,7 @@ def test_the_report_route_is_filtered_too(ledger_with_two_dags, signed_in):
 def test_the_report_route_answers_its_declared_shape_and_drops_nothing_the_report_computed(
     ledger_with_two_dags, signed_in
 ):
-    from airflow_sm_prefs.evidence import report
+    from airflow_sm_prefs.analysis import report
     from airflow_sm_prefs.surface.capacity_models import ConfigurationRow, FirstChoiceWait, ReportRow
 
     (row,) = signed_in.get("/capacity/report").json()

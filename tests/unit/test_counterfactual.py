@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from airflow_sm_prefs.evidence import counterfactual, report
-from airflow_sm_prefs.evidence.survival import kaplan_meier
+from airflow_sm_prefs.analysis import counterfactual, report
+from airflow_sm_prefs.analysis.survival import kaplan_meier
 
 # -- Kaplan-Meier: the 6-MP arm of Freireich et al. (1963), as tabulated in Kleinbaum & Klein, "Survival
 # Analysis", chapter 2: weeks in remission, "+" censored.

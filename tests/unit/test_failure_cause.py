@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_sm_prefs.evidence import failure_cause
+from airflow_sm_prefs.facts import failure_cause
 
 CASES = [
     # configuration: the caller's own mistake, whatever the text names

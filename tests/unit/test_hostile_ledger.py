@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, report
+from airflow_sm_prefs.analysis import report
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry
 from airflow_sm_prefs.surface import capacity_page, cli
 from tests.helpers import plant_file
 from tests.unit.test_report import NOW, _recorded, entry
@@ -124,7 +125,7 @@ HOSTILE_VALUES = {
 
 
 def test_the_schema_the_reader_judges_is_the_entry_the_writer_writes():
-    from airflow_sm_prefs.evidence.job_facts import JobFacts
+    from airflow_sm_prefs.facts.job_facts import JobFacts
     from airflow_sm_prefs.request.jobs import TRAINING
     from airflow_sm_prefs.sagemaker.job_view import JobView
     from tests.unit.test_record import training_description

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from airflow_sm_prefs.evidence import record
-from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.facts import record
+from airflow_sm_prefs.facts.job_facts import JobFacts
 from airflow_sm_prefs.preflight import certification
 from airflow_sm_prefs.preflight.certification import RegistryError
 from airflow_sm_prefs.reference import instance_catalogue, prices

@@ -6,8 +6,9 @@ import datetime as dt
 
 import pendulum
 
-from airflow_sm_prefs.evidence import ledger_entry, record
-from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.evidence import ledger_entry
+from airflow_sm_prefs.facts import record
+from airflow_sm_prefs.facts.job_facts import JobFacts
 from airflow_sm_prefs.reference.prices import HourlyPrice, PriceSource, PriceTable
 from airflow_sm_prefs.request.jobs import TRAINING
 from airflow_sm_prefs.sagemaker.job_view import JobView

@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from airflow_sm_prefs.evidence import plan_advice
+from airflow_sm_prefs.analysis import plan_advice
 from airflow_sm_prefs.sagemaker.training_plans import Offering
 
 P5, P4D = "ml.p5.48xlarge", "ml.p4d.24xlarge"

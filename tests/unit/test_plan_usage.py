@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from airflow_sm_prefs.evidence import plan_usage
+from airflow_sm_prefs.analysis import plan_usage
 from airflow_sm_prefs.sagemaker.training_plans import PlanState
 from tests.unit.test_plan_advice import P5, START, _night
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger_entry, record
-from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.evidence import ledger_entry
+from airflow_sm_prefs.facts import record
+from airflow_sm_prefs.facts.job_facts import JobFacts
 from airflow_sm_prefs.reference import prices
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.sagemaker.job_view import JobView

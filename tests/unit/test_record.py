@@ -6,8 +6,8 @@ import json
 import pendulum
 import pytest
 
-from airflow_sm_prefs.evidence import record
-from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.facts import record
+from airflow_sm_prefs.facts.job_facts import JobFacts
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.sagemaker.job_view import JobView, jsonable
 from airflow_sm_prefs.wait import announcement

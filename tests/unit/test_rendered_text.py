@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from airflow_sm_prefs.evidence import advisor, plan_advice, weather
+from airflow_sm_prefs.analysis import advisor, plan_advice, weather
 
 ADVICE = {
     "candidates": [

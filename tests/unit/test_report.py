@@ -10,7 +10,9 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_sm_prefs.evidence import job_facts, ledger, ledger_compaction, ledger_entry, report
+from airflow_sm_prefs.analysis import report
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry
+from airflow_sm_prefs.facts import job_facts
 
 PREFERENCES = [
     {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
@@ -360,7 +362,7 @@ def test_a_configuration_whose_runs_drift_from_its_benchmark_is_flagged():
 
 @pytest.mark.parametrize("output", ["table", "json", "csv"])
 def test_rows_kept_as_json_between_runs_render_as_the_rows_computed(output):
-    """The CLI keeps a report's rows as JSON (``ledger_cache.remembered_rows``): they must print the same."""
+    """The CLI keeps a report's rows as JSON (``kept_reports.remembered_rows``): they must print the same."""
     entries = [entry("a", 0, pending=7200), entry("b", 1, pending=300, estimated_cost_usd=3.5), entry("c", None)]
     rows = report.summarize(entries)
     assert report.render(json.loads(json.dumps(rows)), output) == report.render(rows, output)

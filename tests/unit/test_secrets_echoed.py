@@ -12,8 +12,9 @@ import secrets
 import pytest
 from airflow.sdk.log import mask_secret
 
-from airflow_sm_prefs.evidence import ledger_entry, record
-from airflow_sm_prefs.evidence.job_facts import JobFacts
+from airflow_sm_prefs.evidence import ledger_entry
+from airflow_sm_prefs.facts import record
+from airflow_sm_prefs.facts.job_facts import JobFacts
 from airflow_sm_prefs.request.jobs import TRAINING
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.surface.certification_dag import verdict

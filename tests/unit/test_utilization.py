@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_sm_prefs.evidence import utilization
+from airflow_sm_prefs.facts import utilization
 from airflow_sm_prefs.reference.instance_catalogue import Hardware
 
 

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import pendulum
 
-from airflow_sm_prefs.evidence import failure_cause
-from airflow_sm_prefs.evidence.utilization import Utilization
+from airflow_sm_prefs.facts import failure_cause
+from airflow_sm_prefs.facts.utilization import Utilization
 from airflow_sm_prefs.reference.prices import CostBasis, PriceTable
 from airflow_sm_prefs.sagemaker import job_status
 from airflow_sm_prefs.sagemaker.job_view import JobView, iso, jsonable

@@ -15,8 +15,8 @@ import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from airflow_sm_prefs.evidence import counterfactual
-from airflow_sm_prefs.evidence.report import percentile
+from airflow_sm_prefs.analysis import counterfactual
+from airflow_sm_prefs.analysis.report import percentile
 from airflow_sm_prefs.platform.formatting import format_seconds
 from airflow_sm_prefs.sagemaker.training_plans import PlanState
 

@@ -13,8 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow_sm_prefs.evidence.counterfactual import Spell, Timeline
-from airflow_sm_prefs.evidence.survival import kaplan_meier
+from airflow_sm_prefs.analysis.counterfactual import Spell, Timeline
+from airflow_sm_prefs.analysis.survival import kaplan_meier
 
 SOON_SECONDS = 900.0
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")

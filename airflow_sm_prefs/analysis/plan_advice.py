@@ -34,11 +34,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_sm_prefs.analysis import counterfactual
+from airflow_sm_prefs.analysis.counterfactual import Configuration, Timeline
+from airflow_sm_prefs.analysis.report import percentile
+from airflow_sm_prefs.analysis.survival import kaplan_meier
 from airflow_sm_prefs.errors.base import SageMakerPreferencesError
-from airflow_sm_prefs.evidence import counterfactual
-from airflow_sm_prefs.evidence.counterfactual import Configuration, Timeline
-from airflow_sm_prefs.evidence.report import percentile
-from airflow_sm_prefs.evidence.survival import kaplan_meier
 from airflow_sm_prefs.sagemaker.training_plans import Offering
 
 SOLD_OUT_WAIT = 900.0  # a first choice that took longer than this to get counts as sold out that night

@@ -24,10 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.evidence import counterfactual, failure_cause
-from airflow_sm_prefs.evidence.counterfactual import Configuration, Timeline
-from airflow_sm_prefs.evidence.report import percentile
-from airflow_sm_prefs.evidence.survival import kaplan_meier
+from airflow_sm_prefs.analysis import counterfactual
+from airflow_sm_prefs.analysis.counterfactual import Configuration, Timeline
+from airflow_sm_prefs.analysis.report import percentile
+from airflow_sm_prefs.analysis.survival import kaplan_meier
+from airflow_sm_prefs.facts import failure_cause
 
 MIN_NIGHTS = 3
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple
 
-from airflow_sm_prefs.evidence.survival import Curve, kaplan_meier
+from airflow_sm_prefs.analysis.survival import Curve, kaplan_meier
 
 SAME_TIME_SECONDS = 900.0  # another job's wait that began this soon after a fallback counts as the same time
 

@@ -40,9 +40,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.evidence import counterfactual, failure_cause
-from airflow_sm_prefs.evidence.failure_cause import FailureCause
+from airflow_sm_prefs.analysis import counterfactual
 from airflow_sm_prefs.evidence.ledger_entry import LedgerEntry
+from airflow_sm_prefs.facts import failure_cause
+from airflow_sm_prefs.facts.failure_cause import FailureCause
 
 MIN_JOBS = 3
 MAX_COST_PREMIUM = 0.25
@@ -282,7 +283,7 @@ def _evidence_text(wait: counterfactual.FirstChoiceWait) -> str:
 def _utilization(group: list[LedgerEntry]) -> dict[str, Any]:
     """Per metric, the median of the jobs' means and of their p90s (each job's own over its hosts and minutes),
     and how many jobs had their utilization read."""
-    from airflow_sm_prefs.evidence import utilization
+    from airflow_sm_prefs.facts import utilization
 
     read = [u for e in group if (u := utilization.from_json(e.get("utilization"))) is not None and u.known]
     medians: dict[str, dict[str, float | None] | None] = {}

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from airflow_sm_prefs.sagemaker.job_view import iso
 
 if TYPE_CHECKING:
-    from airflow_sm_prefs.evidence.job_facts import JobFacts
+    from airflow_sm_prefs.facts.job_facts import JobFacts
 
 
 class TrainingPlanChoice(TypedDict):
