@@ -40,7 +40,7 @@ def rss_mb():
 root = Path(sys.argv[1]); what = sys.argv[2]
 from airflow_sm_prefs.surface import capacity_page
 from airflow_sm_prefs.analysis import report
-from airflow_sm_prefs.evidence import ledger, ledger_entry
+from airflow_sm_prefs.evidence import ledger, ledger_entry, ledger_reading
 if what != "report" and what not in ("advise", "weather"):
     from fastapi.testclient import TestClient
     from tests.helpers import capacity_app_for
@@ -49,16 +49,17 @@ if what != "report" and what not in ("advise", "weather"):
 before = rss_mb()  # the process with everything imported, as an API server is
 started = time.perf_counter()
 if what == "report":
-    count = sum(r["runs"] for r in report.summarize(ledger.read(root, fields=ledger_entry.REPORT_FIELDS).entries))
+    reading = ledger_reading.read(root, fields=ledger_entry.REPORT_FIELDS)
+    count = sum(r["runs"] for r in report.summarize(reading.entries))
 elif what == "advise":
     from airflow_sm_prefs.analysis import advisor
     from airflow_sm_prefs.analysis.counterfactual import Timeline
-    entries = ledger.read(root, fields=ledger_entry.REPORT_FIELDS).entries
+    entries = ledger_reading.read(root, fields=ledger_entry.REPORT_FIELDS).entries
     history = [e for e in entries if (e["dag_id"], e["task_id"]) == ("pipeline_000", "fine_tune")]
     count = len(entries) if advisor.advise(history, Timeline(entries))["candidates"] else 0
 elif what == "weather":
     from airflow_sm_prefs.analysis import weather
-    entries = ledger.read(root, fields=ledger_entry.REPORT_FIELDS).entries
+    entries = ledger_reading.read(root, fields=ledger_entry.REPORT_FIELDS).entries
     count = len(entries) if weather.weather(entries) else 0
 else:
     route = "/capacity/report" if what.startswith("route") else "/capacity"

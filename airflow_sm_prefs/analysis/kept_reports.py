@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.evidence import ledger, ledger_cache
+from airflow_sm_prefs.evidence import ledger, ledger_cache, ledger_reading
 from airflow_sm_prefs.storage import object_storage, paths
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ KEPT_REPORTS = 16  # distinct questions (filters, windows) kept; the oldest go f
 
 
 def remembered_rows(
-    reading: ledger.Reading, question: tuple[Any, ...], compute: Callable[[], list[dict[str, Any]]]
+    reading: ledger_reading.Reading, question: tuple[Any, ...], compute: Callable[[], list[dict[str, Any]]]
 ) -> list[dict[str, Any]]:
     """``compute()``, or what it gave for the same ``question`` over a reading whose folders listed the same keys
     and ETags, computed by the same code. A reading without a signature (a local folder) is always computed."""

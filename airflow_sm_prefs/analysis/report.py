@@ -1,6 +1,6 @@
 """The capacity report: for each pipeline task, whether letting SageMaker pick a configuration paid off.
 
-Built from the capacity ledger (``ledger.py``). A fallback pays off when it finished sooner than waiting for
+Built from the capacity ledger (``ledger_reading``). A fallback pays off when it finished sooner than waiting for
 the first choice would have, which is never observed: ``counterfactual.py`` estimates the first choice's wait
 at the times the fallbacks happened, from every job in the ledger that listed it then. The verdict rules, in
 order (the same in ``docs/report.md``):

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.evidence import ledger, ledger_entry
+from airflow_sm_prefs.evidence import ledger, ledger_entry, ledger_reading
 from airflow_sm_prefs.storage import object_storage, untrusted_files
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def compact(
         return _compact_walked(root, cutoff) if object_storage.on_local_disk(root) else _compact_listed(root, cutoff)
 
 
-def compact_if_due(root: Any, reading: ledger.Reading) -> Compaction | None:
+def compact_if_due(root: Any, reading: ledger_reading.Reading) -> Compaction | None:
     """Fold the ledger when ``reading`` found more job objects older than ``ledger.FOLDABLE_AFTER`` than
     ``[sm_prefs] ledger_compact_after`` (0: never); None when not due. For readers of object storage: the folding
     costs one reader once, and every later reading lists and fetches a few objects per month instead."""
@@ -142,7 +142,7 @@ def _foldable(body: bytes | None, key: str, cutoff: dt.datetime) -> dict[str, An
         return None
     recorded: Any = raw.get("recorded_at") if isinstance(raw, dict) else None
     folder, _, name = key.partition("/")
-    if ledger_entry.why_unusable(raw) is not None or ledger.why_misplaced(raw, folder, name) is not None:
+    if ledger_entry.why_unusable(raw) is not None or ledger_reading.why_misplaced(raw, folder, name) is not None:
         return None
     if not ledger_entry.is_time(recorded) or dt.datetime.fromisoformat(recorded) > cutoff:
         return None

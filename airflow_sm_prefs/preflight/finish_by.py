@@ -182,10 +182,10 @@ def applied(
 def ledger_history(dag_id: str, task_id: str, kind: JobKind) -> RunTimeHistory:
     """Median run time per configuration of this task's completed jobs, from the capacity ledger."""
     from airflow_sm_prefs.analysis import report
-    from airflow_sm_prefs.evidence import ledger, ledger_entry
+    from airflow_sm_prefs.evidence import ledger_entry, ledger_reading
 
     runs: dict[tuple[str, int], list[float]] = {}
-    for entry in ledger.read(dag_id=dag_id, fields=ledger_entry.REPORT_FIELDS).entries:
+    for entry in ledger_reading.read(dag_id=dag_id, fields=ledger_entry.REPORT_FIELDS).entries:
         if entry["task_id"] != task_id or entry["job_kind"] != kind.name or entry["outcome"] != "completed":
             continue
         if entry["run_seconds"] is None or entry["selected_instance_type"] is None:

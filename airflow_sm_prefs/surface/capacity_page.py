@@ -17,7 +17,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from airflow_sm_prefs.analysis import report
-from airflow_sm_prefs.evidence import ledger, ledger_entry
+from airflow_sm_prefs.evidence import ledger_entry, ledger_reading
 from airflow_sm_prefs.storage.object_storage import StorageUnavailable
 from airflow_sm_prefs.surface.capacity_models import ReportRow
 from airflow_sm_prefs.surface.capacity_views import Answer, Views, store_problem
@@ -63,13 +63,13 @@ def readable_dags(user: Any) -> set[str]:
 _VIEWS = Views()
 
 
-def _reading_for(user: Any) -> tuple[ledger.Reading, frozenset[str]]:
+def _reading_for(user: Any) -> tuple[ledger_reading.Reading, frozenset[str]]:
     """The ledger entries of the DAGs this user may read (with the count of those that could not be read)."""
     dags = readable_dags(user)
     return _unless_the_store_fails(lambda: _VIEWS.reading(dags)), frozenset(dags)
 
 
-def _unless_the_store_fails(read: Callable[[], ledger.Reading]) -> ledger.Reading:
+def _unless_the_store_fails(read: Callable[[], ledger_reading.Reading]) -> ledger_reading.Reading:
     """``read()``; a store that fails to answer is a 503 saying so in one line, not a server error."""
     try:
         return read()
@@ -175,7 +175,7 @@ def create_app() -> FastAPI:
         from airflow_sm_prefs.analysis.counterfactual import Timeline
 
         index = _map_index(map_index)
-        own = _unless_the_store_fails(lambda: ledger.read(dag_id=dag_id, memo=_VIEWS.memo))
+        own = _unless_the_store_fails(lambda: ledger_reading.read(dag_id=dag_id, memo=_VIEWS.memo))
         history = [e for e in own.entries if e["task_id"] == task_id]
         run = _run_id(run_id)
         this = next((e for e in history if e["run_id"] == run and e["map_index"] == index), None)

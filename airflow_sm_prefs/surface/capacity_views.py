@@ -3,7 +3,7 @@
 Reading 100,000 jobs and computing the report over them takes seconds; a page is asked for far more often than a
 job ends. Three things keep it quick:
 
-- each DAG folder's reading is kept while its files are unchanged (``ledger.ReadingMemo``);
+- each DAG folder's reading is kept while its files are unchanged (``ledger_reading.ReadingMemo``);
 - each view (a page's HTML, a report's rows) is kept while no folder it rests on changed;
 - a page is computed in the background, and a request waits for it only a bounded time (``PAGE_BUDGET_SECONDS``):
   past it, the page last computed for the same user, window and view is served, saying when it was computed and
@@ -25,7 +25,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from airflow_sm_prefs.evidence import ledger, ledger_entry
+from airflow_sm_prefs.evidence import ledger, ledger_entry, ledger_reading
 
 T = TypeVar("T")
 # How long a page request waits for a fresh page before it is answered with the last one (or a "computing" page).
@@ -52,7 +52,7 @@ class Views:
     MAX_VIEWS = 64  # distinct (user's DAGs, window, view) kept; each a report's rows or a page's HTML
 
     def __init__(self) -> None:
-        self.memo = ledger.ReadingMemo()
+        self.memo = ledger_reading.ReadingMemo()
         self._views: OrderedDict[Any, Any] = OrderedDict()
         self._latest: dict[Hashable, tuple[float, Any]] = {}
         self._running: dict[Hashable, Future[Any]] = {}
@@ -64,13 +64,13 @@ class Views:
         self._compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sm-prefs-compaction")
         self._compacting: Future[Any] | None = None
 
-    def reading(self, dags: set[str] | frozenset[str]) -> ledger.Reading:
-        reading = ledger.read(dags=dags, fields=ledger_entry.REPORT_FIELDS, memo=self.memo)
+    def reading(self, dags: set[str] | frozenset[str]) -> ledger_reading.Reading:
+        reading = ledger_reading.read(dags=dags, fields=ledger_entry.REPORT_FIELDS, memo=self.memo)
         if reading.old_job_objects:
             self._compact_when_due(reading)
         return reading
 
-    def _compact_when_due(self, reading: ledger.Reading) -> None:
+    def _compact_when_due(self, reading: ledger_reading.Reading) -> None:
         from airflow_sm_prefs.evidence import ledger_compaction
 
         with self._lock:
@@ -79,7 +79,7 @@ class Views:
             root = ledger.location()
             self._compacting = self._compactor.submit(ledger_compaction.compact_if_due, root, reading)
 
-    def view(self, reading: ledger.Reading, key: Hashable, compute: Callable[[], T]) -> T:
+    def view(self, reading: ledger_reading.Reading, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, or what it returned for the same ``key`` over the same ledger files."""
         if reading.signature is None or any(part is None for _, part in reading.signature):
             return compute()  # a folder whose state is unknown (object storage): never trusted

@@ -160,12 +160,12 @@ def _read_ledger() -> Any:
 
 def _read_through_the_cache(root: Any) -> Any:
     """The ledger read; on object storage, only the objects changed since this host's last run are fetched."""
-    from airflow_sm_prefs.evidence import ledger, ledger_cache, ledger_compaction, ledger_entry
+    from airflow_sm_prefs.evidence import ledger_cache, ledger_compaction, ledger_entry, ledger_reading
 
     if object_storage.on_local_disk(root):  # a local folder is read faster than a cache of it
-        return ledger.read(root, fields=ledger_entry.REPORT_FIELDS)
+        return ledger_reading.read(root, fields=ledger_entry.REPORT_FIELDS)
     memo = ledger_cache.load(root, ledger_entry.REPORT_FIELDS)
-    reading = ledger.read(root, fields=ledger_entry.REPORT_FIELDS, memo=memo)
+    reading = ledger_reading.read(root, fields=ledger_entry.REPORT_FIELDS, memo=memo)
     ledger_cache.save(memo, root, ledger_entry.REPORT_FIELDS)
     try:
         compacted = ledger_compaction.compact_if_due(root, reading)

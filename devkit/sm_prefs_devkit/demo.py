@@ -169,11 +169,11 @@ def _clock_to(stack: LocalStack, seconds_after_start: float) -> None:
 
 def other_team_line(stack: LocalStack, night: int) -> str:
     """What the other team's job on ml.p5.48xlarge saw that night, from the ledger."""
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_reading
     from airflow_sm_prefs.platform.formatting import format_seconds
 
     theirs = sorted(
-        (e for e in ledger.read(stack.ledger_root, dag_id=OTHER_TEAM_DAG).entries if e["created_at"]),
+        (e for e in ledger_reading.read(stack.ledger_root, dag_id=OTHER_TEAM_DAG).entries if e["created_at"]),
         key=lambda e: e["created_at"] or "",
     )
     if night > len(theirs):
@@ -229,9 +229,9 @@ def refresh_prices(stack: LocalStack) -> int:
 def capacity_report(stack: LocalStack) -> str:
     """What `airflow-sm-prefs report` prints for this stack's ledger."""
     from airflow_sm_prefs.analysis import report
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_reading
 
-    return report.render(report.summarize(ledger.read(stack.ledger_root).entries), "table")
+    return report.render(report.summarize(ledger_reading.read(stack.ledger_root).entries), "table")
 
 
 def plans_command(stack: LocalStack, *arguments: str) -> str:

@@ -103,7 +103,7 @@ def demo(nights: tuple[LocalStack, list[tuple[str, str]]]) -> tuple[LocalStack, 
 
 def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
     from airflow_sm_prefs.analysis import report
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_reading
 
     stack, runs = nights
     assert [state for _, state in runs] == ["success", "success", "success", "success"]
@@ -117,7 +117,7 @@ def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
     evaluations = [night_record(stack, run_id, "evaluate") for run_id, _ in runs]
     sizes = [(e["selected_instance_type"], e["selected_instance_count"]) for e in evaluations]
     assert sizes == [("ml.g5.12xlarge", 2), ("ml.g5.12xlarge", 4), ("ml.g5.12xlarge", 4), ("ml.g5.12xlarge", 2)]
-    rows = {r["task_id"]: r for r in report.summarize(ledger.read(stack.ledger_root).entries)}
+    rows = {r["task_id"]: r for r in report.summarize(ledger_reading.read(stack.ledger_root).entries)}
     fine_tune = rows["fine_tune"]
     # Nights 2 and 3 fell back while team_b_pretraining's job waited its whole hour for ml.p5.48xlarge: waiting
     # would have taken longer than the fallback's break-even, so it saved time; but 2 x p4d cost more than half
@@ -141,10 +141,10 @@ def test_four_nights_of_weather_and_the_verdict_they_earn(nights):
 def test_advice_and_weather_answer_on_the_demos_ledger(nights):
     from airflow_sm_prefs.analysis import advisor, weather
     from airflow_sm_prefs.analysis.counterfactual import Timeline
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_reading
 
     stack, _ = nights
-    entries = ledger.read(stack.ledger_root).entries
+    entries = ledger_reading.read(stack.ledger_root).entries
     history = [e for e in entries if e["task_id"] == "fine_tune"]
     advice = {row["candidate"]: row for row in advisor.advise(history, Timeline(entries))["candidates"]}
     assert advice["the current list"]["nights_with_a_result"] == 4
@@ -198,11 +198,11 @@ def test_pipeline_falls_back_and_records_the_choice(demo):
 
 
 def test_both_jobs_are_in_the_capacity_ledger_and_its_report(demo):
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_reading
     from sm_prefs_devkit.demo import capacity_report
 
     stack, run_id = demo
-    entries = {e["task_id"]: e for e in ledger.read(stack.ledger_root).entries if e["run_id"] == run_id}
+    entries = {e["task_id"]: e for e in ledger_reading.read(stack.ledger_root).entries if e["run_id"] == run_id}
     assert set(entries) == {"prepare_data", "fine_tune", "evaluate"}
     assert (entries["fine_tune"]["outcome"], entries["fine_tune"]["selected_rank"]) == ("completed", 1)
     table = capacity_report(stack)
@@ -287,10 +287,12 @@ def test_the_capacity_page_in_the_airflow_ui(demo, screenshots):
     from playwright.sync_api import sync_playwright
 
     from airflow_sm_prefs.analysis import report
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_reading
 
     stack, run_id = demo
-    (row,) = [r for r in report.summarize(ledger.read(stack.ledger_root).entries) if r["task_id"] == "fine_tune"]
+    (row,) = [
+        r for r in report.summarize(ledger_reading.read(stack.ledger_root).entries) if r["task_id"] == "fine_tune"
+    ]
     with sync_playwright() as playwright:
         browser = launched(playwright)
         try:
@@ -353,7 +355,7 @@ def test_the_advised_plan_is_bought_and_the_later_nights_run_on_it(planned, scre
     `plans used` says what the plan bought, and the plan no DAG names sat idle; the Capacity page shows both."""
     from playwright.sync_api import sync_playwright
 
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_reading
 
     stack, said, plan = planned["stack"], planned["said"], planned["plan"]
     group = next(line for line in said.splitlines() if line.startswith("1 x ml.p5.48xlarge in us-east-1 ("))
@@ -365,7 +367,9 @@ def test_the_advised_plan_is_bought_and_the_later_nights_run_on_it(planned, scre
     assert control(stack.emulator_url, "calls")["calls"]["CreateTrainingPlan"] == 1
 
     assert [state for _, state in planned["later"]] == ["success", "success"]
-    theirs = sorted(ledger.read(stack.ledger_root, dag_id=OTHER_TEAM_DAG).entries, key=lambda e: e["created_at"] or "")
+    theirs = sorted(
+        ledger_reading.read(stack.ledger_root, dag_id=OTHER_TEAM_DAG).entries, key=lambda e: e["created_at"] or ""
+    )
     assert len(theirs) == NIGHTS + 2
     on_plan = [(e.get("training_plan_arn") or "").rpartition("/")[2] for e in theirs]
     assert on_plan == [""] * NIGHTS + [plan, plan]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pendulum
 import pytest
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger_reading
 from airflow_sm_prefs.evidence.ledger_backfill import backfill
 from airflow_sm_prefs.sagemaker import tagging
 from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
@@ -36,6 +36,6 @@ def test_a_job_known_in_one_region_does_not_hide_its_namesake_in_another(start_e
         "same-name.eu-west-1.json",
         "same-name.us-east-1.json",
     ]
-    assert sorted(e["region"] for e in ledger.read(root).entries) == ["eu-west-1", "us-east-1"]
+    assert sorted(e["region"] for e in ledger_reading.read(root).entries) == ["eu-west-1", "us-east-1"]
     again = backfill(SageMakerPreferenceHook(aws_conn_id=conn_id, region_name="eu-west-1"), since, root, "eu-west-1")
     assert (again.added, again.already) == (0, 1)

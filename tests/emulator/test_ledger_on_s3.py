@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading
 from tests.helpers import boto_client
 from tests.unit.test_report import entry
 
@@ -48,14 +48,14 @@ def test_compaction_folds_the_bucket_into_month_objects_and_loses_nothing(s3_led
     for name in ("a", "b"):
         ledger.write(entry(name, 1, created=october, recorded_at=october))
     ledger.write(entry("recent", 0, created=today, recorded_at=today))
-    before = sorted(e["job_name"] for e in ledger.read().entries)
+    before = sorted(e["job_name"] for e in ledger_reading.read().entries)
     folded = ledger_compaction.compact(now=dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC))
     assert (folded.folded, folded.files) == (2, 1)
     assert _keys(s3_ledger) == [
         "sm-prefs/ledger/nightly/compacted/2026-10.jsonl",
         "sm-prefs/ledger/nightly/recent.us-east-1.json",
     ]
-    assert sorted(e["job_name"] for e in ledger.read().entries) == before
+    assert sorted(e["job_name"] for e in ledger_reading.read().entries) == before
 
 
 def test_stray_and_misplaced_objects_cost_themselves_on_the_bucket(s3_ledger):
@@ -65,7 +65,7 @@ def test_stray_and_misplaced_objects_cost_themselves_on_the_bucket(s3_ledger):
     s3_ledger.put_object(Bucket="team-bucket", Key=f"{prefix}/nightly/compacted", Body=b"stray")
     other = json.dumps(entry("c", 1)).encode()  # says dag_id "nightly"
     s3_ledger.put_object(Bucket="team-bucket", Key=f"{prefix}/other/c.json", Body=other)
-    reading = ledger.read()
+    reading = ledger_reading.read()
     assert sorted(e["job_name"] for e in reading.entries) == ["a", "b"]
     assert reading.bad == 2, reading.bad_examples
     assert "c.json: its dag_id 'nightly' is not this folder's DAG (other)" in reading.bad_examples
@@ -119,36 +119,36 @@ def test_the_same_ledger_reads_alike_from_a_folder_and_from_a_bucket(s3_ledger_s
     _a_varied_ledger(local)
     _upload(s3, local, "sm-prefs/ledger")
     for fields in (None, ledger_entry.REPORT_FIELDS):
-        on_disk, on_s3 = ledger.read(local, fields=fields), ledger.read(fields=fields)
+        on_disk, on_s3 = ledger_reading.read(local, fields=fields), ledger_reading.read(fields=fields)
         assert _seen(on_s3) == _seen(on_disk) and len(on_s3.entries) == 8
         assert sorted(on_s3.entries, key=lambda e: (e["dag_id"], e["job_name"], e["region"] or "")) == sorted(
             on_disk.entries, key=lambda e: (e["dag_id"], e["job_name"], e["region"] or "")
         )
         assert on_s3.bad == on_disk.bad == 4, (on_s3.bad_examples, on_disk.bad_examples)
-    again = next(e for e in ledger.read().entries if e["job_name"] == "again")
+    again = next(e for e in ledger_reading.read().entries if e["job_name"] == "again")
     assert again["selected_rank"] == 0, "the job's own object wins over its compacted line"
     for dag in ("nightly", "finance"):  # one DAG's folder alone, as finish_by reads it at task time
-        assert _seen(ledger.read(dag_id=dag)) == _seen(ledger.read(local, dag_id=dag))
-    assert _seen(ledger.read(dags={"finance"})) == [("finance", "us-east-1", "f", 0)]
+        assert _seen(ledger_reading.read(dag_id=dag)) == _seen(ledger_reading.read(local, dag_id=dag))
+    assert _seen(ledger_reading.read(dags={"finance"})) == [("finance", "us-east-1", "f", 0)]
 
 
 def test_a_reading_with_a_memo_fetches_only_what_changed_since(s3_ledger_server):
     server, s3 = s3_ledger_server
     for name in ("a", "b", "c"):
         ledger.write(entry(name, 1))
-    memo = ledger.ReadingMemo()
+    memo = ledger_reading.ReadingMemo()
     before = _gets(server)
-    first = ledger.read(fields=ledger_entry.REPORT_FIELDS, memo=memo)
+    first = ledger_reading.read(fields=ledger_entry.REPORT_FIELDS, memo=memo)
     assert _gets(server) - before == 3 and len(first.entries) == 3
     before, listings = _gets(server), server.engine.calls["s3.LIST"]
-    assert ledger.read(fields=ledger_entry.REPORT_FIELDS, memo=memo).signature == first.signature
+    assert ledger_reading.read(fields=ledger_entry.REPORT_FIELDS, memo=memo).signature == first.signature
     assert _gets(server) == before, "nothing changed: nothing fetched"
     assert server.engine.calls["s3.LIST"] == listings + 1, "one listing: the store says what is current"
     ledger.write(entry("d", 0))  # one more job ended
     ledger.write(entry("b", 0, pending=5))  # and one was written again (a retry's record): a new ETag
     s3.delete_object(Bucket="team-bucket", Key="sm-prefs/ledger/nightly/c.us-east-1.json")
     before = _gets(server)
-    reading = ledger.read(fields=ledger_entry.REPORT_FIELDS, memo=memo)
+    reading = ledger_reading.read(fields=ledger_entry.REPORT_FIELDS, memo=memo)
     assert _gets(server) - before == 2, "only the new and the replaced objects"
     assert sorted((e["job_name"], e["selected_rank"]) for e in reading.entries) == [("a", 1), ("b", 0), ("d", 0)]
     assert reading.signature != first.signature
@@ -164,7 +164,7 @@ def test_an_object_larger_than_an_entry_is_refused_from_its_listing_without_a_ge
         Bucket="team-bucket", Key="sm-prefs/ledger/nightly/huge.json", Body=b" " * (ledger.MAX_ENTRY_BYTES + 1)
     )
     before = _gets(server)
-    reading = ledger.read()
+    reading = ledger_reading.read()
     assert _gets(server) - before == 1 and reading.bad == 1
     assert f"huge.json: {ledger.MAX_ENTRY_BYTES + 1} bytes, more than the" in reading.bad_examples[0]
 
@@ -251,10 +251,10 @@ def test_compaction_keeps_an_entry_written_again_while_it_folds(s3_ledger_server
     assert (result.folded, result.kept, result.files) == (2, 1, 1)
     assert _keys(s3) == ["sm-prefs/ledger/nightly/b.us-east-1.json", "sm-prefs/ledger/nightly/compacted/2026-10.jsonl"]
     monkeypatch.setattr(object_listing, "fetch_many", fetch)
-    b = next(e for e in ledger.read().entries if e["job_name"] == "b")
+    b = next(e for e in ledger_reading.read().entries if e["job_name"] == "b")
     assert (b["selected_rank"], b["pending_seconds"]) == (0, 5), "the newer entry, not the folded one"
     again = ledger_compaction.compact(now=AFTER_OCTOBER)
-    assert (again.folded, again.kept) == (1, 0) and len(ledger.read().entries) == 3
+    assert (again.folded, again.kept) == (1, 0) and len(ledger_reading.read().entries) == 3
 
 
 def test_a_month_another_compaction_replaced_meanwhile_is_merged_again(s3_ledger_server, monkeypatch):
@@ -307,7 +307,7 @@ def test_one_compaction_at_a_time_across_hosts(s3_ledger_server, monkeypatch):
     assert dt.timedelta(minutes=14) < lapses_in <= dt.timedelta(minutes=15), "a crashed holder blocks 15 minutes"
     assert mine["holder"] != held["holder"]
     assert _keys(s3) == ["sm-prefs/ledger/nightly/compacted/2026-10.jsonl"], "the lease given back"
-    assert [e["job_name"] for e in ledger.read().entries] == ["a"], "the lease object is no entry"
+    assert [e["job_name"] for e in ledger_reading.read().entries] == ["a"], "the lease object is no entry"
 
 
 def test_a_report_past_the_threshold_folds_the_ledger_for_every_later_reading(s3_ledger_server, tmp_path, monkeypatch):

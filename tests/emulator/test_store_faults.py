@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger, ledger_reading
 from airflow_sm_prefs.reference import prices
 from airflow_sm_prefs.surface import cli
 from tests.faulty_store import FaultyStore
@@ -179,7 +179,7 @@ def test_an_entry_the_store_refused_is_kept_on_the_host_and_sent_with_the_next(s
     assert any("kept on this host in" in record.getMessage() for record in caplog.records)
     proxy.fault = None  # the store is back
     assert ledger.write(entry("e", 1, pending=90)) is True
-    names = sorted(e["job_name"] for e in ledger.read().entries)
+    names = sorted(e["job_name"] for e in ledger_reading.read().entries)
     assert names == ["a", "b", "c", "d", "e"], "the kept entry reached the ledger with the next one"
     assert not kept.exists(), "sent once, then no longer kept"
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger_reading
 from tests.faults.audit import Expect, Row, airflow_races, audit, jobs_of, task_key
 from tests.faults.stack import CampaignStack
 
@@ -176,7 +176,7 @@ def _ledger_problems(stack: CampaignStack, runs: dict[str, str]) -> list[str]:
     """Every job of the runs has exactly one ledger entry (the ledger keeps one object per job)."""
     deadline = time.monotonic() + 60
     while True:
-        entries = ledger.read(stack.ledger_root).entries
+        entries = ledger_reading.read(stack.ledger_root).entries
         per_job: dict[str, int] = {}
         for entry in entries:
             if runs.get(entry["dag_id"]) == entry["run_id"]:

@@ -9,7 +9,7 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_sm_prefs.analysis import advisor, report
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger_reading
 from tests.helpers import FakeTI, training_request
 from tests.operators.test_operator import context, training_operator
 
@@ -44,7 +44,7 @@ def test_a_mistyped_bucket_blames_the_request_never_the_fallback(start_emulator,
     assert "the bucket 'bucket-typo' does not exist" in headline and "Fix the request" in headline
     assert "ml.p4d.24xlarge" not in headline and "fallback type" not in message
 
-    entries = ledger.read().entries
+    entries = ledger_reading.read().entries
     failed = next(e for e in entries if e["job_name"] == "eval-3")
     assert (failed["outcome"], failed["failure_cause"]) == ("failed_after_start", "configuration")
     (row,) = report.summarize(entries)
@@ -71,7 +71,7 @@ def test_a_failure_that_names_the_gpu_makes_the_fallback_incompatible(
     assert all(m is not None and f"this failure points at the hardware ({rule})" in m for m in messages), messages
     assert all(f"1 x {fallback[0]} (preference #2)" in m for m in messages if m)
 
-    entries = ledger.read().entries
+    entries = ledger_reading.read().entries
     assert {e["failure_cause"] for e in entries} == {"hardware"}
     (row,) = report.summarize(entries)
     assert row["verdict"] == "incompatible_fallback"

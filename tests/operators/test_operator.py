@@ -582,7 +582,7 @@ def test_stream_logs_must_be_a_boolean():
 
 
 def test_every_ended_job_is_recorded_in_the_capacity_ledger(start_emulator, aws_connection, tmp_path, monkeypatch):
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_reading
 
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
     server = start_emulator("incompatible-fallback")
@@ -591,7 +591,7 @@ def test_every_ended_job_is_recorded_in_the_capacity_ledger(start_emulator, aws_
     )
     with pytest.raises(AirflowException):
         failing.execute(context())
-    (recorded,) = ledger.read().entries
+    (recorded,) = ledger_reading.read().entries
     assert (recorded["dag_id"], recorded["task_id"], recorded["job_name"]) == ("nightly", "train", "eval-job")
     assert (recorded["outcome"], recorded["selected_rank"], recorded["selected_instance_type"]) == (
         "failed_after_start",

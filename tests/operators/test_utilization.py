@@ -10,7 +10,7 @@ import json
 import pytest
 
 from airflow_sm_prefs.analysis import report
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger_reading
 from airflow_sm_prefs.surface.operators import SageMakerPreferenceTrainingOperator
 from sm_prefs_devkit.emulator.scenario import parse_faults
 from tests.helpers import FakeTI, TaskLog, training_request
@@ -41,7 +41,7 @@ def test_a_run_on_two_configurations_shows_each_ones_gpu_utilization(start_emula
         gpu = record["utilization"]["gpu"]
         assert expected - 4 <= gpu["mean"] <= expected + 4 and gpu["mean"] <= gpu["p90"] <= expected + 4, record
         assert record["utilization"]["cpu"] is not None and record["utilization"]["memory"] is not None
-    entries = ledger.read().entries
+    entries = ledger_reading.read().entries
     assert {e["job_name"]: e["utilization"]["gpu"]["mean"] for e in entries} == {
         "eval-1": on_p4d["utilization"]["gpu"]["mean"],
         "eval-2": on_g5["utilization"]["gpu"]["mean"],
@@ -72,7 +72,7 @@ def test_an_unreadable_metric_is_unknown_with_one_warning_and_the_task_green(
     assert record["status"] == "Completed" and record["utilization"] is None
     warnings = [m for m in task_log.messages if "Utilization of SageMaker" in m]
     assert len(warnings) == 1 and "cloudwatch:GetMetricData" in warnings[0], warnings
-    (entry,) = ledger.read().entries
+    (entry,) = ledger_reading.read().entries
     assert entry["utilization"] is None
     (row,) = report.summarize([entry])
     assert "utilization unknown" in report.render([row], "table")

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from airflow_sm_prefs.analysis import report
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading
 from airflow_sm_prefs.surface import capacity_page, cli
 from tests.helpers import plant_file
 from tests.unit.test_report import NOW, _recorded, entry
@@ -58,7 +58,7 @@ def _page(monkeypatch: pytest.MonkeyPatch) -> TestClient:
 @pytest.mark.parametrize("kind", FILE_KINDS)
 def test_a_job_file_that_is_not_a_small_regular_file_costs_its_entry_only(root, kind, monkeypatch, capsys):
     _plant(root / "nightly", kind, "planted.json")
-    reading = _finishes(lambda: ledger.read(root))
+    reading = _finishes(lambda: ledger_reading.read(root))
     assert sorted(e["job_name"] for e in reading.entries) == ["a", "b", "c"]
     assert reading.bad == 1 and reading.bad_examples[0].startswith("planted.json: ")
     client = _page(monkeypatch)
@@ -75,7 +75,7 @@ def test_a_month_file_that_is_not_a_regular_file_costs_its_month_only(root, kind
     compacted = root / "nightly" / ledger.COMPACTED
     compacted.mkdir()
     _plant(compacted, kind, "2026-10.jsonl")
-    reading = _finishes(lambda: ledger.read(root))
+    reading = _finishes(lambda: ledger_reading.read(root))
     assert (len(reading.entries), reading.bad) == (3, 1)
 
 
@@ -88,7 +88,7 @@ def test_one_bad_byte_in_a_month_costs_its_line_not_the_month(tmp_path):
     lines = month.read_bytes().splitlines()
     lines[1] = lines[1].replace(b"nightly", b"night\xffly")
     month.write_bytes(b"\n".join(lines) + b"\n")
-    reading = ledger.read(root)
+    reading = ledger_reading.read(root)
     assert (len(reading.entries), reading.bad) == (3, 1)
     assert (
         reading.bad_examples == ["2026-11.jsonl line 2: not UTF-8 (byte 119)"] or "not UTF-8" in reading.bad_examples[0]
@@ -159,7 +159,7 @@ def test_a_hostile_value_in_any_field_is_refused_on_read(root, case, monkeypatch
     original, hostile = HOSTILE_VALUES[case]
     assert original in text, case
     (root / "nightly" / "hostile.json").write_text(text.replace(original, hostile, 1))
-    reading = ledger.read(root)
+    reading = ledger_reading.read(root)
     assert sorted(e["job_name"] for e in reading.entries) == ["a", "b", "c"] and reading.bad == 1, case
     rows = report.summarize(reading.entries)
     assert rows[0]["runs"] == 3
@@ -178,7 +178,7 @@ def test_a_folder_that_cannot_be_listed_costs_its_dag_only(root, monkeypatch):
         return listing(self)
 
     monkeypatch.setattr(Path, "iterdir", refuse)
-    reading = ledger.read(root)
+    reading = ledger_reading.read(root)
     assert len(reading.entries) == 3 and reading.bad == 1 and "other/" in reading.bad_examples[0]
 
 
@@ -191,7 +191,7 @@ def test_a_ledger_root_that_is_a_file_is_one_line_never_a_traceback(tmp_path, mo
         error = capsys.readouterr().err.strip()
         assert error.startswith("airflow-sm-prefs: error:") and "is a file, not a folder" in error, argv
         assert len(error.splitlines()) == 1 and "Traceback" not in error
-    assert ledger.read(a_file).bad == 1, "the page's reader counts it and goes on"
+    assert ledger_reading.read(a_file).bad == 1, "the page's reader counts it and goes on"
 
 
 @pytest.mark.parametrize("dag_id", ["..", ".", "...", ".hidden", "a.b", "naïve", "%2E%2E"])
@@ -204,8 +204,8 @@ def test_every_dag_id_stays_inside_the_ledger_and_reads_back_as_itself(tmp_path,
     assert len(inside) == 1 and not (tmp_path / "prices.json").exists()
     (path,) = inside
     assert len(path.parts) == 2 and not path.parts[0].startswith("."), path
-    assert [e["dag_id"] for e in ledger.read(root).entries] == [dag_id]
-    assert [e["dag_id"] for e in ledger.read(root, dag_id=dag_id).entries] == [dag_id]
+    assert [e["dag_id"] for e in ledger_reading.read(root).entries] == [dag_id]
+    assert [e["dag_id"] for e in ledger_reading.read(root, dag_id=dag_id).entries] == [dag_id]
 
 
 def test_ids_that_look_alike_do_not_share_a_folder(tmp_path):
@@ -225,14 +225,14 @@ def test_compaction_and_backfill_pass_over_a_planted_file(root, kind):
     assert _finishes(lambda: ledger.known_jobs(root).names) >= {"a", "b", "c"}
     result = _finishes(lambda: ledger_compaction.compact(root, older_than=dt.timedelta(0)))
     assert result.folded == 3 and result.kept == 1
-    assert sorted(e["job_name"] for e in ledger.read(root).entries) == ["a", "b", "c"]
+    assert sorted(e["job_name"] for e in ledger_reading.read(root).entries) == ["a", "b", "c"]
 
 
 # -- evidence one team cannot bend for another ------------------------------------------------------------------
 
 
 def _runs(root: Path, dag_id: str = "nightly") -> int:
-    (row,) = [r for r in report.summarize(ledger.read(root).entries) if r["dag_id"] == dag_id]
+    (row,) = [r for r in report.summarize(ledger_reading.read(root).entries) if r["dag_id"] == dag_id]
     return int(row["runs"])
 
 
@@ -240,7 +240,7 @@ def test_an_entry_naming_another_dag_is_refused_where_it_lies_naming_both(root):
     other = root / "other"
     other.mkdir()
     (other / "d.json").write_text(json.dumps(entry("d", 1)))  # says dag_id "nightly", lies in "other"
-    reading = ledger.read(root)
+    reading = ledger_reading.read(root)
     assert _runs(root) == 3, "another DAG's folder adds no run to nightly"
     assert reading.bad == 1
     assert reading.bad_examples == ["d.json: its dag_id 'nightly' is not this folder's DAG (other)"]
@@ -251,7 +251,7 @@ def test_one_dags_two_jobs_of_one_name_in_two_regions_keep_two_objects_and_count
     ledger.write({**entry("a", 1, pending=30.0), "region": "eu-west-1"}, root)  # type: ignore[arg-type]
     assert sorted(p.name for p in (root / "nightly").glob("a.*")) == ["a.eu-west-1.json", "a.us-east-1.json"]
     assert _runs(root) == 4
-    by_region = {e["region"]: e["pending_seconds"] for e in ledger.read(root).entries if e["job_name"] == "a"}
+    by_region = {e["region"]: e["pending_seconds"] for e in ledger_reading.read(root).entries if e["job_name"] == "a"}
     assert by_region == {"us-east-1": 600.0, "eu-west-1": 30.0}
     known = ledger.known_jobs(root)
     assert known.has("a", "eu-west-1") and known.has("a", "us-east-1") and not known.has("a", "ap-south-1")
@@ -260,14 +260,14 @@ def test_one_dags_two_jobs_of_one_name_in_two_regions_keep_two_objects_and_count
 
 def test_an_object_named_before_the_region_was_is_read_and_a_newer_object_of_the_job_replaces_it(root):
     (root / "nightly" / "old.json").write_text(json.dumps(entry("old", 0, pending=5.0)))
-    assert _runs(root) == 4 and ledger.read(root).bad == 0
+    assert _runs(root) == 4 and ledger_reading.read(root).bad == 0
     known = ledger.known_jobs(root)
     assert known.has("old", "us-east-1") and known.has("old", "eu-west-1"), "its Region is not in its name"
     ledger.write(entry("old", 1, pending=7.0), root)  # type: ignore[arg-type]  # its retry, after the upgrade
-    (kept,) = [e for e in ledger.read(root).entries if e["job_name"] == "old"]
+    (kept,) = [e for e in ledger_reading.read(root).entries if e["job_name"] == "old"]
     assert kept["pending_seconds"] == 7.0 and _runs(root) == 4
     (root / "nightly" / "a.eu-west-1.json").write_text(json.dumps(entry("a", 0)))  # says us-east-1
-    assert ledger.read(root).bad_examples == [
+    assert ledger_reading.read(root).bad_examples == [
         "a.eu-west-1.json: its job_name and region ('a', 'us-east-1') are not the file's (a.eu-west-1.json)"
     ]
 
@@ -275,7 +275,7 @@ def test_an_object_named_before_the_region_was_is_read_and_a_newer_object_of_the
 def test_an_entry_whose_job_is_not_its_files_cannot_replace_that_job(root):
     forged = entry("a", 0, pending=999_999)
     (root / "nightly" / "forged.json").write_text(json.dumps(forged))
-    reading = ledger.read(root)
+    reading = ledger_reading.read(root)
     assert reading.bad_examples == [
         "forged.json: its job_name and region ('a', 'us-east-1') are not the file's (forged.json)"
     ]
@@ -287,7 +287,7 @@ def test_jobs_of_two_dags_and_regions_with_one_name_are_two_jobs(tmp_path):
     root = tmp_path / "ledger"
     ledger.write(entry("shared-name", 1), root)  # type: ignore[arg-type]
     ledger.write({**entry("shared-name", 0), "dag_id": "weekly", "region": "eu-west-1"}, root)  # type: ignore[arg-type]
-    reading = ledger.read(root)
+    reading = ledger_reading.read(root)
     assert sorted((e["dag_id"], e["region"]) for e in reading.entries) == [
         ("nightly", "us-east-1"),
         ("weekly", "eu-west-1"),
@@ -296,7 +296,7 @@ def test_jobs_of_two_dags_and_regions_with_one_name_are_two_jobs(tmp_path):
 
 def test_a_stray_object_where_the_months_should_be_costs_the_months_not_the_dag(root):
     (root / "nightly" / ledger.COMPACTED).write_text("stray")
-    reading = ledger.read(root)
+    reading = ledger_reading.read(root)
     assert _runs(root) == 3
     assert reading.bad == 1 and reading.bad_examples[0].startswith("nightly/compacted/: cannot be listed")
 

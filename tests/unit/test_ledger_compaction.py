@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, ledger_compaction
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_reading
 from airflow_sm_prefs.storage import object_storage
 from tests.unit.test_report import entry
 
@@ -22,8 +22,8 @@ def folds(monkeypatch):
     return folded
 
 
-def _reading(old: int | None) -> ledger.Reading:
-    return ledger.Reading([], 0, [], None, old)
+def _reading(old: int | None) -> ledger_reading.Reading:
+    return ledger_reading.Reading([], 0, [], None, old)
 
 
 def test_a_reading_past_the_threshold_folds_and_one_below_or_local_does_not(folds, monkeypatch):
@@ -96,7 +96,7 @@ def test_a_local_fold_keeps_an_entry_written_again_while_it_folds(tmp_path, monk
     assert (result.folded, result.kept, result.files) == (2, 1, 1)
     monkeypatch.setattr(ledger, "replace_file", merge)
     assert sorted(p.name for p in (root / "nightly").iterdir()) == ["b.us-east-1.json", "compacted"]
-    b = next(e for e in ledger.read(root).entries if e["job_name"] == "b")
+    b = next(e for e in ledger_reading.read(root).entries if e["job_name"] == "b")
     assert (b["selected_rank"], b["pending_seconds"]) == (0, 5), "the newer entry, not the folded one"
     assert not list(root.rglob("*.folding")), "nothing left aside"
 
@@ -109,11 +109,11 @@ def test_a_fold_keeps_one_line_per_job_and_region_and_an_objects_older_name_give
     ledger.write(_old("b", pending=4), root)
     assert ledger_compaction.compact(root, now=AFTER_OCTOBER).folded == 4
     assert sorted(p.name for p in (root / "nightly").iterdir()) == ["compacted"]
-    folded = {(e["job_name"], e["region"]): e["pending_seconds"] for e in ledger.read(root).entries}
+    folded = {(e["job_name"], e["region"]): e["pending_seconds"] for e in ledger_reading.read(root).entries}
     assert folded == {("a", "us-east-1"): 1, ("a", "eu-west-1"): 2, ("b", "us-east-1"): 4}
     ledger.write({**_old("a", pending=5), "region": "eu-west-1"}, root)
     ledger_compaction.compact(root, now=AFTER_OCTOBER)
-    again = {(e["job_name"], e["region"]): e["pending_seconds"] for e in ledger.read(root).entries}
+    again = {(e["job_name"], e["region"]): e["pending_seconds"] for e in ledger_reading.read(root).entries}
     assert again == {**folded, ("a", "eu-west-1"): 5}
 
 
@@ -144,6 +144,6 @@ def test_four_threads_rewriting_one_entry_leave_one_whole_entry(tmp_path):
     for thread in threads:
         thread.join()
     assert failures == [], "every write reached the ledger"
-    (only,) = ledger.read(root).entries
+    (only,) = ledger_reading.read(root).entries
     assert only["pending_seconds"] % 100 == 49, "the last write of one of the threads"
     assert [p.name for p in (root / "nightly").iterdir()] == ["same-job.us-east-1.json"], "no temporary file left"

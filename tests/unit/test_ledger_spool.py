@@ -8,7 +8,7 @@ from pathlib import Path
 import pendulum
 import pytest
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger, ledger_reading
 from airflow_sm_prefs.evidence.ledger import spool_folder as default_spool_folder
 from airflow_sm_prefs.storage.object_storage import StorageUnavailable
 from tests.unit.test_report import entry
@@ -48,7 +48,7 @@ def test_the_next_entry_that_reaches_the_ledger_sends_the_kept_ones_once(store_d
     (ledger.spool_folder() / "nightly" / "junk.json").write_text("{not json")
     root = tmp_path / "ledger"  # the store is back, where the next write goes
     assert ledger.write(entry("e", 1), root)  # type: ignore[arg-type]
-    assert sorted(e["job_name"] for e in ledger.read(root).entries) == ["d", "e"]
+    assert sorted(e["job_name"] for e in ledger_reading.read(root).entries) == ["d", "e"]
     assert _kept() == [], "sent, and what was not an entry dropped, never sent"
 
 
@@ -91,7 +91,7 @@ def test_a_backfill_on_the_host_sends_its_kept_entries_first_and_rebuilds_none_o
     root = tmp_path / "ledger"
     counts = backfill(SageMaker(), pendulum.now("UTC").subtract(days=1), root, "us-east-1")
     assert (counts.kept_sent, counts.listed, counts.already, counts.added) == (1, 1, 1, 0)
-    (kept,) = ledger.read(root).entries
+    (kept,) = ledger_reading.read(root).entries
     assert kept["pending_seconds"] == 42.0 and _kept() == []
     assert listed == ["list_training_jobs", "list_processing_jobs"]
 
@@ -104,7 +104,7 @@ def test_a_kept_entry_older_than_the_stored_one_never_replaces_it(store_down, tm
     newer = entry("d", 1, recorded_at="2026-12-01T02:00:00+00:00")
     ledger._put(newer, root)
     assert ledger.send_kept(root) == 1
-    (stored,) = ledger.read(root).entries
+    (stored,) = ledger_reading.read(root).entries
     assert (stored["outcome"], stored["selected_rank"]) == ("completed", 1) and _kept() == []
 
 
@@ -113,7 +113,7 @@ def test_a_kept_entry_newer_than_the_stored_one_replaces_it(store_down, tmp_path
     root = tmp_path / "ledger"
     ledger._put(entry("d", 0, outcome="no_capacity", recorded_at="2026-11-01T02:00:00+00:00"), root)
     assert ledger.send_kept(root) == 1
-    (stored,) = ledger.read(root).entries
+    (stored,) = ledger_reading.read(root).entries
     assert (stored["outcome"], stored["selected_rank"]) == ("completed", 1)
 
 
@@ -122,7 +122,7 @@ def test_a_folder_named_like_a_kept_entry_costs_only_itself(store_down, tmp_path
     (ledger.spool_folder() / "nightly" / "a-dir.us-east-1.json").mkdir()
     root = tmp_path / "ledger"
     assert ledger.send_kept(root) == 1
-    assert [e["job_name"] for e in ledger.read(root).entries] == ["d"] and _kept() == ["a-dir.us-east-1.json"]
+    assert [e["job_name"] for e in ledger_reading.read(root).entries] == ["d"] and _kept() == ["a-dir.us-east-1.json"]
 
 
 def test_a_kept_task_entry_replaces_a_later_one_backfill_rebuilt(store_down, tmp_path):
@@ -133,5 +133,5 @@ def test_a_kept_task_entry_replaces_a_later_one_backfill_rebuilt(store_down, tmp
     rebuilt = {**entry("d", 1, pending=0.0, recorded_at="2026-12-02T02:00:00+00:00"), "source": "backfill"}
     ledger._put(rebuilt, root)
     assert ledger.send_kept(root) == 1
-    (stored,) = ledger.read(root).entries
+    (stored,) = ledger_reading.read(root).entries
     assert stored["pending_seconds"] == 42.0

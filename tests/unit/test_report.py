@@ -11,7 +11,7 @@ import pendulum
 import pytest
 
 from airflow_sm_prefs.analysis import report
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading
 from airflow_sm_prefs.facts import job_facts
 
 PREFERENCES = [
@@ -187,7 +187,7 @@ def test_entries_round_trip_and_a_rewrite_does_not_count_twice(tmp_path):
 
     root = ObjectStoragePath(f"file://{tmp_path}/ledger")
     assert ledger.write(entry("a", 1), root) and ledger.write(entry("a", 1), root)
-    reading = ledger.read(root)
+    reading = ledger_reading.read(root)
     assert [e["job_name"] for e in reading.entries] == ["a"] and reading.bad == 0
     assert ledger.known_jobs(root).names == {"a"}
 
@@ -206,7 +206,7 @@ def test_bad_entries_are_counted_and_skipped_never_fatal(tmp_path):
     (folder / "when.json").write_text(json.dumps(entry("w", 1, created="last tuesday")))
     (folder / "rank.json").write_text(json.dumps({**entry("r", 1), "selected_rank": "second"}))
     (folder / "run.json").write_text(json.dumps({**entry("n", 1), "run_seconds": "long"}))
-    reading = ledger.read(root)
+    reading = ledger_reading.read(root)
     assert [e["job_name"] for e in reading.entries] == ["good"]
     assert "surprise" not in reading.entries[0]
     assert reading.bad == 8 and len(reading.bad_examples) == 5
@@ -246,7 +246,7 @@ def test_how_a_job_ended():
 def test_a_plain_local_path_works_as_a_ledger_root(tmp_path):
     root = tmp_path / "ledger"
     assert ledger.write(entry("a", 1), root)
-    assert [e["job_name"] for e in ledger.read(root).entries] == ["a"]
+    assert [e["job_name"] for e in ledger_reading.read(root).entries] == ["a"]
 
 
 # -- costs -------------------------------------------------------------------------------------------------------
@@ -303,12 +303,12 @@ def test_compaction_folds_old_entries_by_month_and_the_report_reads_the_same(tmp
         created = f"2026-{10 + night % 2:02d}-{1 + night:02d}T02:00:00+00:00"
         ledger.write(_recorded(f"n{night}", night % 2, "2026-11-01T00:00:00+00:00", created=created), root)
     ledger.write(_recorded("today", 0, "2026-11-30T11:00:00+00:00"), root)
-    before = report.summarize(ledger.read(root).entries)
+    before = report.summarize(ledger_reading.read(root).entries)
     result = ledger_compaction.compact(root, now=NOW)
     assert (result.folded, result.kept, result.files) == (6, 1, 2)
     assert sorted(p.name for p in (root / "nightly" / "compacted").iterdir()) == ["2026-10.jsonl", "2026-11.jsonl"]
     assert sorted(p.name for p in (root / "nightly").glob("*.json")) == ["today.us-east-1.json"]
-    assert report.summarize(ledger.read(root).entries) == before
+    assert report.summarize(ledger_reading.read(root).entries) == before
     assert ledger_compaction.compact(root, now=NOW).folded == 0  # nothing more to fold
     assert ledger.known_jobs(root).names == {f"n{night}" for night in range(6)} | {"today"}
 
@@ -319,10 +319,10 @@ def test_a_jobs_own_file_written_after_compaction_wins_and_a_second_compaction_m
     ledger_compaction.compact(root, now=NOW)
     ledger.write(_recorded("a", 1, "2026-11-02T00:00:00+00:00"), root)  # a backfill saw it complete
     ledger.write(_recorded("b", 0, "2026-11-02T00:00:00+00:00"), root)
-    (a,) = [e for e in ledger.read(root).entries if e["job_name"] == "a"]
+    (a,) = [e for e in ledger_reading.read(root).entries if e["job_name"] == "a"]
     assert a["outcome"] == "completed"
     ledger_compaction.compact(root, now=NOW)
-    reading = ledger.read(root)
+    reading = ledger_reading.read(root)
     assert sorted((e["job_name"], e["outcome"]) for e in reading.entries) == [("a", "completed"), ("b", "completed")]
     (month,) = (root / "nightly" / "compacted").iterdir()
     assert len(month.read_text().splitlines()) == 2
@@ -334,7 +334,7 @@ def test_a_bad_line_in_a_month_file_is_counted_not_fatal(tmp_path):
     ledger_compaction.compact(root, now=NOW)
     month = root / "nightly" / "compacted" / "2026-11.jsonl"
     month.write_text(month.read_text() + "{not json\n" + json.dumps({"format": 1}) + "\n")
-    reading = ledger.read(root)
+    reading = ledger_reading.read(root)
     assert [e["job_name"] for e in reading.entries] == ["a"] and reading.bad == 2
     assert "2026-11.jsonl line 2: not JSON" in reading.bad_examples
 
@@ -343,7 +343,7 @@ def test_a_report_reads_only_the_fields_it_needs_of_the_dags_it_may(tmp_path):
     root = tmp_path / "ledger"
     ledger.write(entry("a", 0), root)
     ledger.write({**entry("b", 0), "dag_id": "secret"}, root)
-    reading = ledger.read(root, dags={"nightly"}, fields=ledger_entry.REPORT_FIELDS)
+    reading = ledger_reading.read(root, dags={"nightly"}, fields=ledger_entry.REPORT_FIELDS)
     (only,) = reading.entries
     assert only["job_name"] == "a" and set(only) == set(ledger_entry.REPORT_FIELDS)
 
@@ -448,9 +448,9 @@ def test_a_hardware_failure_the_verdict_does_not_name_is_in_the_lead():
 def test_the_reader_gives_an_older_entry_the_cause_of_its_reason(tmp_path):
     older = entry("c", 1, outcome="failed_after_start", failure_reason=NO_BUCKET)  # written with no failure_cause
     ledger.write(older, tmp_path)  # type: ignore[arg-type]
-    (read,) = ledger.read(tmp_path).entries
+    (read,) = ledger_reading.read(tmp_path).entries
     assert read["failure_cause"] == "configuration"
-    (kept,) = ledger.read(tmp_path, fields=ledger_entry.REPORT_FIELDS).entries
+    (kept,) = ledger_reading.read(tmp_path, fields=ledger_entry.REPORT_FIELDS).entries
     assert kept["failure_cause"] == "configuration"
 
 
