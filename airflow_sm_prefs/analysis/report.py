@@ -30,10 +30,7 @@ plan-backed), rule 6 is skipped and the reason says the cost was not judged.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
-import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -99,7 +96,7 @@ def _configuration_label(entry: LedgerEntry) -> str:
     return f"{entry['selected_instance_count']} x {entry['selected_instance_type']} ({rank})"
 
 
-def _median_text(seconds: float | None) -> str:
+def median_text(seconds: float | None) -> str:
     from airflow_sm_prefs.platform.formatting import format_seconds
 
     return "unknown" if seconds is None else format_seconds(seconds)
@@ -219,7 +216,7 @@ def verdict(
         return Judgement(
             "did_not_pay_off",
             f"waiting would have finished sooner: at the times jobs fell back, the first choice was free after a "
-            f"median {_median_text(wait.p50)} ({evidence}); {said}",
+            f"median {median_text(wait.p50)} ({evidence}); {said}",
             estimate,
             first_run,
             threshold,
@@ -228,7 +225,7 @@ def verdict(
     if wait.p50 is None and wait.curve.longest < threshold:
         history = estimate.history
         hint = (
-            f"; this task's own first-choice waits on other nights (median {_median_text(history.p50)}) are left "
+            f"; this task's own first-choice waits on other nights (median {median_text(history.p50)}) are left "
             "out, for they come from the nights the first choice had room"
             if history is not None and history.p50 is not None
             else ""
@@ -236,7 +233,7 @@ def verdict(
         return Judgement(
             "not_enough_data",
             f"{said}; at the times jobs fell back the ledger shows it busy for at most "
-            f"{_median_text(wait.curve.longest)} ({evidence}): a job listing "
+            f"{median_text(wait.curve.longest)} ({evidence}): a job listing "
             f"{counterfactual.label(wait.configuration)} then, in another task or DAG of the same account and "
             f"Region, would decide it{hint}",
             estimate,
@@ -244,9 +241,9 @@ def verdict(
             threshold,
         )
     longer = (
-        f"a median {_median_text(wait.p50)}"
+        f"a median {median_text(wait.p50)}"
         if wait.p50 is not None
-        else f"more than {_median_text(wait.curve.longest)} in most"
+        else f"more than {median_text(wait.curve.longest)} in most"
     )
     timing = f"at the times jobs fell back, the first choice would have taken {longer} ({evidence}); {said}"
     affordable, cost, premium = _cost_check(first, fallbacks, max_cost_premium)
@@ -271,7 +268,7 @@ def _break_even_text(threshold: float, first_run: float | None) -> str:
     basis = "" if first_run is not None else " (no first-choice run known, so counting none: an upper bound)"
     return (
         "the fallback pays off if the first choice would have stayed unavailable for more than "
-        f"{_median_text(threshold)}{basis}"
+        f"{median_text(threshold)}{basis}"
     )
 
 
@@ -424,11 +421,11 @@ def _quoted_reason(group: list[LedgerEntry], causes: Causes, cause: str) -> str:
 def _gain_text(judged: Judgement, max_cost_premium: float) -> str:
     """What falling back gave, in the order a reader weighs it: time, then money."""
     if judged.sooner_seconds is not None and judged.sooner_seconds <= 0:
-        time = f"waiting would have given results ~{_median_text(-judged.sooner_seconds)} sooner"
+        time = f"waiting would have given results ~{median_text(-judged.sooner_seconds)} sooner"
     elif judged.sooner_seconds is not None:
-        time = f"results ~{_median_text(judged.sooner_seconds)} sooner"
+        time = f"results ~{median_text(judged.sooner_seconds)} sooner"
     elif judged.sooner_at_least is not None:
-        time = f"results more than {_median_text(judged.sooner_at_least)} sooner"
+        time = f"results more than {median_text(judged.sooner_at_least)} sooner"
     else:
         return ""
     if judged.premium is None:
@@ -467,131 +464,3 @@ def lead(
     if no_capacity:
         apart.insert(0, f"{jobs(no_capacity)} got no capacity")
     return "; ".join([said, *apart])
-
-
-# -- output ----------------------------------------------------------------------------------------------------
-
-CSV_COLUMNS = (
-    "dag_id",
-    "task_id",
-    "job_kind",
-    "runs",
-    "recurring",
-    "summary",
-    "completed",
-    "no_capacity",
-    "failed_after_start",
-    "stopped",
-    "fallback_rate",
-    "pending_seconds_p50",
-    "pending_seconds_p90",
-    "verdict",
-    "reason",
-)
-
-
-def render(rows: list[dict[str, Any]], output_format: str) -> str:
-    if output_format == "json":
-        return json.dumps(rows, indent=2)
-    if output_format == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow([*CSV_COLUMNS, "rank_counts", "configurations"])
-        for row in rows:
-            # One cell for the configurations, each as the table says it (a spreadsheet row per task).
-            configurations = "; ".join(_configuration_line(c).strip() for c in row["configurations"])
-            writer.writerow([*(row[c] for c in CSV_COLUMNS), json.dumps(row["rank_counts"]), configurations])
-        return buffer.getvalue()
-    return _table(rows)
-
-
-def _certified_text(configuration: dict[str, Any]) -> str:
-    ratio = configuration["run_time_vs_certified_p50"]
-    if ratio is None:
-        return ""
-    drift = " DRIFTED from its benchmark" if configuration["drifted"] else ""
-    return f", run p50 x{ratio:.2f} its certified {_median_text(configuration['certified_run_seconds'])}{drift}"
-
-
-def _cost_text(configuration: dict[str, Any]) -> str:
-    from airflow_sm_prefs.reference.prices import format_usd
-
-    if configuration["plan_backed"]:
-        return "plan-backed"
-    return format_usd(configuration["estimated_cost_usd_p50"])
-
-
-def _wait_text(wait: dict[str, Any]) -> str:
-    where = "at the times jobs fell back" if wait["basis"] == "same times" else "on this task's other nights"
-    p50 = _median_text(wait["p50_seconds"]) if wait["p50_seconds"] is not None else "unknown"
-    p90 = _median_text(wait["p90_seconds"]) if wait["p90_seconds"] is not None else "unknown"
-    return (
-        f"first choice's wait {where} ({wait['instance_count']} x {wait['instance_type']}): p50 {p50}, p90 {p90}, "
-        f"mean {_median_text(wait['restricted_mean_seconds'])} (counting waits up to "
-        f"{_median_text(wait['restricted_to_seconds'])}); "
-        f"{wait['observed']} seen free, {wait['censored']} seen busy; from {', '.join(wait['sources'])}"
-    )
-
-
-def _break_even_column(configuration: dict[str, Any]) -> str:
-    seconds = configuration["break_even_wait_seconds"]
-    return "" if seconds is None else f", break-even wait {_median_text(seconds)}"
-
-
-def utilization_text(measured: dict[str, Any] | None) -> str:
-    """The headline of a configuration's utilization: its GPUs' (else its CPUs'), mean and p90."""
-    for name, label in (("gpu", "GPU"), ("cpu", "CPU")):
-        figure = (measured or {}).get(name)
-        if figure is not None and figure.get("mean") is not None:
-            return f"{label} {figure['mean']:.0f}% (p90 {figure['p90']:.0f}%)"
-    return "utilization unknown"
-
-
-UTILIZATION_LABELS = {"gpu": "GPU", "gpu_memory": "GPU memory", "cpu": "CPU", "memory": "memory"}
-
-
-def utilization_details(measured: dict[str, Any] | None) -> str:
-    """Every metric measured: ``GPU 91% (p90 95%), GPU memory 72% (p90 76%), ...``; what was not, left out."""
-    said = [
-        f"{label} {figure['mean']:.0f}% (p90 {figure['p90']:.0f}%)"
-        for name, label in UTILIZATION_LABELS.items()
-        if (figure := (measured or {}).get(name)) is not None and figure.get("mean") is not None
-    ]
-    return ", ".join(said) or "unknown (CloudWatch's instance metrics could not be read; see the task log)"
-
-
-def _configuration_line(configuration: dict[str, Any]) -> str:
-    causes = configuration["failures_by_cause"]
-    failed = ", ".join(f"{n} {cause}" for cause, n in causes.items())
-    return (
-        f"    {configuration['preference']} {configuration['instance_count']} x {configuration['instance_type']}: "
-        f"{jobs(configuration['jobs'])}, {utilization_text(configuration['utilization'])}, "
-        f"run p50 {_median_text(configuration['run_seconds_p50'])}, "
-        f"failed {failed or 'never'}, cost p50 {_cost_text(configuration)}"
-        f"{_break_even_column(configuration)}{_certified_text(configuration)}"
-    )
-
-
-def _table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "No jobs in the capacity ledger for this selection."
-    header = f"{'dag / task':<40} {'runs':>5} {'fell back':>9} {'wait p50':>9} {'wait p90':>9}  what happened"
-    lines = [header, "-" * len(header)]
-    recurring = [row for row in rows if row["recurring"]]
-    one_off = [row for row in rows if not row["recurring"]]
-    for part, title in ((recurring, None), (one_off, "One-off tasks (one DAG run each):")):
-        if part and title and recurring:
-            lines.append(title)
-        for row in part:
-            rate = "-" if row["fallback_rate"] is None else f"{row['fallback_rate']:.0%}"
-            lines.append(
-                f"{row['dag_id'] + ' / ' + row['task_id']:<40} {row['runs']:>5} {rate:>9} "
-                f"{_median_text(row['pending_seconds_p50']):>9} {_median_text(row['pending_seconds_p90']):>9}  "
-                f"{row['summary']}"
-            )
-            lines.append(f"    verdict {row['verdict']}: {row['reason']}")
-            wait = row["first_choice_wait"]
-            if wait is not None:
-                lines.append(f"    {_wait_text(wait)}")
-            lines.extend(_configuration_line(configuration) for configuration in row["configurations"])
-    return "\n".join(lines)

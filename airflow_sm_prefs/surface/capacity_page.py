@@ -16,7 +16,7 @@ import pendulum
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from airflow_sm_prefs.analysis import report
+from airflow_sm_prefs.analysis import report, report_text
 from airflow_sm_prefs.evidence import ledger_entry, ledger_reading
 from airflow_sm_prefs.storage.object_storage import StorageUnavailable
 from airflow_sm_prefs.surface.capacity_models import ReportRow
@@ -289,7 +289,7 @@ def _task_instance_body(
         compared=wait_compared(float(this["pending_seconds"]), waits),
         median_wait=report.percentile(waits, 0.5),
         cost=_cost_cell(this),
-        utilization=report.utilization_details(this.get("utilization")),
+        utilization=report_text.utilization_details(this.get("utilization")),
         waits=charts.wait_chart(history),
     )
 

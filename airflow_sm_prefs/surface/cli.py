@@ -183,7 +183,7 @@ def _read_through_the_cache(root: Any) -> Any:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from airflow_sm_prefs.analysis import kept_reports, report
+    from airflow_sm_prefs.analysis import kept_reports, report, report_text
 
     reading = _read_ledger()
     question = (args.since, args.dag_id, args.task_id, args.max_cost_premium, args.drift_tolerance)
@@ -199,7 +199,7 @@ def _report(args: argparse.Namespace) -> int:
             drift_tolerance=args.drift_tolerance / 100.0,
         ),
     )
-    say(report.render(rows, args.format))
+    say(report_text.render(rows, args.format))
     if args.format == "table":
         from airflow_sm_prefs.analysis import plan_usage
         from airflow_sm_prefs.analysis.counterfactual import task_of

@@ -228,10 +228,10 @@ def refresh_prices(stack: LocalStack) -> int:
 
 def capacity_report(stack: LocalStack) -> str:
     """What `airflow-sm-prefs report` prints for this stack's ledger."""
-    from airflow_sm_prefs.analysis import report
+    from airflow_sm_prefs.analysis import report, report_text
     from airflow_sm_prefs.evidence import ledger_reading
 
-    return report.render(report.summarize(ledger_reading.read(stack.ledger_root).entries), "table")
+    return report_text.render(report.summarize(ledger_reading.read(stack.ledger_root).entries), "table")
 
 
 def plans_command(stack: LocalStack, *arguments: str) -> str:

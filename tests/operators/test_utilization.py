@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from airflow_sm_prefs.analysis import report
+from airflow_sm_prefs.analysis import report, report_text
 from airflow_sm_prefs.evidence import ledger_reading
 from airflow_sm_prefs.surface.operators import SageMakerPreferenceTrainingOperator
 from sm_prefs_devkit.emulator.scenario import parse_faults
@@ -52,11 +52,11 @@ def test_a_run_on_two_configurations_shows_each_ones_gpu_utilization(start_emula
         "ml.p4d.24xlarge": on_p4d["utilization"]["gpu"]["mean"],
         "ml.g5.48xlarge": on_g5["utilization"]["gpu"]["mean"],
     }
-    text = report.render([row], "table")
+    text = report_text.render([row], "table")
     assert f"#2 2 x ml.p4d.24xlarge: 1 job, GPU {on_p4d['utilization']['gpu']['mean']:.0f}% (p90" in text
     assert f"#2 1 x ml.g5.48xlarge: 1 job, GPU {on_g5['utilization']['gpu']['mean']:.0f}% (p90" in text
-    assert json.loads(report.render([row], "json"))[0]["configurations"][0]["utilization"]["gpu"] is not None
-    (parsed,) = csv.DictReader(io.StringIO(report.render([row], "csv")))
+    assert json.loads(report_text.render([row], "json"))[0]["configurations"][0]["utilization"]["gpu"] is not None
+    (parsed,) = csv.DictReader(io.StringIO(report_text.render([row], "csv")))
     assert "GPU " in parsed["configurations"]
 
 
@@ -75,4 +75,4 @@ def test_an_unreadable_metric_is_unknown_with_one_warning_and_the_task_green(
     (entry,) = ledger_reading.read().entries
     assert entry["utilization"] is None
     (row,) = report.summarize([entry])
-    assert "utilization unknown" in report.render([row], "table")
+    assert "utilization unknown" in report_text.render([row], "table")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from airflow_sm_prefs.analysis import counterfactual, report
+from airflow_sm_prefs.analysis import counterfactual, report, report_text
 from airflow_sm_prefs.analysis.survival import kaplan_meier
 
 # -- Kaplan-Meier: the 6-MP arm of Freireich et al. (1963), as tabulated in Kleinbaum & Klein, "Survival
@@ -166,7 +166,7 @@ def test_a_fallback_that_saved_hours_a_night_paid_off():
     first = next(c for c in row["configurations"] if c["rank"] == 0)
     assert first["break_even_wait_seconds"] is None
     assert "first choice would have taken a median 4h05m00s" in row["reason"]
-    assert "first choice's wait at the times jobs fell back" in report.render([row], "table")
+    assert "first choice's wait at the times jobs fell back" in report_text.render([row], "table")
 
 
 def test_the_evidence_comes_from_every_entry_whatever_the_rows_asked_for():

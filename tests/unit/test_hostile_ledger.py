@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_sm_prefs.analysis import report
+from airflow_sm_prefs.analysis import report, report_text
 from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading
 from airflow_sm_prefs.surface import capacity_page, cli
 from tests.helpers import plant_file
@@ -164,7 +164,7 @@ def test_a_hostile_value_in_any_field_is_refused_on_read(root, case, monkeypatch
     rows = report.summarize(reading.entries)
     assert rows[0]["runs"] == 3
     json.dumps(rows, allow_nan=False)  # what the report prints is valid JSON
-    report.render(rows, "table")
+    report_text.render(rows, "table")
     assert _page(monkeypatch).get("/capacity").status_code == 200
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_sm_prefs.analysis import report
+from airflow_sm_prefs.analysis import report, report_text
 from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading
 from airflow_sm_prefs.facts import job_facts
 
@@ -172,7 +172,7 @@ def test_filters_by_dag_task_and_window():
 @pytest.mark.parametrize("output_format", ["json", "csv", "table"])
 def test_every_format_carries_the_verdict(output_format):
     rows = report.summarize([entry("a", 0, pending=7200), entry("b", 1), entry("c", 1)])
-    text = report.render(rows, output_format)
+    text = report_text.render(rows, output_format)
     if output_format == "json":
         assert json.loads(text)[0]["verdict"] == "paid_off"
     elif output_format == "csv":
@@ -275,8 +275,8 @@ def test_a_cost_known_on_one_side_only_is_not_judged_and_never_taken_as_zero():
     (row,) = report.summarize(entries)
     assert row["verdict"] == "paid_off" and "cost not judged" in row["reason"]
     assert row["configurations"][0]["estimated_cost_usd_p50"] is None
-    assert "cost p50 unknown" in report.render([row], "table")
-    assert "cost p50 $500.00" in report.render([row], "table")
+    assert "cost p50 unknown" in report_text.render([row], "table")
+    assert "cost p50 $500.00" in report_text.render([row], "table")
 
 
 def test_entries_written_before_costs_existed_read_as_unknown_cost():
@@ -355,7 +355,7 @@ def test_a_configuration_whose_runs_drift_from_its_benchmark_is_flagged():
     first, fallback = row["configurations"]
     assert (first["run_time_vs_certified_p50"], first["drifted"]) == (1.5, True)
     assert (fallback["run_time_vs_certified_p50"], fallback["drifted"]) == (1.029, False)
-    assert "x1.50 its certified 33m20s DRIFTED" in report.render([row], "table")
+    assert "x1.50 its certified 33m20s DRIFTED" in report_text.render([row], "table")
     (lenient,) = report.summarize(entries, drift_tolerance=0.6)
     assert not lenient["configurations"][0]["drifted"]
 
@@ -365,7 +365,7 @@ def test_rows_kept_as_json_between_runs_render_as_the_rows_computed(output):
     """The CLI keeps a report's rows as JSON (``kept_reports.remembered_rows``): they must print the same."""
     entries = [entry("a", 0, pending=7200), entry("b", 1, pending=300, estimated_cost_usd=3.5), entry("c", None)]
     rows = report.summarize(entries)
-    assert report.render(json.loads(json.dumps(rows)), output) == report.render(rows, output)
+    assert report_text.render(json.loads(json.dumps(rows)), output) == report_text.render(rows, output)
 
 
 # -- what happened, before the verdict ----------------------------------------------------------------------------
@@ -384,7 +384,7 @@ def test_the_lead_says_the_trade_off_in_time_and_cost_before_the_verdict():
     assert row["verdict"] == "did_not_pay_off"
     (within,) = report.summarize(entries, max_cost_premium=1.5)
     assert within["summary"].endswith("+100% cost per job (allowed +150%)") and within["verdict"] == "paid_off"
-    table = report.render([row], "table").splitlines()
+    table = report_text.render([row], "table").splitlines()
     assert table[2].endswith(row["summary"]) and table[3].startswith("    verdict did_not_pay_off: ")
 
 
@@ -406,7 +406,7 @@ def test_the_lead_says_when_waiting_would_have_been_sooner_and_when_the_cost_is_
 def test_the_report_says_no_zero_of_zero_no_one_jobs_and_no_unlabelled_figure():
     failed = entry("c", 1, outcome="failed_after_start", failure_reason=CUDA)
     rows = report.summarize([entry("b", 1), failed, entry("d", 1)])
-    text = report.render(rows, "table")
+    text = report_text.render(rows, "table")
     assert "0 of 0" not in text and "1 jobs" not in text and "job(s)" not in text
     assert "the first choice never ran in the window" in rows[0]["reason"]
     (few,) = report.summarize([entry("a", 1)])
@@ -418,17 +418,17 @@ def test_one_off_tasks_are_listed_after_the_recurring_ones():
     once = entry("z", 0, task_id="aaa_certify", run_id="manual__cert")
     rows = report.summarize([*nightly, once])
     assert {r["task_id"]: r["recurring"] for r in rows} == {"aaa_certify": False, "fine_tune": True}
-    lines = report.render(rows, "table").splitlines()
+    lines = report_text.render(rows, "table").splitlines()
     title = lines.index("One-off tasks (one DAG run each):")
     assert any("fine_tune" in line for line in lines[:title]) and any("aaa_certify" in line for line in lines[title:])
-    assert report.render([r for r in rows if not r["recurring"]], "table").count("One-off") == 0
+    assert report_text.render([r for r in rows if not r["recurring"]], "table").count("One-off") == 0
 
 
 def test_ranks_read_the_same_in_every_format():
     rows = report.summarize([entry("a", 0), entry("b", 1), entry("c", 1)])
     assert rows[0]["rank_counts"] == {"#1": 1, "#2": 2}
     assert [c["preference"] for c in rows[0]["configurations"]] == ["#1", "#2"]
-    assert "    #2 2 x ml.p4d.24xlarge: 2 jobs" in report.render(rows, "table")
+    assert "    #2 2 x ml.p4d.24xlarge: 2 jobs" in report_text.render(rows, "table")
 
 
 def test_a_hardware_failure_the_verdict_does_not_name_is_in_the_lead():
