@@ -16,6 +16,7 @@ objects, the ledger is folded into month objects in a thread of its own (``ledge
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -25,7 +26,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from airflow_sm_prefs.evidence import ledger, ledger_entry, ledger_reading
+from airflow_sm_prefs.evidence import ledger, ledger_reading, report_reading
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 # How long a page request waits for a fresh page before it is answered with the last one (or a "computing" page).
@@ -65,19 +68,17 @@ class Views:
         self._compacting: Future[Any] | None = None
 
     def reading(self, dags: set[str] | frozenset[str]) -> ledger_reading.Reading:
-        reading = ledger_reading.read(dags=dags, fields=ledger_entry.REPORT_FIELDS, memo=self.memo)
-        if reading.old_job_objects:
-            self._compact_when_due(reading)
+        root = ledger.location()
+        reading = report_reading.reading(root, self.memo, dags)
+        if report_reading.due(reading):
+            self._fold_when_due(root, reading)
         return reading
 
-    def _compact_when_due(self, reading: ledger_reading.Reading) -> None:
-        from airflow_sm_prefs.evidence import ledger_compaction
-
+    def _fold_when_due(self, root: Any, reading: ledger_reading.Reading) -> None:
         with self._lock:
             if self._compacting is not None and not self._compacting.done():
                 return
-            root = ledger.location()
-            self._compacting = self._compactor.submit(ledger_compaction.compact_if_due, root, reading)
+            self._compacting = self._compactor.submit(_fold, root, reading)
 
     def view(self, reading: ledger_reading.Reading, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, or what it returned for the same ``key`` over the same ledger files."""
@@ -152,3 +153,12 @@ def store_problem(error: BaseException) -> str | None:
     if problem is None or problem.setting:
         return None
     return problem.line("the shared store holding the capacity ledger")
+
+
+def _fold(root: Any, reading: ledger_reading.Reading) -> report_reading.Fold | None:
+    """The page's fold, in its own thread: nobody waits on it, so a refusal is said in the API server's log."""
+    fold = report_reading.fold_if_due(root, reading)
+    if fold is not None and fold.refused is not None:
+        problem = store_problem(fold.refused) or f"{type(fold.refused).__name__}: {fold.refused}"
+        log.warning("Could not fold the capacity ledger's old entries: %s", problem)
+    return fold

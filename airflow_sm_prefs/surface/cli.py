@@ -160,23 +160,19 @@ def _read_ledger() -> Any:
 
 def _read_through_the_cache(root: Any) -> Any:
     """The ledger read; on object storage, only the objects changed since this host's last run are fetched."""
-    from airflow_sm_prefs.evidence import ledger_cache, ledger_compaction, ledger_entry, ledger_reading
+    from airflow_sm_prefs.evidence import ledger_cache, ledger_entry, report_reading
 
     if object_storage.on_local_disk(root):  # a local folder is read faster than a cache of it
-        return ledger_reading.read(root, fields=ledger_entry.REPORT_FIELDS)
+        return report_reading.reading(root, None)
     memo = ledger_cache.load(root, ledger_entry.REPORT_FIELDS)
-    reading = ledger_reading.read(root, fields=ledger_entry.REPORT_FIELDS, memo=memo)
+    reading = report_reading.reading(root, memo)
     ledger_cache.save(memo, root, ledger_entry.REPORT_FIELDS)
-    try:
-        compacted = ledger_compaction.compact_if_due(root, reading)
-    except object_storage.StorageSettingError:
-        raise  # a bad [sm_prefs] ledger_compact_after: said as the setting's error
-    except OSError as error:  # the store refused the fold (a role that may not delete): the reading stands
-        warn(f"could not fold the ledger's old entries: {_store_problem(error)}")
-        return reading
-    if compacted is not None and compacted.folded:
+    fold = report_reading.fold_if_due(root, reading)
+    if fold is not None and fold.refused is not None:  # a role that may not delete: the reading stands
+        warn(f"could not fold the ledger's old entries: {_store_problem(fold.refused)}")
+    elif fold is not None and fold.folded:
         warn(
-            f"folded {compacted.folded} old ledger entries into {compacted.files} month object(s), so later "
+            f"folded {fold.folded} old ledger entries into {fold.files} month object(s), so later "
             "readings fetch a few objects per month ([sm_prefs] ledger_compact_after)"
         )
     return reading

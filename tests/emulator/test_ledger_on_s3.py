@@ -359,12 +359,42 @@ def test_the_capacity_page_folds_the_ledger_in_a_thread_of_its_own(s3_ledger_ser
     assert sorted(e["job_name"] for e in views.reading({"nightly"}).entries) == ["a", "b", "c"]
 
 
+def test_a_fold_the_store_denies_is_said_in_the_api_servers_log_and_the_page_stands(
+    s3_ledger_server, monkeypatch, caplog
+):
+    """The page folds in a thread nobody waits on: a store that denies the deletes is one warning in the API
+    server's log, named like the CLI's line, and the page's reading is whole."""
+    import logging
+
+    from airflow_sm_prefs.surface import capacity_views
+    from sm_prefs_devkit.local_stack import control
+
+    server, _ = s3_ledger_server
+    for name in ("a", "b", "c"):
+        ledger.write(_old(name))
+    stored = server.emulator.s3._backend().buckets["team-bucket"].keys
+    for name in ("a", "b", "c"):
+        stored[f"sm-prefs/ledger/nightly/{name}.us-east-1.json"].last_modified = dt.datetime(2026, 10, 3, 2)
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_COMPACT_AFTER", "1")
+    control(server.endpoint_url, "faults", {"deny": ["DeleteObject", "DeleteObjects"]})
+    views = capacity_views.Views()
+    with caplog.at_level(logging.WARNING, logger=capacity_views.__name__):
+        assert len(views.reading({"nightly"}).entries) == 3
+        fold = views._compacting.result(timeout=60)
+    assert fold is not None and fold.refused is not None and fold.folded == 0
+    (said,) = [r.getMessage() for r in caplog.records if r.name == capacity_views.__name__]
+    assert said.startswith("Could not fold the capacity ledger's old entries: ") and "refused access" in said, said
+    assert len(views.reading({"nightly"}).entries) == 3
+
+
 def test_a_fold_the_store_refuses_costs_the_fold_not_the_report(s3_ledger_server, tmp_path, monkeypatch, capsys):
     """A team's role that may not delete other DAGs' objects: the report is printed, the fold is a warning."""
     from airflow_sm_prefs.surface import cli
 
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
     ledger.write(_old("a"))
+    stored = s3_ledger_server[0].emulator.s3._backend().buckets["team-bucket"].keys
+    stored["sm-prefs/ledger/nightly/a.us-east-1.json"].last_modified = dt.datetime(2026, 10, 3, 2)  # due a fold
 
     def refused(root, reading):
         raise PermissionError("Access Denied")

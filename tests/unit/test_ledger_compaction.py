@@ -147,3 +147,34 @@ def test_four_threads_rewriting_one_entry_leave_one_whole_entry(tmp_path):
     (only,) = ledger_reading.read(root).entries
     assert only["pending_seconds"] % 100 == 49, "the last write of one of the threads"
     assert [p.name for p in (root / "nightly").iterdir()] == ["same-job.us-east-1.json"], "no temporary file left"
+
+
+def test_a_reports_reading_asks_for_a_fold_only_when_it_found_old_objects_and_says_a_refusal(monkeypatch):
+    """The CLI and the Capacity page fold through one rule (``report_reading.fold_if_due``)."""
+    from airflow_sm_prefs.evidence import report_reading
+
+    asked: list[object] = []
+
+    def folds(root, reading):
+        asked.append(reading)
+        return ledger_compaction.Compaction(folded=2, files=1)
+
+    monkeypatch.setattr(ledger_compaction, "compact_if_due", folds)
+    local, none_old, some_old = (ledger_reading.Reading([], 0, [], None, old) for old in (None, 0, 5))
+    assert report_reading.fold_if_due("root", local) is None and report_reading.fold_if_due("root", none_old) is None
+    assert asked == []
+    assert report_reading.fold_if_due("root", some_old) == report_reading.Fold(folded=2, files=1)
+
+    def refused(root, reading):
+        raise PermissionError("Access Denied")
+
+    monkeypatch.setattr(ledger_compaction, "compact_if_due", refused)
+    fold = report_reading.fold_if_due("root", some_old)
+    assert fold is not None and isinstance(fold.refused, PermissionError) and fold.folded == 0
+
+    def badly_set(root, reading):
+        raise object_storage.StorageSettingError("[sm_prefs] ledger_compact_after = 'x'")
+
+    monkeypatch.setattr(ledger_compaction, "compact_if_due", badly_set)
+    with pytest.raises(object_storage.StorageSettingError):
+        report_reading.fold_if_due("root", some_old)
