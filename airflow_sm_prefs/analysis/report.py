@@ -380,7 +380,14 @@ def summarize(
                 "runs": len(group),
                 # One DAG run only (a certification run, a one-off backfill): shown apart from the nightly ones.
                 "recurring": recurring,
-                "summary": lead(group, fell_back, len(placed), judged, causes, max_cost_premium),
+                "summary": lead(
+                    group,
+                    fell_back=fell_back,
+                    placed=len(placed),
+                    judged=judged,
+                    causes=causes,
+                    max_cost_premium=max_cost_premium,
+                ),
                 "completed": outcomes["completed"],
                 "no_capacity": outcomes["no_capacity"],
                 "failed_after_start": outcomes["failed_after_start"],
@@ -435,6 +442,7 @@ def _gain_text(judged: Judgement, max_cost_premium: float) -> str:
 
 def lead(
     group: list[LedgerEntry],
+    *,
     fell_back: int,
     placed: int,
     judged: Judgement,

@@ -59,10 +59,10 @@ def backfill(hook: Any, since: pendulum.DateTime, root: Any = None, region: str 
                 view = JobView.parse(kind, hook.describe_job(kind, name))
                 entry = ledger_entry.entry_for(
                     JobFacts.of(view, region),
-                    tags[tagging.DAG_ID],
-                    tags[tagging.TASK_ID],
-                    tags.get(tagging.RUN_ID, ""),
-                    int(tags.get(tagging.MAP_INDEX, "-1") or -1),
+                    dag_id=tags[tagging.DAG_ID],
+                    task_id=tags[tagging.TASK_ID],
+                    run_id=tags.get(tagging.RUN_ID, ""),
+                    map_index=int(tags.get(tagging.MAP_INDEX, "-1") or -1),
                     source="backfill",
                 )
                 if ledger.write(entry, root):

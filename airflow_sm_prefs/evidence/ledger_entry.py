@@ -90,7 +90,7 @@ REPORT_FIELDS = tuple(name for name, field in _FIELDS.items() if field.report)
 
 
 def entry_for(
-    facts: JobFacts, dag_id: str, task_id: str, run_id: str, map_index: int, source: str = "task"
+    facts: JobFacts, *, dag_id: str, task_id: str, run_id: str, map_index: int, source: str = "task"
 ) -> LedgerEntry:
     view = facts.view
     assert view.name is not None

@@ -65,6 +65,7 @@ class JobFacts:
         cls,
         view: JobView,
         region: str | None,
+        *,
         prices: PriceTable | None = None,
         now: pendulum.DateTime | None = None,
         certified_run_seconds: float | None = None,
@@ -81,11 +82,11 @@ class JobFacts:
         billed = round(float(seconds) * view.selected_count, 3) if seconds is not None and view.selected_count else None
         cost = price_tables.estimate(
             prices if prices is not None else price_tables.current(),
-            region,
-            view.kind.name,
-            view.selected_type,
-            billed,
-            view.plan_backed,
+            region=region,
+            kind=view.kind.name,
+            instance_type=view.selected_type,
+            instance_seconds=billed,
+            plan_backed=view.plan_backed,
         )
         outcome = outcome_of(view, task_gave_up)
         return cls(

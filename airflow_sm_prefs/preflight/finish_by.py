@@ -87,9 +87,9 @@ class FinishesBy(Check):
         deadline = plan(
             run.kind,
             listed.given,
-            deadline_of(self.finish_by),
-            now,
-            ledger_history(ti.dag_id, ti.task_id, run.kind),
+            finish_by=deadline_of(self.finish_by),
+            now=now,
+            history=ledger_history(ti.dag_id, ti.task_id, run.kind),
             excluded=earlier,
         )
         listed = listed.dropping(run, deadline.dropped)
@@ -117,6 +117,7 @@ class DeadlinePlan:
 def plan(
     kind: JobKind,
     request: Mapping[str, Any],
+    *,
     finish_by: pendulum.DateTime,
     now: pendulum.DateTime,
     history: RunTimeHistory,

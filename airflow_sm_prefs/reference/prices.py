@@ -181,6 +181,7 @@ class CostEstimate:
 
 def estimate(
     table: PriceTable,
+    *,
     region: str | None,
     kind: str,
     instance_type: str | None,

@@ -66,6 +66,7 @@ def prepare(
     config: Any,
     preferences: Any,
     max_pending: int | None,
+    *,
     markers: tuple[str, ...] = TEMPLATE_MARKERS,
     job_name: Any = None,
 ) -> tuple[dict[str, Any], list[str]]:
@@ -93,6 +94,7 @@ def rendered(
     kind: JobKind,
     config: Any,
     preferences: Any,
+    *,
     max_pending: int | None,
     job_name: Any,
     check_instance_types: Callable[[JobKind, Mapping[str, Any]], None],
@@ -101,7 +103,7 @@ def rendered(
     """The request after the task rendered its fields, judged whole (nothing in it is a template any more,
     and each listed type is one the installed botocore knows): ``InvalidJobRequest`` names every problem."""
     try:
-        request, warnings = prepare(kind, config, preferences, max_pending, markers=(), job_name=job_name)
+        request, warnings = prepare(kind, config, preferences, max_pending=max_pending, markers=(), job_name=job_name)
         with refusing():
             check_instance_types(kind, request)
     except RequestValidationError as error:

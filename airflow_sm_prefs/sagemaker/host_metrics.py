@@ -42,7 +42,7 @@ def client(hook_kwargs: Mapping[str, Any]) -> Any:
 
 
 def read(
-    cloudwatch: Any, kind_name: str, job_name: str, hosts: int, started: dt.datetime, ended: dt.datetime
+    cloudwatch: Any, *, kind_name: str, job_name: str, hosts: int, started: dt.datetime, ended: dt.datetime
 ) -> HostValues:
     """What each of the job's ``hosts`` published of each metric while it ran (average per minute)."""
     from botocore.exceptions import BotoCoreError, ClientError

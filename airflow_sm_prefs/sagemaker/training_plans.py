@@ -227,7 +227,7 @@ def plan_named(sagemaker: Any, name_or_arn: str) -> PlanState | None:
 
 
 def search(
-    sagemaker: Any, instance_type: str, count: int, hours: int, after: dt.datetime, before: dt.datetime
+    sagemaker: Any, *, instance_type: str, count: int, hours: int, after: dt.datetime, before: dt.datetime
 ) -> list[Offering]:
     """What SageMaker would sell now for ``count`` x ``instance_type`` over ``hours``, inside the window."""
     answer = sagemaker.search_training_plan_offerings(

@@ -191,7 +191,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
                 raise RequestValidationError(problems)
         if not isinstance(config, str):  # JSON text is judged once rendered
             self._request, warnings = job_request.prepare(
-                self.job_kind, config, self.preferences, self.max_pending, markers, job_name
+                self.job_kind, config, self.preferences, self.max_pending, markers=markers, job_name=job_name
             )
             for warning in warnings:
                 self.log.warning(warning)
@@ -220,10 +220,10 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self.job_kind,
             self.config,
             self.preferences,
-            self.max_pending,
-            self.job_name,
-            self.hook.check_instance_types,
-            self.log,
+            max_pending=self.max_pending,
+            job_name=self.job_name,
+            check_instance_types=self.hook.check_instance_types,
+            log=self.log,
         )
         return self._request
 
@@ -248,13 +248,13 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self._life = TaskLife(
             self.job_kind,
             self.hook,
-            self.hook_kwargs,
-            self._region,
-            Waiting.of(self),
-            preflight.certification,
-            context,
-            self.log,
-            persist_links,
+            hook_kwargs=self.hook_kwargs,
+            region=self._region,
+            waiting=Waiting.of(self),
+            certification=preflight.certification,
+            context=context,
+            log=self.log,
+            persist_links=persist_links,
         )
         return self._life
 

@@ -198,11 +198,11 @@ def search_and_remember(sagemaker: Any, query: dict[str, Any]) -> list[training_
     the query that found it, so ``plans reserve`` can ask again for the same one."""
     offerings = training_plans.search(
         sagemaker,
-        query["instance_type"],
-        query["count"],
-        query["hours"],
-        dt.datetime.fromisoformat(query["after"]),
-        dt.datetime.fromisoformat(query["before"]),
+        instance_type=query["instance_type"],
+        count=query["count"],
+        hours=query["hours"],
+        after=dt.datetime.fromisoformat(query["after"]),
+        before=dt.datetime.fromisoformat(query["before"]),
     )
     _remember(offerings, query)
     return offerings

@@ -19,6 +19,7 @@ DEADLINE_SLACK = timedelta(hours=1)  # provisioning, upload and stop time around
 def wait_deadlines(
     kind: JobKind,
     request: Mapping[str, Any],
+    *,
     submitted_at: str | None,
     max_pending: int | None,
     wait_timeout: int | None,

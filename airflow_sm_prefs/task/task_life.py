@@ -121,6 +121,7 @@ class TaskLife:
         self,
         kind: JobKind,
         hook: SageMakerPreferenceHook,
+        *,
         hook_kwargs: dict[str, Any],
         region: str | None,
         waiting: Waiting,
@@ -201,7 +202,9 @@ class TaskLife:
         view = ended.view(self.kind)
         if view is None:  # a trigger that saw no change since the deferral (a quiet queue) sends no description
             view = latest_view(self.hook, JobView.parse(self.kind, {self.kind.name_field: ended.job_name}), self.log)
-        deadline = ended.deadline or wait_deadlines(self.kind, {}, None, None, None)[0]
+        deadline = (
+            ended.deadline or wait_deadlines(self.kind, {}, submitted_at=None, max_pending=None, wait_timeout=None)[0]
+        )
         wait = Wait(ended.announced, deadline, ended.pending_deadline)
         return self._after(ended.outcome, view, wait, ended.message)
 
@@ -218,10 +221,10 @@ class TaskLife:
         deadline, pending_deadline = wait_deadlines(
             self.kind,
             request,
-            claim.submitted_at,
-            self.waiting.max_pending,
-            self.waiting.wait_timeout,
-            claim.pending_until,
+            submitted_at=claim.submitted_at,
+            max_pending=self.waiting.max_pending,
+            wait_timeout=self.waiting.wait_timeout,
+            pending_until=claim.pending_until,
         )
         if view.terminal:
             return self._finish(view, announced=False)
@@ -250,11 +253,11 @@ class TaskLife:
         outcome, view = blocking.wait(
             self.hook,
             view,
-            wait_for,
-            wait.deadline,
-            wait.pending_deadline,
-            self.waiting.check_interval,
-            self.log,
+            wait_for=wait_for,
+            deadline=wait.deadline,
+            pending_deadline=wait.pending_deadline,
+            check_interval=self.waiting.check_interval,
+            log=self.log,
             observed=observed,
         )
         return self._after(outcome, view, wait)
@@ -314,9 +317,11 @@ class TaskLife:
         stop = self.waiting.stop_on_timeout
         if outcome is WaitOutcome.PENDING_TIMEOUT:
             why = no_capacity_message(view, self.waiting.pending_bound)
-            self.outcome.abandon(self.hook, view, NoCapacityError, why, stop, "queued")
+            self.outcome.abandon(self.hook, view, error=NoCapacityError, message=why, stop=stop, left="queued")
         if outcome is WaitOutcome.TIMEOUT:
-            self.outcome.abandon(self.hook, view, AirflowException, wait_timeout_message(view), stop, "running")
+            self.outcome.abandon(
+                self.hook, view, error=AirflowException, message=wait_timeout_message(view), stop=stop, left="running"
+            )
         raise RuntimeError(f"lost track of SageMaker job {view.name}: {message}; a retry reattaches")
 
     def _finish(self, view: JobView, announced: bool) -> Done:

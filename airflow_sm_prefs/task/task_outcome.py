@@ -85,11 +85,11 @@ class TaskOutcome:
         try:
             values = host_metrics.read(
                 host_metrics.client(self.connection),
-                view.kind.name,
-                view.name,
-                view.selected_count,
-                view.started,
-                view.ended,
+                kind_name=view.kind.name,
+                job_name=view.name,
+                hosts=view.selected_count,
+                started=view.started,
+                ended=view.ended,
             )
             found = utilization.summarize(values, instance_catalogue.current().get(view.selected_type))
         except Exception as error:  # no permission, no answer, a catalogue that cannot be read: unknown
@@ -140,7 +140,11 @@ class TaskOutcome:
         ti = self.context["ti"]
         map_index = getattr(ti, "map_index", -1)
         entry = ledger_entry.entry_for(
-            facts, ti.dag_id, ti.task_id, ti.run_id, -1 if map_index is None else int(map_index)
+            facts,
+            dag_id=ti.dag_id,
+            task_id=ti.task_id,
+            run_id=ti.run_id,
+            map_index=-1 if map_index is None else int(map_index),
         )
         ledger.write(entry)
         emit_end(entry)
@@ -156,6 +160,7 @@ class TaskOutcome:
         self,
         hook: SageMakerPreferenceHook,
         view: JobView,
+        *,
         error: type[AirflowException],
         message: str,
         stop: bool,

@@ -22,6 +22,7 @@ from airflow_sm_prefs.wait.polling import WaitFor, WaitOutcome, backoff_seconds,
 def wait(
     hook: SageMakerPreferenceHook,
     view: JobView,
+    *,
     wait_for: WaitFor,
     deadline: str | None,
     pending_deadline: str | None,

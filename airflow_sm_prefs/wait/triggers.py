@@ -58,8 +58,9 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
     :param region: the job's Region, for the announced selection.
     """
 
-    def __init__(
+    def __init__(  # keyword arguments only: Airflow builds a trigger again from ``serialize()``'s dict
         self,
+        *,
         job_name: str,
         job_kind: str,
         hook_kwargs: dict[str, Any] | None = None,

@@ -52,7 +52,13 @@ def eight_nights() -> list[dict]:
             view = JobView.parse(TRAINING, client.describe_training_job(TrainingJobName=name))
             assert view.status == "Completed", (name, view.status)
             entries.append(
-                ledger_entry.entry_for(JobFacts.of(view, "us-east-1"), dag, "train", f"scheduled__{night}", -1)
+                ledger_entry.entry_for(
+                    JobFacts.of(view, "us-east-1"),
+                    dag_id=dag,
+                    task_id="train",
+                    run_id=f"scheduled__{night}",
+                    map_index=-1,
+                )
             )
         return entries
     finally:

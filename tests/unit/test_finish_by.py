@@ -21,7 +21,7 @@ def no_history(instance_type: str, count: int) -> None:
 
 def test_the_bound_is_the_deadline_less_the_longest_expected_run_and_sagemaker_enforces_it():
     request = training_request("x", GPU_PAIR)  # MaxRuntimeInSeconds 3600
-    deadline = finish_by.plan(TRAINING, request, NOW.add(hours=4), NOW, no_history)
+    deadline = finish_by.plan(TRAINING, request, finish_by=NOW.add(hours=4), now=NOW, history=no_history)
     assert (deadline.dropped, deadline.pending_seconds) == ({}, 3 * 3600)
     sent, pending_until = finish_by.applied(TRAINING, request, deadline, NOW)
     assert sent["StoppingCondition"]["MaxPendingTimeInSeconds"] == 3 * 3600 and pending_until is None
@@ -34,7 +34,7 @@ def test_the_bound_is_set_on_a_new_request_never_on_the_one_given():
 
     request = training_request("x", GPU_PAIR)
     before = copy.deepcopy(request)
-    deadline = finish_by.plan(TRAINING, request, NOW.add(hours=4), NOW, no_history)
+    deadline = finish_by.plan(TRAINING, request, finish_by=NOW.add(hours=4), now=NOW, history=no_history)
     sent, _ = finish_by.applied(TRAINING, request, deadline, NOW)
     assert request == before and sent is not request
     assert "MaxPendingTimeInSeconds" in sent["StoppingCondition"]
@@ -45,7 +45,7 @@ def test_the_ledger_history_sets_the_expected_run_and_entries_that_cannot_fit_ar
         return (600.0, 5) if instance_type == "ml.p4d.24xlarge" else None
 
     request = training_request("x", GPU_PAIR)
-    deadline = finish_by.plan(TRAINING, request, NOW.add(minutes=50), NOW, history)
+    deadline = finish_by.plan(TRAINING, request, finish_by=NOW.add(minutes=50), now=NOW, history=history)
     (reason,) = deadline.dropped.values()
     assert reason.startswith("preference #1 (1 x ml.p5.48xlarge): expected to run 1h00m00s (MaxRuntimeInSeconds")
     assert "finish_by=2026-11-30T02:50:00Z" in reason
@@ -55,7 +55,7 @@ def test_the_ledger_history_sets_the_expected_run_and_entries_that_cannot_fit_ar
 
 def test_below_sagemakers_floor_the_task_enforces_the_bound_itself():
     request = training_request("x", GPU_PAIR)
-    deadline = finish_by.plan(TRAINING, request, NOW.add(minutes=80), NOW, no_history)
+    deadline = finish_by.plan(TRAINING, request, finish_by=NOW.add(minutes=80), now=NOW, history=no_history)
     sent, pending_until = finish_by.applied(TRAINING, request, deadline, NOW)
     assert deadline.pending_seconds == 20 * 60
     assert "MaxPendingTimeInSeconds" not in sent["StoppingCondition"]
@@ -64,7 +64,7 @@ def test_below_sagemakers_floor_the_task_enforces_the_bound_itself():
 
 def test_processing_is_always_enforced_by_the_task():
     request = processing_request("p", [{"InstanceType": "ml.g5.12xlarge", "InstanceCount": 1}])
-    deadline = finish_by.plan(PROCESSING, request, NOW.add(hours=5), NOW, no_history)
+    deadline = finish_by.plan(PROCESSING, request, finish_by=NOW.add(hours=5), now=NOW, history=no_history)
     _, pending_until = finish_by.applied(PROCESSING, request, deadline, NOW)
     assert pending_until == NOW.add(hours=4).to_iso8601_string()
 
@@ -72,14 +72,16 @@ def test_processing_is_always_enforced_by_the_task():
 def test_a_users_smaller_pending_limit_is_kept():
     request = training_request("x", GPU_PAIR)
     request["StoppingCondition"]["MaxPendingTimeInSeconds"] = 2400
-    deadline = finish_by.plan(TRAINING, request, NOW.add(hours=6), NOW, no_history)
+    deadline = finish_by.plan(TRAINING, request, finish_by=NOW.add(hours=6), now=NOW, history=no_history)
     sent, _ = finish_by.applied(TRAINING, request, deadline, NOW)
     assert sent["StoppingCondition"]["MaxPendingTimeInSeconds"] == 2400
 
 
 def test_when_nothing_fits_the_task_fails_early_naming_the_deadline():
     with pytest.raises(RequestValidationError) as refused:
-        finish_by.plan(TRAINING, training_request("x", GPU_PAIR), NOW.add(minutes=30), NOW, no_history)
+        finish_by.plan(
+            TRAINING, training_request("x", GPU_PAIR), finish_by=NOW.add(minutes=30), now=NOW, history=no_history
+        )
     problems = refused.value.problems
     assert problems[0] == "no preference can finish by finish_by=2026-11-30T02:30:00Z (30m00s from now)"
     assert len(problems) == 4 and problems[-1] == "no SageMaker job was created"

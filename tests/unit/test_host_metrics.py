@@ -31,7 +31,7 @@ class FakeCloudWatch:
 
 def test_one_query_per_metric_and_host_over_the_run_and_the_publishing_lag():
     fake = FakeCloudWatch()
-    values = host_metrics.read(fake, "processing", "prep", 2, STARTED, ENDED)
+    values = host_metrics.read(fake, kind_name="processing", job_name="prep", hosts=2, started=STARTED, ended=ENDED)
     (call,) = fake.calls
     assert (call["StartTime"], call["EndTime"]) == (STARTED, ENDED + dt.timedelta(minutes=5))
     assert [q["MetricStat"]["Metric"]["Dimensions"][0]["Value"] for q in call["MetricDataQueries"]] == [
@@ -49,17 +49,17 @@ def test_one_query_per_metric_and_host_over_the_run_and_the_publishing_lag():
 
 def test_pages_are_followed_and_bounded():
     fake = FakeCloudWatch(pages=3)
-    values = host_metrics.read(fake, "training", "big", 1, STARTED, ENDED)
+    values = host_metrics.read(fake, kind_name="training", job_name="big", hosts=1, started=STARTED, ended=ENDED)
     assert len(fake.calls) == 3 and fake.calls[2]["NextToken"] == "page-2"
     assert values["GPUUtilization"] == [[1.0, 2.0, 3.0]]
     endless = FakeCloudWatch(pages=1_000)
-    host_metrics.read(endless, "training", "big", 1, STARTED, ENDED)
+    host_metrics.read(endless, kind_name="training", job_name="big", hosts=1, started=STARTED, ended=ENDED)
     assert len(endless.calls) == host_metrics.MAX_PAGES == 5
 
 
 def test_a_job_past_the_calls_limit_is_read_on_its_first_hosts():
     fake = FakeCloudWatch()
-    values = host_metrics.read(fake, "training", "huge", 400, STARTED, ENDED)
+    values = host_metrics.read(fake, kind_name="training", job_name="huge", hosts=400, started=STARTED, ended=ENDED)
     assert len(fake.calls[0]["MetricDataQueries"]) == 500 and len(values["CPUUtilization"]) == 125
 
 
@@ -80,7 +80,9 @@ def test_a_job_past_the_calls_limit_is_read_on_its_first_hosts():
 )
 def test_a_failure_is_one_line_naming_what_to_check(error, said):
     with pytest.raises(host_metrics.MetricsUnreadable) as raised:
-        host_metrics.read(FakeCloudWatch(error=error), "training", "j", 1, STARTED, ENDED)
+        host_metrics.read(
+            FakeCloudWatch(error=error), kind_name="training", job_name="j", hosts=1, started=STARTED, ended=ENDED
+        )
     assert str(raised.value) == said
 
 

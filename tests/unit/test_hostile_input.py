@@ -33,7 +33,7 @@ def _judged_once_rendered(operator: Any) -> Any:
         operator.job_kind,
         operator.config,
         operator.preferences,
-        operator.max_pending,
+        max_pending=operator.max_pending,
         markers=(),
         job_name=operator.job_name,
     )

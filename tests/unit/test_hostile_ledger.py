@@ -132,7 +132,11 @@ def test_the_schema_the_reader_judges_is_the_entry_the_writer_writes():
 
     assert list(ledger_entry.SCHEMA) == list(ledger_entry.LedgerEntry.__annotations__)
     written = ledger_entry.entry_for(
-        JobFacts.of(JobView.parse(TRAINING, training_description()), "us-east-1"), "d", "t", "r", -1
+        JobFacts.of(JobView.parse(TRAINING, training_description()), "us-east-1"),
+        dag_id="d",
+        task_id="t",
+        run_id="r",
+        map_index=-1,
     )
     assert set(written) == set(ledger_entry.SCHEMA)
     assert ledger_entry.why_unusable(json.loads(json.dumps(written))) is None

@@ -108,44 +108,54 @@ SUBMITTED = "2026-12-01T00:00:00+00:00"
 
 def test_the_wait_deadline_is_the_pending_and_run_limits_plus_an_hour():
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 7200, "MaxPendingTimeInSeconds": 3600}}
-    deadline, pending = deadlines.wait_deadlines(TRAINING, request, SUBMITTED, None, None)
+    deadline, pending = deadlines.wait_deadlines(
+        TRAINING, request, submitted_at=SUBMITTED, max_pending=None, wait_timeout=None
+    )
     assert deadline == "2026-12-01T04:00:00+00:00"  # 1 h pending + 2 h run + 1 h slack
     assert pending is None, "SageMaker enforces a training job's pending limit"
 
 
 def test_without_limits_the_wait_lasts_two_days_pending_one_day_running_and_an_hour():
-    deadline, _ = deadlines.wait_deadlines(TRAINING, {}, SUBMITTED, None, None)
+    deadline, _ = deadlines.wait_deadlines(TRAINING, {}, submitted_at=SUBMITTED, max_pending=None, wait_timeout=None)
     assert deadline == "2026-12-04T01:00:00+00:00"
 
 
 def test_a_processing_jobs_pending_limit_is_the_tasks_to_enforce():
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 600}}
-    deadline, pending = deadlines.wait_deadlines(PROCESSING, request, SUBMITTED, 1800, None)
+    deadline, pending = deadlines.wait_deadlines(
+        PROCESSING, request, submitted_at=SUBMITTED, max_pending=1800, wait_timeout=None
+    )
     assert (deadline, pending) == ("2026-12-01T01:40:00+00:00", "2026-12-01T00:30:00+00:00")
 
 
 def test_a_processing_job_without_max_pending_waits_two_days_and_the_task_enforces_none():
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 600}}
-    deadline, pending = deadlines.wait_deadlines(PROCESSING, request, SUBMITTED, None, None)
+    deadline, pending = deadlines.wait_deadlines(
+        PROCESSING, request, submitted_at=SUBMITTED, max_pending=None, wait_timeout=None
+    )
     assert (deadline, pending) == ("2026-12-03T01:10:00+00:00", None)
 
 
 def test_the_earlier_of_max_pending_and_finish_by_bounds_a_processing_jobs_wait():
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 600}}
     later = "2026-12-01T02:00:00+00:00"
-    deadline, pending = deadlines.wait_deadlines(PROCESSING, request, SUBMITTED, 1800, None, later)
+    deadline, pending = deadlines.wait_deadlines(
+        PROCESSING, request, submitted_at=SUBMITTED, max_pending=1800, wait_timeout=None, pending_until=later
+    )
     assert (deadline, pending) == ("2026-12-01T01:40:00+00:00", "2026-12-01T00:30:00+00:00")
 
 
 def test_wait_timeout_replaces_the_derived_deadline():
-    deadline, _ = deadlines.wait_deadlines(TRAINING, {}, SUBMITTED, None, 900)
+    deadline, _ = deadlines.wait_deadlines(TRAINING, {}, submitted_at=SUBMITTED, max_pending=None, wait_timeout=900)
     assert deadline == "2026-12-01T00:15:00+00:00"
 
 
 def test_finish_by_brings_the_pending_deadline_forward_and_the_deadline_with_it():
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 3600, "MaxPendingTimeInSeconds": 86400}}
     until = "2026-12-01T02:00:00+00:00"
-    deadline, pending = deadlines.wait_deadlines(TRAINING, request, SUBMITTED, None, None, until)
+    deadline, pending = deadlines.wait_deadlines(
+        TRAINING, request, submitted_at=SUBMITTED, max_pending=None, wait_timeout=None, pending_until=until
+    )
     assert (deadline, pending) == ("2026-12-01T04:00:00+00:00", until)
 
 
@@ -214,13 +224,25 @@ def test_a_plan_backed_entry_is_exempt_from_the_cost_caps():
 
 def test_a_plan_backed_job_has_no_on_demand_cost_and_a_job_without_capacity_cost_nothing():
     priced = prices.parse(table({"us-east-1": {"training": {"ml.p5.48xlarge": 36}}}), "t")
-    assert prices.estimate(priced, "us-east-1", "training", "ml.p5.48xlarge", 200, True) == prices.CostEstimate(
-        None, "plan-backed"
-    )
-    assert prices.estimate(priced, "us-east-1", "training", "ml.p5.48xlarge", 200, False) == prices.CostEstimate(
-        2.0, "on-demand"
-    )
-    assert prices.estimate(priced, "us-east-1", "training", None, None, False) == prices.CostEstimate(0.0, "not-billed")
+    assert prices.estimate(
+        priced,
+        region="us-east-1",
+        kind="training",
+        instance_type="ml.p5.48xlarge",
+        instance_seconds=200,
+        plan_backed=True,
+    ) == prices.CostEstimate(None, "plan-backed")
+    assert prices.estimate(
+        priced,
+        region="us-east-1",
+        kind="training",
+        instance_type="ml.p5.48xlarge",
+        instance_seconds=200,
+        plan_backed=False,
+    ) == prices.CostEstimate(2.0, "on-demand")
+    assert prices.estimate(
+        priced, region="us-east-1", kind="training", instance_type=None, instance_seconds=None, plan_backed=False
+    ) == prices.CostEstimate(0.0, "not-billed")
 
 
 class _Stats:

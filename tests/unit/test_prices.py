@@ -82,7 +82,7 @@ def test_a_processing_job_is_priced_by_its_run_time_for_it_reports_no_billable_t
     # One rule for the instance-seconds the cost is computed from, in the record and the ledger alike.
     assert facts.billable_instance_seconds == 5400.0
     built = record.build(facts)
-    entry = ledger_entry.entry_for(facts, "d", "t", "r", -1)
+    entry = ledger_entry.entry_for(facts, dag_id="d", task_id="t", run_id="r", map_index=-1)
     for projection in (built, entry):
         assert (projection["billable_instance_seconds"], projection["estimated_cost_usd"]) == (5400.0, 12.0)
 
@@ -93,12 +93,25 @@ def test_a_plan_backed_job_is_never_priced_on_demand(user_table):
     description["ResourceConfig"]["InstancePreferences"][1]["TrainingPlanArns"] = ["arn:aws:sagemaker:plan/p"]
     built = record.build(JobFacts.of(JobView.parse(TRAINING, description), "us-east-1"))
     assert (built["estimated_cost_usd"], built["cost_basis"]) == (None, "plan-backed")
-    entry = ledger_entry.entry_for(JobFacts.of(JobView.parse(TRAINING, description), "us-east-1"), "d", "t", "r", -1)
+    entry = ledger_entry.entry_for(
+        JobFacts.of(JobView.parse(TRAINING, description), "us-east-1"),
+        dag_id="d",
+        task_id="t",
+        run_id="r",
+        map_index=-1,
+    )
     assert entry["plan_backed"] and entry["cost_basis"] == "plan-backed"
 
 
 def test_a_job_that_never_got_capacity_was_not_billed():
-    estimate = prices.estimate(prices.shipped(), "us-east-1", "training", None, None, False)
+    estimate = prices.estimate(
+        prices.shipped(),
+        region="us-east-1",
+        kind="training",
+        instance_type=None,
+        instance_seconds=None,
+        plan_backed=False,
+    )
     assert (estimate.usd, estimate.basis) == (0.0, "not-billed")
 
 

@@ -44,7 +44,9 @@ def _view(description: dict) -> JobView:
 
 STORES = {
     "the XCom record": lambda d: record.build(JobFacts.of(_view(d), "us-east-1")),
-    "the ledger entry": lambda d: ledger_entry.entry_for(JobFacts.of(_view(d), "us-east-1"), "d", "t", "r", -1),
+    "the ledger entry": lambda d: ledger_entry.entry_for(
+        JobFacts.of(_view(d), "us-east-1"), dag_id="d", task_id="t", run_id="r", map_index=-1
+    ),
     "the trigger event (next_kwargs)": lambda d: TRAINING.essentials(d),
     "the certification result": lambda d: verdict(record.build(JobFacts.of(_view(d), "us-east-1")), None),
     "the task's error": lambda d: str(outcome_error(_view(d), record.build(JobFacts.of(_view(d), "us-east-1")))),

@@ -93,7 +93,15 @@ def life(hook: FakeHook, waiting: Waiting = WAITING, claimed: str | None = "job-
     log = TaskLog()
     linked: list[str] = []
     task = TaskLife(
-        TRAINING, hook, {}, "us-east-1", waiting, Certification.judged(None, None, None), context, log, linked.append
+        TRAINING,
+        hook,
+        hook_kwargs={},
+        region="us-east-1",
+        waiting=waiting,
+        certification=Certification.judged(None, None, None),
+        context=context,
+        log=log,
+        persist_links=linked.append,
     )  # type: ignore[arg-type]
     return task, context, log
 
@@ -238,7 +246,9 @@ def test_following_a_queued_job_defers_with_a_trigger_built_from_the_waiting_arg
     after = pendulum.now("UTC")
     assert isinstance(step, Defer)
     trigger = step.trigger
-    deadline, pending_deadline = wait_deadlines(TRAINING, request, "2029-12-31T00:00:00+00:00", None, None)
+    deadline, pending_deadline = wait_deadlines(
+        TRAINING, request, submitted_at="2029-12-31T00:00:00+00:00", max_pending=None, wait_timeout=None
+    )
     # One deferral for the whole wait: the trigger announces the selection itself, without resuming the task.
     assert (trigger.job_name, trigger.job_kind, trigger.wait_for) == ("job-a", "training", "completion")
     assert trigger.announce_selection is True and trigger.region == task.region
@@ -448,7 +458,9 @@ def test_the_wait_is_bounded_by_the_claims_pending_until_and_the_tasks_timeout()
     context["task_state_store"][attempts.STATE_KEY]["pending_until"] = until
     step = _follow(task, {})
     assert isinstance(step, Defer)
-    expected = wait_deadlines(TRAINING, {}, "2029-12-31T00:00:00+00:00", 1200, 5400, until)
+    expected = wait_deadlines(
+        TRAINING, {}, submitted_at="2029-12-31T00:00:00+00:00", max_pending=1200, wait_timeout=5400, pending_until=until
+    )
     assert (step.trigger.deadline, step.trigger.pending_deadline) == expected
     assert expected == ("2029-12-31T01:30:00+00:00", until)
 
@@ -540,7 +552,7 @@ def test_a_streaming_task_hands_its_log_cursor_to_the_trigger_or_to_its_own_read
 
     waited: list[tuple] = []
 
-    def wait(hook, view, wait_for, deadline, pending_deadline, interval, log, observed=None):
+    def wait(hook, view, *, wait_for, deadline, pending_deadline, check_interval, log, observed=None):
         waited.append((wait_for, deadline, pending_deadline, observed))
         return WaitOutcome.FINISHED, JobView.parse(
             TRAINING, described("job-a", "Completed", selected="ml.p4d.24xlarge")
