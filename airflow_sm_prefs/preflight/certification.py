@@ -170,6 +170,12 @@ def _within_nesting(loader: yaml.SafeLoader, path: str) -> None:
             depth -= 1
 
 
+def is_workload_name(name: Any) -> bool:
+    """Whether ``name`` can name a workload of the registry: text with more than blanks. The reader, the operators'
+    ``workload=`` and ``certification_dag`` judge by this one rule, so nothing writes a registry no task can read."""
+    return isinstance(name, str) and bool(name.strip())
+
+
 def parse(text: str, path: str) -> Registry:
     # libyaml's loader where PyYAML was built with it (the pure-Python scanner takes a minute over 20,000
     # entries), composed once: the nodes give the checks their line numbers, and the values come from them.
@@ -209,8 +215,8 @@ def parse(text: str, path: str) -> Registry:
     registry: Registry = {}
     for workload, entries in workloads.items():
         node = _child(workloads_node, workload)
-        if not isinstance(workload, str) or not workload:
-            raise _refuse(path, node, "workloads", f"a workload name must be text, got {workload!r}")
+        if not is_workload_name(workload):
+            raise _refuse(path, node, "workloads", f"a workload name must be text, got {workload!r:.60}")
         if not isinstance(entries, list):
             raise _refuse(path, node, f"workloads.{workload}", "expected a list of certified configurations")
         registry[workload] = [
@@ -408,7 +414,7 @@ class Certification:
         from airflow_sm_prefs.request.preferences import RequestValidationError
 
         problems = []
-        if workload is not None and (not isinstance(workload, str) or not workload.strip()):
+        if workload is not None and not is_workload_name(workload):
             problems.append(f"workload must be a workload name of the certification registry, got {workload!r:.60}")
         mode: Any = certified if certified is not None else ("warn" if workload else "off")
         if mode not in MODES:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -100,12 +101,21 @@ def certification_dag(
         SageMakerPreferenceTrainingOperator,
     )
 
+    # Judged before any job can run: a workload the registry cannot hold would be found only after every
+    # candidate's benchmark was paid for, and two equal candidates would be two tasks of one id.
+    problems = []
+    if not certification.is_workload_name(workload):
+        problems.append(f"workload must name the registry's workload (text), got {workload!r:.60}")
     entries = to_api_entries(candidates)
     if not entries:
-        raise RequestValidationError(["certification_dag needs at least one candidate"])
+        problems.append("certification_dag needs at least one candidate")
     missing = [e["InstanceType"] for e in entries if not isinstance(e.get("InstanceCount"), int)]
     if missing:
-        raise RequestValidationError([f"give each candidate a count: {', '.join(missing)}"])
+        problems.append(f"give each candidate a count: {', '.join(missing)}")
+    listed = Counter((e["InstanceType"], e.get("InstanceCount")) for e in entries)
+    problems.extend(f"{count} x {kind} is a candidate twice" for (kind, count), times in listed.items() if times > 1)
+    if problems:
+        raise RequestValidationError(problems)
     path = certification.registry_path(registry)
     operator = SageMakerPreferenceTrainingOperator if kind == "training" else SageMakerPreferenceProcessingOperator
     runs = {}

@@ -149,6 +149,43 @@ def test_bad_certification_arguments_fail_at_parse_time(arguments, named):
         )
 
 
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"workload": ""}, "workload must name the registry's workload (text), got ''"),
+        ({"workload": "   "}, "workload must name the registry's workload (text), got '   '"),
+        ({"workload": None}, "workload must name the registry's workload (text), got None"),
+        ({"workload": 7}, "workload must name the registry's workload (text), got 7"),
+        (
+            {"candidates": [("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 1), ("ml.p5.48xlarge", 1)]},
+            "1 x ml.p5.48xlarge is a candidate twice",
+        ),
+    ],
+)
+def test_a_certification_dag_that_could_not_record_is_refused_before_any_benchmark_runs(arguments, named):
+    """Before, an empty workload ran (and paid for) every candidate, then the record refused it; two equal
+    candidates were Airflow's DuplicateTaskIdFound."""
+    from airflow_sm_prefs.surface.certification_dag import certification_dag
+
+    given = {"workload": "eval", "candidates": [("ml.p5.48xlarge", 1)], **arguments}
+    with pytest.raises(RequestValidationError) as refused:
+        certification_dag("certify_eval", config=training_request("x", None), **given)
+    assert named in str(refused.value)
+
+
+def test_the_registry_reader_takes_no_workload_name_the_operators_refuse(tmp_path):
+    path = tmp_path / "certified.yaml"
+    path.write_text("format: 1\nworkloads:\n  '   ':\n    - " + _ENTRY + "\n")
+    with pytest.raises(RegistryError, match="a workload name must be text, got '   '"):
+        certification.read(path)
+
+
+_ENTRY = (
+    "{instance_type: ml.p5.48xlarge, instance_count: 1, run_seconds: 9, image_uri: i, certified_at: d, "
+    "certified_by: b}"
+)
+
+
 def test_a_candidate_passes_when_it_completed_and_the_check_accepts_it():
     done = {"status": "Completed", "run_seconds": 300.0, "selected_instance_type": "ml.p5.48xlarge"}
     assert verdict(done, None)["passed"]
