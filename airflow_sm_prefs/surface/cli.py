@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.storage import object_storage
 from airflow_sm_prefs.storage.object_storage import StorageUnavailable
+from airflow_sm_prefs.surface import arguments
 
 
 def fail(message: str) -> int:
@@ -50,49 +51,6 @@ def _aws(arguments: list[str]) -> int:
     models = Path(next(iter(botocore.submodule_search_locations))) / "data"
     env = {**os.environ, "AWS_DATA_PATH": os.pathsep.join(filter(None, [str(models), os.environ.get("AWS_DATA_PATH")]))}
     return subprocess.run([sys.executable, "-m", "awscli", *arguments], env=env, check=False).returncode
-
-
-MAX_DAYS = 36_500  # a hundred years back is as far as any ledger or account history goes
-
-
-def _duration(text: str) -> Any:
-    """``30d``, ``12h``, ``90m`` as a ``timedelta`` of at most ``MAX_DAYS``; None for anything else."""
-    import datetime as dt
-
-    units = {"d": "days", "h": "hours", "m": "minutes"}
-    number, unit = text[:-1], text[-1:]
-    if unit not in units or not number.isascii() or not number.isdigit() or len(number) > 9:
-        return None
-    age = dt.timedelta(**{units[unit]: int(number)})
-    return age if age <= dt.timedelta(days=MAX_DAYS) else None
-
-
-def _since(text: str) -> Any:
-    """``30d``, ``12h``, ``90m`` (that long ago) or an ISO 8601 date or time."""
-    import pendulum
-
-    age = _duration(text)
-    if age is not None:
-        return pendulum.now("UTC") - age
-    try:
-        moment = pendulum.parse(text)
-    except (ValueError, TypeError):
-        moment = None
-    if not isinstance(moment, pendulum.DateTime):
-        raise argparse.ArgumentTypeError(
-            f"--since takes 30d, 12h, 90m (at most {MAX_DAYS}d) or an ISO 8601 time, not {text[:40]!r}"
-        )
-    return moment
-
-
-def _percent(text: str) -> float:
-    try:
-        value = float(text.rstrip("%"))
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 10_000:
-        raise argparse.ArgumentTypeError(f"a percentage from 0 to 10000, not {text[:40]!r}")
-    return value
 
 
 class CommandError(SageMakerPreferencesError):
@@ -336,8 +294,13 @@ def _show_prices(args: argparse.Namespace) -> int:
     for source in [source for source in table.sources if source in used] or table.sources:
         say(f"source: {source.source} (retrieved {source.retrieved or 'never'})")
     rows = sorted(key for key in table.entries if args.region is None or key[0] == args.region)
-    if not rows:
+    if not rows and args.region is None:
         say("No prices: every cost is shown as unknown. Run `airflow-sm-prefs prices refresh`.")
+    elif not rows:
+        say(
+            f"No prices for {args.region}: its costs are shown as unknown. "
+            f"Run `airflow-sm-prefs prices refresh --region {args.region}`."
+        )
     for region, kind, instance_type in rows:
         say(f"{region:<16} {kind:<11} {instance_type:<22} ${table.entries[(region, kind, instance_type)].usd:g}/h")
     return 0
@@ -366,14 +329,6 @@ def _compact(args: argparse.Namespace) -> int:
     return 0
 
 
-def _age(text: str) -> Any:
-    """``1d``, ``12h``, ``90m``: an age."""
-    age = _duration(text)
-    if age is None:
-        raise argparse.ArgumentTypeError(f"--older-than takes 1d, 12h or 90m (at most {MAX_DAYS}d), not {text[:40]!r}")
-    return age
-
-
 def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> argparse.ArgumentParser:
     """Every command: this package's, then each extension's (default: the installed ones)."""
     parser = argparse.ArgumentParser(prog="airflow-sm-prefs")
@@ -385,19 +340,23 @@ def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> ar
     )
     aws.add_argument("arguments", nargs=argparse.REMAINDER, help="arguments for `aws`")
     report = commands.add_parser("report", help="the capacity report: did each task's fallbacks pay off?")
-    report.add_argument("--dag-id", help="only this DAG's tasks (the evidence still comes from every DAG)")
-    report.add_argument("--task-id", help="only tasks of this id")
-    report.add_argument("--since", type=_since, default=None, help="30d, 12h, 90m or an ISO 8601 time (default: all)")
+    report.add_argument(
+        "--dag-id", type=arguments.airflow_id, help="only this DAG's tasks (the evidence still comes from every DAG)"
+    )
+    report.add_argument("--task-id", type=arguments.airflow_id, help="only tasks of this id")
+    report.add_argument(
+        "--since", type=arguments.since, default=None, help="30d, 12h, 90m or an ISO 8601 time (default: all)"
+    )
     report.add_argument("--format", choices=("table", "json", "csv"), default="table")
     report.add_argument(
         "--max-cost-premium",
-        type=_percent,
+        type=arguments.percent,
         default=25.0,
         help="percent more per job the fallbacks may cost than the first choice and still pay off (default 25)",
     )
     report.add_argument(
         "--drift-tolerance",
-        type=_percent,
+        type=arguments.percent,
         default=25.0,
         help="percent a configuration's median run may differ from its certified run time (default 25)",
     )
@@ -405,40 +364,43 @@ def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> ar
     advise = commands.add_parser(
         "advise", help="the task's current list against lists made from it, replayed on the task's own nights"
     )
-    advise.add_argument("--dag-id", required=True)
-    advise.add_argument("--task-id", required=True)
+    advise.add_argument("--dag-id", type=arguments.airflow_id, required=True)
+    advise.add_argument("--task-id", type=arguments.airflow_id, required=True)
     advise.add_argument("--format", choices=("table", "json"), default="table")
     advise.set_defaults(handler=_advise)
     weather = commands.add_parser(
         "weather", help="capacity weather: how often each configuration had room, by hour of the week"
     )
-    weather.add_argument("--region", default=None)
+    weather.add_argument("--region", type=arguments.region, default=None)
     weather.add_argument("--format", choices=("table", "json"), default="table")
     weather.set_defaults(handler=_weather)
     doctor = commands.add_parser(
         "doctor", help="check this host: the AWS connection, SageMaker permissions, botocore, the shared store"
     )
     doctor.add_argument("--aws-conn-id", default="aws_default")
-    doctor.add_argument("--region", default=None, help="default: the connection's")
+    doctor.add_argument("--region", type=arguments.region, default=None, help="default: the connection's")
     doctor.add_argument("--format", choices=("table", "json"), default="table")
     doctor.set_defaults(handler=_doctor)
     ledger = commands.add_parser("ledger", help="the capacity ledger")
     ledger_commands = ledger.add_subparsers(dest="ledger_command", required=True)
     backfill = ledger_commands.add_parser("backfill", help="add the jobs SageMaker knows and the ledger misses")
-    backfill.add_argument("--since", type=_since, required=True, help="30d, 12h, 90m or an ISO 8601 time")
+    backfill.add_argument("--since", type=arguments.since, required=True, help="30d, 12h, 90m or an ISO 8601 time")
     backfill.add_argument("--aws-conn-id", default="aws_default")
-    backfill.add_argument("--region", default=None)
+    backfill.add_argument("--region", type=arguments.region, default=None)
     backfill.set_defaults(handler=_backfill)
     compact = ledger_commands.add_parser(
         "compact", help="fold older entries into one file per DAG and month (run it daily, from one place)"
     )
-    compact.add_argument("--older-than", type=_age, default="1d", help="1d, 12h or 90m (default 1d)")
+    compact.add_argument("--older-than", type=arguments.age, default="1d", help="1d, 12h or 90m (default 1d)")
     compact.set_defaults(handler=_compact)
     price_commands = commands.add_parser("prices", help="the price table cost estimates and cost caps read")
     price_actions = price_commands.add_subparsers(dest="prices_command", required=True)
     refresh = price_actions.add_parser("refresh", help="fetch on-demand prices from the AWS Price List API")
     refresh.add_argument(
-        "--region", action="append", help="Region to price (repeatable; default: the connection's Region)"
+        "--region",
+        type=arguments.region,
+        action="append",
+        help="Region to price (repeatable; default: the connection's Region)",
     )
     refresh.add_argument("--aws-conn-id", default="aws_default")
     refresh.add_argument(
@@ -449,7 +411,7 @@ def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> ar
     )
     refresh.set_defaults(handler=_refresh_prices)
     show = price_actions.add_parser("show", help="the prices in effect and where they come from")
-    show.add_argument("--region")
+    show.add_argument("--region", type=arguments.region)
     show.set_defaults(handler=_show_prices)
     from airflow_sm_prefs.surface import plans_commands
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.sagemaker import training_plans
+from airflow_sm_prefs.surface import arguments
 
 SHOWN_FOR = dt.timedelta(hours=6)  # an offering shown longer ago than this is searched for afresh
 KEPT_SEARCHES = 64
@@ -49,19 +50,23 @@ def add_commands(
     offerings = actions.add_parser("offerings", help="what SageMaker would sell now for a type, count and window")
     _connection(offerings)
     offerings.add_argument("--instance-type", required=True)
-    offerings.add_argument("--count", type=_positive, required=True)
-    offerings.add_argument("--hours", type=_positive, default=24, help="how long the plan lasts (default 24)")
-    offerings.add_argument("--after", type=_moment, default=None, help="earliest start, ISO 8601 (default: now)")
-    offerings.add_argument("--within", type=_days, default=14, help="days from --after to the latest end (14)")
+    offerings.add_argument("--count", type=arguments.positive, required=True)
+    offerings.add_argument("--hours", type=arguments.positive, default=24, help="how long the plan lasts (default 24)")
+    offerings.add_argument(
+        "--after", type=arguments.moment, default=None, help="earliest start, ISO 8601 (default: now)"
+    )
+    offerings.add_argument("--within", type=arguments.days, default=14, help="days from --after to the latest end (14)")
     offerings.add_argument("--format", choices=("table", "json"), default="table")
     offerings.set_defaults(handler=wrap(_offerings))
     advise = actions.add_parser("advise", help="when a plan would pay: the ledger's evidence against offerings")
     _connection(advise)
-    advise.add_argument("--dag-id", default=None)
-    advise.add_argument("--task-id", default=None, help="with --dag-id: only the group holding this task")
-    advise.add_argument("--horizon-days", type=_days, default=7, help="the plan's length to weigh (default 7)")
+    advise.add_argument("--dag-id", type=arguments.airflow_id, default=None)
     advise.add_argument(
-        "--value-per-hour", type=_amount_or_zero, default=0.0, help="USD an hour of delay costs (default 0)"
+        "--task-id", type=arguments.airflow_id, default=None, help="with --dag-id: only the group holding this task"
+    )
+    advise.add_argument("--horizon-days", type=arguments.days, default=7, help="the plan's length to weigh (default 7)")
+    advise.add_argument(
+        "--value-per-hour", type=arguments.amount_or_zero, default=0.0, help="USD an hour of delay costs (default 0)"
     )
     advise.add_argument("--format", choices=("table", "json"), default="table")
     advise.set_defaults(handler=wrap(lambda args, say: _advise(args, say, read_ledger)))
@@ -72,7 +77,7 @@ def add_commands(
     reserve = actions.add_parser("reserve", help="buy an offering shown by `plans offerings` or `plans advise`")
     _connection(reserve)
     reserve.add_argument("offering_id")
-    reserve.add_argument("--max-usd", type=_amount, required=True, help="the most its upfront fee may be")
+    reserve.add_argument("--max-usd", type=arguments.amount, required=True, help="the most its upfront fee may be")
     reserve.add_argument("--name", default=None, help="the plan's name (default: derived from type, count, start)")
     reserve.add_argument("--yes", action="store_true", help="buy without asking (for scripts)")
     reserve.set_defaults(handler=wrap(_reserve))
@@ -80,41 +85,7 @@ def add_commands(
 
 def _connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--aws-conn-id", default="aws_default")
-    parser.add_argument("--region", default=None, help="default: the connection's")
-
-
-def _positive(text: str) -> int:
-    if not text.isascii() or not text.isdigit() or not 0 < int(text) <= 87_600:
-        raise argparse.ArgumentTypeError(f"a whole number from 1 to 87600, not {text[:40]!r}")
-    return int(text)
-
-
-def _days(text: str) -> int:
-    if not text.isascii() or not text.isdigit() or not 0 < int(text) <= 3650:
-        raise argparse.ArgumentTypeError(f"a whole number of days from 1 to 3650, not {text[:40]!r}")
-    return int(text)
-
-
-def _moment(text: str) -> dt.datetime:
-    try:
-        moment = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"an ISO 8601 time such as 2026-12-05T21:00Z, not {text[:40]!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
-
-
-def _amount(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 1e9:
-        raise argparse.ArgumentTypeError(f"a positive amount of US dollars, not {text[:40]!r}")
-    return value
-
-
-def _amount_or_zero(text: str) -> float:
-    return 0.0 if text.strip() in ("0", "0.0") else _amount(text)
+    parser.add_argument("--region", type=arguments.region, default=None, help="default: the connection's")
 
 
 def _client(args: argparse.Namespace, region: str | None = None) -> Any:

@@ -181,8 +181,7 @@ def test_the_registry_reader_takes_no_workload_name_the_operators_refuse(tmp_pat
 
 
 _ENTRY = (
-    "{instance_type: ml.p5.48xlarge, instance_count: 1, run_seconds: 9, image_uri: i, certified_at: d, "
-    "certified_by: b}"
+    "{instance_type: ml.p5.48xlarge, instance_count: 1, run_seconds: 9, image_uri: i, certified_at: d, certified_by: b}"
 )
 
 

@@ -39,6 +39,34 @@ def test_a_duration_past_a_hundred_years_is_refused_naming_the_argument(capsys, 
 
 
 @pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["report", "--dag-id", ""], "--dag-id: an Airflow id"),  # an unset shell variable: not "every DAG"
+        (["report", "--task-id", "fine tune"], "--task-id: an Airflow id"),
+        (["advise", "--dag-id", "nightly", "--task-id", ""], "--task-id: an Airflow id"),
+        (["advise", "--dag-id", "x" * 251, "--task-id", "t"], "--dag-id: an Airflow id"),
+        (["plans", "advise", "--dag-id", "team/secret"], "--dag-id: an Airflow id"),
+        (["prices", "show", "--region", ""], "--region: an AWS Region such as us-east-1"),
+        (["prices", "show", "--region", "../x"], "--region: an AWS Region such as us-east-1"),
+        (["weather", "--region", "US-EAST-1"], "--region: an AWS Region such as us-east-1"),
+        (["ledger", "backfill", "--since", "1d", "--region", "us-east-1 "], "--region: an AWS Region"),
+    ],
+)
+def test_a_name_that_cannot_be_one_is_refused_before_it_selects_nothing_or_everything(capsys, argv, named):
+    assert named in _one_line_error(capsys, argv)
+
+
+def test_prices_show_for_a_region_without_prices_names_it_and_the_refresh_for_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__PRICE_TABLE", str(tmp_path / "none.json"))
+    assert cli.main(["prices", "show", "--region", "eu-north-9"]) == 0
+    shown = capsys.readouterr().out.strip().splitlines()
+    assert shown[-1] == (
+        "No prices for eu-north-9: its costs are shown as unknown. Run `airflow-sm-prefs prices refresh --region "
+        "eu-north-9`."
+    )
+
+
+@pytest.mark.parametrize(
     ("ledger_path", "named"),
     [
         ("gopher://example.invalid/ledger", "[sm_prefs] ledger_path"),
