@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from airflow_sm_prefs.facts.record import JobRecord
     from airflow_sm_prefs.preflight.certification import Certification
     from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
+    from airflow_sm_prefs.wait.log_follower import LogCursor
 
 # The trigger enforces the wait's deadline itself; Airflow's own timeout on the deferral only backs it up.
 DEFER_TIMEOUT_MARGIN = timedelta(minutes=15)
@@ -142,7 +143,7 @@ class TaskLife:
         self.active_job: str | None = None  # what a kill stops
         # Where this try's reading of the job's log starts (a reattached try starts from now); a try's XComs
         # start empty, so it is known here and never pulled (a missing XCom is an error line in Airflow's log).
-        self.log_cursor: dict[str, Any] | None = None
+        self.log_cursor: LogCursor | None = None
         # Read before anything is created: a setting that cannot be used fails the task with no job launched.
         self.hold_seconds = deferral_hold.configured_seconds() if waiting.deferrable else 0.0
         self.claims = attempts.ClaimStore.from_context(context)
@@ -262,7 +263,7 @@ class TaskLife:
         )
         return self._after(outcome, view, wait)
 
-    def _deferral(self, view: JobView, wait: Wait, log_cursor: dict[str, Any] | None) -> Defer:
+    def _deferral(self, view: JobView, wait: Wait, log_cursor: LogCursor | None) -> Defer:
         from airflow_sm_prefs.wait.triggers import SageMakerPreferenceJobTrigger
         from airflow_sm_prefs.wait.watcher import KnownState
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -13,6 +13,9 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_sm_prefs.platform import airflow_lines, supervisor_calls
 from airflow_sm_prefs.request.jobs import KINDS, JobKind
 from airflow_sm_prefs.sagemaker import status_lines
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.wait.log_follower import LogCursor
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.wait import deferral_hold
 from airflow_sm_prefs.wait.announcement import announce_from_trigger
@@ -73,7 +76,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         aws_conn_id: str | None = None,
         region_name: str | None = None,
         stream_logs: bool = False,
-        log_cursor: dict[str, Any] | None = None,
+        log_cursor: LogCursor | dict[str, Any] | None = None,
         mask_variables: list[list[Any]] | None = None,
         mask_connections: list[str] | None = None,
         deferred_at: str | None = None,
@@ -98,7 +101,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         self.stop_on_kill = stop_on_kill
         self.known_state = known_state
         self.stream_logs = stream_logs
-        self.log_cursor = log_cursor
+        self.log_cursor = _log_cursor(log_cursor)  # a dict only as ``serialize()`` wrote it
         self.mask_variables = [[str(key), bool(as_json)] for key, as_json in mask_variables or []]
         self.mask_connections = [str(conn_id) for conn_id in mask_connections or []]
         self.deferred_at = deferred_at
@@ -125,7 +128,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                 "stop_on_kill": self.stop_on_kill,
                 "known_state": self.known_state,
                 "stream_logs": self.stream_logs,
-                "log_cursor": self.log_cursor,
+                "log_cursor": None if self.log_cursor is None else self.log_cursor.to_json(),
                 "mask_variables": self.mask_variables,
                 "mask_connections": self.mask_connections,
                 "deferred_at": self.deferred_at,
@@ -278,7 +281,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
 
         follower = LogFollower.shared(self.kind.log_group, self.hook_kwargs)
         stream = TriggerLogStream(self.job_name, follower, self.log, self.task_instance, try_stream(self.task_instance))
-        cursor = await stream.saved_cursor() or LogCursor.from_json(self.log_cursor) or LogCursor()
+        cursor = await stream.saved_cursor() or self.log_cursor or LogCursor()
         async with follower.follow(self.job_name, cursor, self.poll_interval) as queue:
             stream.queue = queue
             yield stream
@@ -343,3 +346,9 @@ async def _task_states(query: dict[str, Any]) -> dict[str, Any]:
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
     return dict(await supervisor_calls.ask(RuntimeTaskInstance.get_task_states, **query))
+
+
+def _log_cursor(given: Any) -> LogCursor | None:
+    from airflow_sm_prefs.wait.log_follower import LogCursor
+
+    return given if isinstance(given, LogCursor) else LogCursor.from_json(given)

@@ -108,16 +108,16 @@ class BlockingLogReader:
                 return
 
 
-def start_at_the_beginning(ti: Any) -> dict[str, Any]:
+def start_at_the_beginning(ti: Any) -> LogCursor:
     """This try reads the job's log from its first line: the cursor saved where the trigger reads it."""
     from airflow_sm_prefs.wait.log_stream import CURSOR_XCOM_KEY
 
-    cursor = LogCursor().to_json()
-    ti.xcom_push(key=CURSOR_XCOM_KEY, value=cursor)
+    cursor = LogCursor()
+    ti.xcom_push(key=CURSOR_XCOM_KEY, value=cursor.to_json())
     return cursor
 
 
-def start_from_now(ti: Any, job_name: str, service_now: float | None, log: Any) -> dict[str, Any]:
+def start_from_now(ti: Any, job_name: str, service_now: float | None, log: Any) -> LogCursor:
     """A retry reattached to a running job: the lines an earlier try showed are in that try's log, so this try
     shows the lines written from now on (in the service's clock), none of them twice."""
     import pendulum
@@ -125,8 +125,8 @@ def start_from_now(ti: Any, job_name: str, service_now: float | None, log: Any) 
     from airflow_sm_prefs.wait.log_stream import CURSOR_XCOM_KEY
 
     now = service_now if service_now is not None else pendulum.now("UTC").timestamp()
-    cursor = LogCursor(after=int(now) * 1000).to_json()
-    ti.xcom_push(key=CURSOR_XCOM_KEY, value=cursor)
+    cursor = LogCursor(after=int(now) * 1000)
+    ti.xcom_push(key=CURSOR_XCOM_KEY, value=cursor.to_json())
     log.info(
         "SageMaker job %s was already running: its log lines up to %s are in the earlier tries' logs and in "
         "CloudWatch; showing the lines written from then on",
@@ -137,10 +137,10 @@ def start_from_now(ti: Any, job_name: str, service_now: float | None, log: Any) 
 
 
 def blocking_reader(
-    hook_kwargs: dict[str, Any], kind: JobKind, job_name: str, log: Any, saved: dict[str, Any] | None
+    hook_kwargs: dict[str, Any], kind: JobKind, job_name: str, log: Any, saved: LogCursor | None
 ) -> Callable[[JobView], None]:
     """What a blocking wait calls with each view: show the job's new lines once it runs."""
-    reader = BlockingLogReader(logs_client(hook_kwargs), kind, job_name, log, LogCursor.from_json(saved) or LogCursor())
+    reader = BlockingLogReader(logs_client(hook_kwargs), kind, job_name, log, saved or LogCursor())
 
     def observed(view: JobView) -> None:
         if view.started is not None:

@@ -572,7 +572,7 @@ def test_a_reattaching_retry_shows_only_lines_written_from_then_on(start_emulato
         operator.execute(context(second, store))
     cursor = deferred.value.trigger.log_cursor
     now_ms = control(server.endpoint_url, "health")["virtual_time"] * 1000
-    assert cursor == second.xcoms["sm_prefs_log_cursor"] and now_ms - 5000 < cursor["after"] <= now_ms
+    assert cursor.to_json() == second.xcoms["sm_prefs_log_cursor"] and now_ms - 5000 < cursor.after <= now_ms
     assert deferred.value.trigger.stream_logs is True
 
 

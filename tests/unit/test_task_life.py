@@ -536,10 +536,11 @@ def test_a_streaming_task_hands_its_log_cursor_to_the_trigger_or_to_its_own_read
     task.hook_kwargs = {"aws_conn_id": "team_aws"}
     step = _follow(task, {})
     # A fresh deferral: the cursor at the log's beginning, saved where the trigger reads it, and nothing pulled.
-    assert isinstance(step, Defer) and step.trigger.log_cursor == ti.xcoms[CURSOR_XCOM_KEY] == LogCursor().to_json()
+    assert isinstance(step, Defer) and step.trigger.log_cursor == LogCursor()
+    assert ti.xcoms[CURSOR_XCOM_KEY] == LogCursor().to_json() == step.trigger.serialize()[1]["log_cursor"]
     assert step.trigger.stream_logs is True and getattr(ti, "missing", []) == []
     assert step.trigger.hook_kwargs == {"aws_conn_id": "team_aws"}
-    cursor = {"stream": "algo-1", "token": "f/123"}
+    cursor = LogCursor(after=1_700_000_000_000, read_at_after=(("algo-1", 2),))
     task, _, _ = life(FakeHook(described("job-a", selected="ml.p4d.24xlarge")), replace(WAITING, stream_logs=True))
     task.log_cursor = cursor  # a reattached try's, from now on
     assert _follow(task, {}).trigger.log_cursor == cursor
