@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
-    from airflow_sm_prefs.task.task_life import Step, TaskLife
+    from airflow_sm_prefs.task.task_life import Step, TaskLife, Waiting
 
 DEFAULT_CHECK_INTERVAL = 60.0  # seconds; a queued job's state changes in minutes, at AWS's pace
 
@@ -120,6 +120,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "preferences": "json"}
     operator_extra_links = (SageMakerConsoleLink(), SageMakerLogsLink())
     ui_color = "#d6e9f8"
+    finish_by: datetime | str | None  # one of preflight's arguments, set with the others in __init__
 
     def __init__(
         self,
@@ -173,8 +174,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self._request: dict[str, Any] | None = None
         self._lineage_description: Mapping[str, Any] = {}
         self._secrets_read = SecretsRead()  # what the templates read that Airflow masks: the trigger masks it too
-        # Every argument is judged here, and every value of the request that is not templated: a bad list
-        # fails the DAG import, not the 2 a.m. run (a mapped task's arguments are judged when it expands).
+        # Every argument and untemplated value, judged at import (a mapped task's at expansion), not at the 2 a.m. run.
         markers = job_request.template_markers_of(self.get_dag())  # the DAG may change Jinja's delimiters
         with job_request.refusing(), template_markers(markers):
             self.preferences = job_request.friendly_preferences(preferences)
@@ -240,7 +240,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             super()._do_render_template_fields(parent, *args, **kwargs)
 
     def _start_life(self, context: Context, preflight: Preflight) -> TaskLife:
-        from airflow_sm_prefs.task.task_life import TaskLife, Waiting
+        from airflow_sm_prefs.task.task_life import TaskLife
 
         def persist_links(job_name: str) -> None:
             links.persist(context, self, self.job_kind, self._region, self.hook.conn_partition, job_name)
@@ -250,7 +250,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             self.hook,
             hook_kwargs=self.hook_kwargs,
             region=self._region,
-            waiting=Waiting.of(self),
+            waiting=waiting_of(self),
             certification=preflight.certification,
             context=context,
             log=self.log,
@@ -298,6 +298,27 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         from airflow_sm_prefs.surface.lineage import operator_lineage
 
         return operator_lineage(self.job_kind, self._request or {}, self._lineage_description)
+
+
+def waiting_of(task: SageMakerPreferenceBaseOperator) -> Waiting:
+    """How ``task`` waits for its job: its arguments as judged when it was built, and what its templates read that
+    the trigger must mask."""
+    from airflow_sm_prefs.task.task_life import Waiting
+
+    return Waiting(
+        deferrable=bool(task.deferrable),
+        check_interval=float(task.check_interval),
+        max_pending=task.max_pending,
+        wait_timeout=task.wait_timeout,
+        stop_on_kill=task.stop_on_kill,
+        stop_on_timeout=task.stop_on_timeout,
+        resubmit_after_failure=task.resubmit_after_failure,
+        stream_logs=task.stream_logs,
+        retries=task.retries or 0,
+        pending_bound="in time to finish by finish_by" if task.finish_by is not None else "within max_pending",
+        mask_variables=tuple(sorted(task._secrets_read.variables)),
+        mask_connections=tuple(sorted(task._secrets_read.connections)),
+    )
 
 
 def _refuse_an_unusable_connection(hook: SageMakerPreferenceHook, consequence: str) -> None:

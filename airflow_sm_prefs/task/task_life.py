@@ -58,7 +58,8 @@ DEFER_TIMEOUT_MARGIN = timedelta(minutes=15)
 
 @dataclass(frozen=True)
 class Waiting:
-    """How the task waits for its job: the operator's arguments, judged."""
+    """How the task waits for its job: the operator's arguments, judged (built by the operator,
+    ``surface.operators.waiting_of``)."""
 
     deferrable: bool
     check_interval: float
@@ -74,24 +75,6 @@ class Waiting:
     # The Variables the task's templates read, (key, read as JSON), and the connections: the trigger masks them.
     mask_variables: tuple[tuple[str, bool], ...] = ()
     mask_connections: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, task: Any) -> Waiting:
-        """An operator's waiting arguments, as judged when it was built."""
-        return cls(
-            deferrable=task.deferrable,
-            check_interval=task.check_interval,
-            max_pending=task.max_pending,
-            wait_timeout=task.wait_timeout,
-            stop_on_kill=task.stop_on_kill,
-            stop_on_timeout=task.stop_on_timeout,
-            resubmit_after_failure=task.resubmit_after_failure,
-            stream_logs=task.stream_logs,
-            retries=task.retries or 0,
-            pending_bound="in time to finish by finish_by" if task.finish_by is not None else "within max_pending",
-            mask_variables=tuple(sorted(task._secrets_read.variables)),
-            mask_connections=tuple(sorted(task._secrets_read.connections)),
-        )
 
 
 class Defer(NamedTuple):

@@ -151,3 +151,36 @@ def test_the_deployments_check_interval_is_the_default_and_the_tasks_own_wins(mo
         monkeypatch.setenv("AIRFLOW__SM_PREFS__CHECK_INTERVAL", bad)
         with pytest.raises(RequestValidationError, match=r"\[sm_prefs\] check_interval must be a positive number"):
             operator()
+
+
+def test_how_a_task_waits_is_read_from_its_operators_arguments():
+    from airflow_sm_prefs.platform.redaction import SecretsRead
+    from airflow_sm_prefs.surface.operators import waiting_of
+    from airflow_sm_prefs.task.task_life import Waiting
+
+    def operator(**kwargs):
+        return SageMakerPreferenceTrainingOperator(
+            task_id="t", config=training_request("eval-job", None), preferences=[("ml.g5.12xlarge", 1)], **kwargs
+        )
+
+    task = operator(
+        deferrable=False, check_interval=7.0, max_pending=1800, wait_timeout=3600, stop_on_kill=False,
+        stop_on_timeout=False, resubmit_after_failure=False, stream_logs=True,
+    )  # fmt: skip
+    task._secrets_read = SecretsRead({("b", False), ("a", True)}, {"warehouse"})  # what rendering recorded
+    assert waiting_of(task) == Waiting(
+        deferrable=False,
+        check_interval=7.0,
+        max_pending=1800,
+        wait_timeout=3600,
+        stop_on_kill=False,
+        stop_on_timeout=False,
+        resubmit_after_failure=False,
+        stream_logs=True,
+        retries=0,
+        pending_bound="within max_pending",
+        mask_variables=(("a", True), ("b", False)),
+        mask_connections=("warehouse",),
+    )
+    judged = waiting_of(operator(finish_by="2030-01-01T00:00:00+00:00", retries=3))
+    assert (judged.pending_bound, judged.retries) == ("in time to finish by finish_by", 3)

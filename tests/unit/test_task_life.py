@@ -311,34 +311,6 @@ def test_a_blocking_wait_that_sees_the_selection_announces_it_and_keeps_waiting_
     assert context["ti"].xcoms["selection"]["selected_rank"] == 1
 
 
-def test_waiting_is_read_from_the_operators_arguments():
-    from types import SimpleNamespace
-
-    read = SimpleNamespace(variables={("b", False), ("a", True)}, connections={"warehouse"})
-    task = SimpleNamespace(
-        deferrable=False, check_interval=7.0, max_pending=600, wait_timeout=3600, stop_on_kill=False,
-        stop_on_timeout=False, resubmit_after_failure=False, stream_logs=True, retries=None, finish_by=None,
-        _secrets_read=read,
-    )  # fmt: skip
-    assert Waiting.of(task) == Waiting(
-        deferrable=False,
-        check_interval=7.0,
-        max_pending=600,
-        wait_timeout=3600,
-        stop_on_kill=False,
-        stop_on_timeout=False,
-        resubmit_after_failure=False,
-        stream_logs=True,
-        retries=0,
-        pending_bound="within max_pending",
-        mask_variables=(("a", True), ("b", False)),
-        mask_connections=("warehouse",),
-    )
-    task.finish_by, task.retries = "2030-01-01T00:00:00+00:00", 3
-    judged = Waiting.of(task)
-    assert (judged.pending_bound, judged.retries) == ("in time to finish by finish_by", 3)
-
-
 class CreatingHook(FakeHook):
     """SageMaker as submission sees it: no job under the name until the task creates it."""
 
