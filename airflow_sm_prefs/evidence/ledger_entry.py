@@ -31,9 +31,9 @@ class Field(NamedTuple):
 
 _Text = Annotated[str, Field("text", report=True)]
 _TextOrNone = Annotated[str | None, Field("text?", report=True)]
-_Amount = Annotated[float | None, Field("amount?", report=True)]
-_Time = Annotated[str | None, Field("time?", report=True)]
-_Count = Annotated[int | None, Field("integer?", report=True)]
+_AmountOrNone = Annotated[float | None, Field("amount?", report=True)]
+_TimeOrNone = Annotated[str | None, Field("time?", report=True)]
+_CountOrNone = Annotated[int | None, Field("integer?", report=True)]
 
 
 class LedgerEntry(TypedDict):
@@ -50,24 +50,24 @@ class LedgerEntry(TypedDict):
     outcome: Annotated[JobOutcome, Field("outcome", report=True)]
     preferences: Annotated[list[dict[str, Any]], Field("preferences", report=True)]
     selected_instance_type: _TextOrNone
-    selected_instance_count: _Count
-    selected_rank: _Count
+    selected_instance_count: _CountOrNone
+    selected_rank: _CountOrNone
     plan_backed: Annotated[bool, Field("flag?", report=True)]
     training_plan_arn: NotRequired[_TextOrNone]  # the plan the job ran on (older entries have none)
     pending_seconds: Annotated[float, Field("amount", report=True)]
-    run_seconds: _Amount
+    run_seconds: _AmountOrNone
     billable_instance_seconds: Annotated[float | None, Field("amount?")]
-    estimated_cost_usd: _Amount
+    estimated_cost_usd: _AmountOrNone
     cost_basis: Annotated[str, Field("text?", report=True)]
     workload: Annotated[str | None, Field("text?")]
-    certified_run_seconds: _Amount  # the chosen configuration's benchmark, when the task names a workload
+    certified_run_seconds: _AmountOrNone  # the chosen configuration's benchmark, when the task names a workload
     # Why a job failed: only a hardware failure counts against its configuration; the reason names the rest.
     failure_reason: _TextOrNone
     # failure_cause.CAUSES; older entries have none and are read with the cause of their failure_reason.
     failure_cause: NotRequired[Annotated[str | None, Field("cause?", report=True)]]
     # utilization.Utilization.as_json(): per metric its mean and p90, in percent of one device; None: unknown.
     utilization: NotRequired[Annotated[dict[str, dict[str, float] | None] | None, Field("utilization?", report=True)]]
-    created_at: _Time
+    created_at: _TimeOrNone
     started_at: Annotated[str | None, Field("time?")]
     ended_at: Annotated[str | None, Field("time?")]
     recorded_at: Annotated[str, Field("time?")]
