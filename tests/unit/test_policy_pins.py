@@ -224,22 +224,14 @@ def test_a_plan_backed_entry_is_exempt_from_the_cost_caps():
 
 def test_a_plan_backed_job_has_no_on_demand_cost_and_a_job_without_capacity_cost_nothing():
     priced = prices.parse(table({"us-east-1": {"training": {"ml.p5.48xlarge": 36}}}), "t")
-    assert prices.estimate(
-        priced,
-        region="us-east-1",
-        kind="training",
-        instance_type="ml.p5.48xlarge",
-        instance_seconds=200,
-        plan_backed=True,
-    ) == prices.CostEstimate(None, "plan-backed")
-    assert prices.estimate(
-        priced,
-        region="us-east-1",
-        kind="training",
-        instance_type="ml.p5.48xlarge",
-        instance_seconds=200,
-        plan_backed=False,
-    ) == prices.CostEstimate(2.0, "on-demand")
+    p5_for_200s = {
+        "region": "us-east-1",
+        "kind": "training",
+        "instance_type": "ml.p5.48xlarge",
+        "instance_seconds": 200,
+    }
+    assert prices.estimate(priced, **p5_for_200s, plan_backed=True) == prices.CostEstimate(None, "plan-backed")
+    assert prices.estimate(priced, **p5_for_200s, plan_backed=False) == prices.CostEstimate(2.0, "on-demand")
     assert prices.estimate(
         priced, region="us-east-1", kind="training", instance_type=None, instance_seconds=None, plan_backed=False
     ) == prices.CostEstimate(0.0, "not-billed")
