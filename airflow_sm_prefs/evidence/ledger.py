@@ -33,6 +33,7 @@ from typing import Any
 
 from airflow_sm_prefs.errors.base import SageMakerPreferencesError
 from airflow_sm_prefs.evidence.ledger_entry import LedgerEntry, why_unusable
+from airflow_sm_prefs.request.preferences import REGION_SHAPE
 from airflow_sm_prefs.storage import object_storage, paths, untrusted_files
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ def job_file_name(entry: LedgerEntry | dict[str, Any]) -> str:
     return f"{safe_name(entry['job_name'])}.json"
 
 
-_REGIONAL_FILE = re.compile(r"(?P<name>.+)\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d+)\.json")
+_REGIONAL_FILE = re.compile(rf"(?P<name>.+)\.(?P<region>{REGION_SHAPE.pattern})\.json")
 
 
 def job_of_file_name(file_name: str) -> tuple[str | None, str]:

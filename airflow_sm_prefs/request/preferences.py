@@ -27,6 +27,7 @@ ACCELERATED_PREFIXES = ("ml.p", "ml.g", "ml.trn")
 INSTANCE_TYPE_SHAPE = re.compile(r"ml\.[a-z0-9-]+\.[a-z0-9]+")
 PLAN_ARN_SHAPE = re.compile(r"arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*")
 JOB_NAME_SHAPE = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
+REGION_SHAPE = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d+")  # us-east-1, eu-central-2, us-gov-west-1, cn-north-1
 MAX_JOB_NAME = 63
 # Jinja's default variable, block and comment delimiters; a DAG's jinja_environment_kwargs may change them.
 TEMPLATE_MARKERS = ("{{", "{%", "{#")

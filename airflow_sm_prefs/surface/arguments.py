@@ -14,11 +14,11 @@ import datetime as dt
 import re
 from typing import Any
 
+from airflow_sm_prefs.request.preferences import REGION_SHAPE
+
 MAX_DAYS = 36_500  # a hundred years back is as far as any ledger or account history goes
 # Airflow's own rule for a DAG or task id (``airflow.utils.helpers.KEY_REGEX``, at most 250 characters).
 AIRFLOW_ID = re.compile(r"[\w.-]{1,250}")
-# An AWS Region's name: us-east-1, eu-central-2, us-gov-west-1, cn-north-1.
-REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-\d{1,2}")
 
 
 def _duration(text: str) -> dt.timedelta | None:
@@ -109,6 +109,6 @@ def airflow_id(text: str) -> str:
 
 
 def region(text: str) -> str:
-    if not REGION.fullmatch(text):
+    if not REGION_SHAPE.fullmatch(text):
         raise argparse.ArgumentTypeError(f"an AWS Region such as us-east-1, not {text[:40]!r}")
     return text
