@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "SageMakerPreferenceTrainingOperator": "airflow_sm_prefs.surface.operators",
     "SageMakerPreferenceProcessingOperator": "airflow_sm_prefs.surface.operators",
-    "InstancePreference": "airflow_sm_prefs.request.preferences",
+    "InstancePreference": "airflow_sm_prefs.request.friendly_preferences",
     "InvalidJobRequest": "airflow_sm_prefs.request.job_request",
     "SageMakerPreferencesError": "airflow_sm_prefs.errors.base",
     "InstanceRequirements": "airflow_sm_prefs.preflight.requirements",

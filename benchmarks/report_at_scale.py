@@ -40,7 +40,7 @@ def rss_mb():
 root = Path(sys.argv[1]); what = sys.argv[2]
 from airflow_sm_prefs.surface import capacity_page
 from airflow_sm_prefs.analysis import report
-from airflow_sm_prefs.evidence import ledger, ledger_entry, ledger_reading
+from airflow_sm_prefs.evidence import ledger, ledger_entry, ledger_reading, ledger_writing
 if what != "report" and what not in ("advise", "weather"):
     from fastapi.testclient import TestClient
     from tests.helpers import capacity_app_for
@@ -69,7 +69,7 @@ else:
         if what.endswith("-again") or what.endswith("-after-a-job"):
             if what.endswith("-after-a-job"):  # one more job of one DAG ends: its folder changes
                 some = next(root.glob("*/*.json"), None) or next(root.glob("*/compacted/*.jsonl"))
-                ledger.write({**json.loads(some.read_text().splitlines()[0]), "job_name": "one-more-job"}, root)
+                ledger_writing.write({**json.loads(some.read_text().splitlines()[0]), "job_name": "one-more-job"}, root)
             if route == "/capacity":  # the first visit's page, however long it takes, as a user reloading gets it
                 while "being computed" in answer.text:
                     time.sleep(0.2)
@@ -102,7 +102,7 @@ print(json.dumps({"seconds": seconds, "answered": answered, "kind": kind, "added
 
 
 def write_ledger(root: Path, dags: int, nights: int) -> None:
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_writing
     from tests.unit.test_report import entry
 
     for dag in range(dags):
@@ -113,7 +113,7 @@ def write_ledger(root: Path, dags: int, nights: int) -> None:
                 "dag_id": f"pipeline_{dag:03d}",
                 "created_at": f"2024-{1 + night % 12:02d}-{1 + night % 28:02d}T02:00:00+00:00",
             }
-            ledger.write(record, root)  # type: ignore[arg-type]
+            ledger_writing.write(record, root)  # type: ignore[arg-type]
 
 
 def main() -> None:

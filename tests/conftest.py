@@ -31,9 +31,9 @@ def _ledger_in_a_scratch_folder(tmp_path_factory: pytest.TempPathFactory) -> Ite
 def _ledger_spool_per_test(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Entries a failing store refused are kept on the host (``$AIRFLOW_HOME``, the user's own home in tests):
     each test keeps its own, so one test's kept entries never reach another's ledger."""
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_writing
 
-    monkeypatch.setattr(ledger, "spool_folder", lambda: tmp_path / "ledger-spool")
+    monkeypatch.setattr(ledger_writing, "spool_folder", lambda: tmp_path / "ledger-spool")
 
 
 def _shared_between_tests() -> list[dict[Any, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pendulum
 
-from airflow_sm_prefs.evidence import ledger, ledger_entry
+from airflow_sm_prefs.evidence import ledger, ledger_entry, ledger_writing
 from airflow_sm_prefs.facts.job_facts import JobFacts
 from airflow_sm_prefs.request.jobs import KINDS
 from airflow_sm_prefs.sagemaker import job_status, tagging
@@ -35,7 +35,7 @@ class Backfilled:
 def backfill(hook: Any, since: pendulum.DateTime, root: Any = None, region: str | None = None) -> Backfilled:
     """Add the missing entries of jobs created since ``since`` (``hook``: a ``SageMakerPreferenceHook``)."""
     root = root if root is not None else ledger.location()
-    counts = Backfilled(kept_sent=ledger.send_kept(root))  # the tasks' own entries, before any rebuilt one
+    counts = Backfilled(kept_sent=ledger_writing.send_kept(root))  # the tasks' own entries, before any rebuilt one
     known = ledger.known_jobs(root)
     client = hook.conn
     for kind in KINDS.values():
@@ -65,7 +65,7 @@ def backfill(hook: Any, since: pendulum.DateTime, root: Any = None, region: str 
                     map_index=int(tags.get(tagging.MAP_INDEX, "-1") or -1),
                     source="backfill",
                 )
-                if ledger.write(entry, root):
+                if ledger_writing.write(entry, root):
                     counts.added += 1
                     known.add(name, region)
     return counts

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.evidence import ledger_compaction
+from airflow_sm_prefs.evidence import ledger_cache, ledger_compaction
 from airflow_sm_prefs.evidence.ledger_entry import REPORT_FIELDS
 from airflow_sm_prefs.evidence.ledger_reading import Reading, ReadingMemo, read
 from airflow_sm_prefs.storage import object_storage
@@ -22,6 +22,17 @@ from airflow_sm_prefs.storage import object_storage
 def reading(root: Any, memo: ReadingMemo | None, dags: Collection[str] | None = None) -> Reading:
     """The entries a report reads (of the DAGs in ``dags``, if given), through ``memo`` when there is one."""
     return read(root, dags=dags, fields=REPORT_FIELDS, memo=memo)
+
+
+def on_this_host(root: Any) -> tuple[Reading, Fold | None]:
+    """The reading of a process that keeps its memo in this host's cache between runs (the CLI), and the fold
+    when it was due: a local folder is read faster than a cache of it, so it is read whole."""
+    if object_storage.on_local_disk(root):
+        return reading(root, None), None
+    memo = ledger_cache.load(root, REPORT_FIELDS)
+    read_now = reading(root, memo)
+    ledger_cache.save(memo, root, REPORT_FIELDS)
+    return read_now, fold_if_due(root, read_now)
 
 
 def due(reading: Reading) -> bool:

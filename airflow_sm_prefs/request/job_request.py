@@ -9,12 +9,13 @@ list checked when the file is parsed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException
 
+from airflow_sm_prefs.request.friendly_preferences import PreferenceLike, to_api_entries
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.request.preferences import (
     TEMPLATE_MARKERS,
@@ -22,7 +23,6 @@ from airflow_sm_prefs.request.preferences import (
     is_templated,
     job_name_problems,
     template_markers,
-    to_api_entries,
 )
 
 
@@ -53,7 +53,12 @@ def template_markers_of(dag: Any) -> tuple[str, ...]:
     )
 
 
-def friendly_preferences(value: Any) -> Any:
+# What ``preferences=`` takes: the friendly forms, first choice first; a template that renders to them; or None,
+# when the list is in the request itself.
+PreferencesArgument = Sequence[PreferenceLike] | str | None
+
+
+def friendly_preferences(value: PreferencesArgument) -> Any:
     """``preferences=`` in API form now when it is static; a template string is kept for rendering."""
     if value is None or isinstance(value, str):
         return value

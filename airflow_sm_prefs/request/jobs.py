@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_sm_prefs.request import preferences
+from airflow_sm_prefs.request.friendly_preferences import to_api_entries
 
 # No documented service default for MaxPendingTimeInSeconds; two days is the documented limit for training-plan jobs.
 DEFAULT_PENDING_SECONDS = 2 * 86400
@@ -115,7 +116,7 @@ class JobKind:
             if preferences.is_templated(friendly_preferences):
                 resources["InstancePreferences"] = friendly_preferences
             else:
-                resources["InstancePreferences"] = preferences.to_api_entries(friendly_preferences)
+                resources["InstancePreferences"] = to_api_entries(friendly_preferences)
         if max_pending is not None and self.service_enforces_pending_limit:
             stopping = request.setdefault("StoppingCondition", {})
             if isinstance(stopping, dict):  # anything else is reported by validate()

@@ -59,79 +59,6 @@ class RequestValidationError(SageMakerPreferencesError, ValueError):
 PreferenceValidationError = RequestValidationError
 
 
-@dataclass(frozen=True)
-class InstancePreference:
-    """One acceptable configuration: an instance type, optionally its own count and a training plan."""
-
-    instance_type: str
-    instance_count: int | None = None
-    training_plan_arn: str | None = None
-
-    def to_api(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {"InstanceType": self.instance_type}
-        if self.instance_count is not None:
-            entry["InstanceCount"] = self.instance_count
-        if self.training_plan_arn is not None:
-            entry["TrainingPlanArns"] = [self.training_plan_arn]
-        return entry
-
-
-PreferenceLike = InstancePreference | Mapping[str, Any] | str | tuple[str, int]
-
-_FRIENDLY_KEYS = {
-    "instance_type": "InstanceType",
-    "instance_count": "InstanceCount",
-    "count": "InstanceCount",
-    "training_plan_arn": "TrainingPlanArns",
-}
-
-
-def to_api_entries(preferences: Any) -> list[dict[str, Any]]:
-    """Turn the friendly forms (objects, snake_case dicts, ``"ml.x"`` or ``("ml.x", 2)``) into API entries.
-
-    Only ordered sequences are accepted: the order is the preference. A mapping (``{"ml.x": 2}``) or a set
-    could be read more than one way, so they are refused rather than guessed at.
-    """
-    if isinstance(preferences, Mapping):
-        raise RequestValidationError(
-            [
-                "preferences is a mapping; give an ordered list such as "
-                "[('ml.p5.48xlarge', 2), ('ml.p4d.24xlarge', 4)] (a mapping's keys and values could mean types "
-                "and counts, or one preference's fields)"
-            ]
-        )
-    if isinstance(preferences, set | frozenset):
-        raise RequestValidationError(["preferences is a set, which has no order; give a list, first choice first"])
-    if isinstance(preferences, str | bytes) or not isinstance(preferences, Sequence):
-        raise RequestValidationError(
-            [f"preferences must be a list of preferences, first choice first; got {type(preferences).__name__}"]
-        )
-    entries = []
-    for index, preference in enumerate(preferences):
-        if isinstance(preference, InstancePreference):
-            entries.append(preference.to_api())
-        elif isinstance(preference, str):
-            entries.append({"InstanceType": preference})
-        elif isinstance(preference, tuple | list) and len(preference) == 2 and isinstance(preference[0], str):
-            entries.append({"InstanceType": preference[0], "InstanceCount": preference[1]})
-        elif isinstance(preference, Mapping):
-            entry: dict[str, Any] = {}
-            for key, value in preference.items():
-                api_key = _FRIENDLY_KEYS.get(str(key), str(key))
-                if api_key == "TrainingPlanArns" and isinstance(value, str):
-                    value = [value]
-                entry[api_key] = value
-            entries.append(entry)
-        else:
-            raise RequestValidationError(
-                [
-                    f"preference #{index + 1}: expected InstancePreference, a mapping, a type name or (type, count); "
-                    f"got {type(preference).__name__} {_shown(preference)}"
-                ]
-            )
-    return entries
-
-
 def duration_seconds(value: Any, name: str) -> int | None:
     """A duration argument (``timedelta`` or seconds) as whole seconds; a clear error for anything else."""
     if value is None:
@@ -143,10 +70,10 @@ def duration_seconds(value: Any, name: str) -> int | None:
     else:
         hint = " (durations such as '4h' are not parsed: use timedelta(hours=4))" if isinstance(value, str) else ""
         raise RequestValidationError(
-            [f"{name} must be a timedelta or a number of seconds, got {type(value).__name__} {_shown(value)}{hint}"]
+            [f"{name} must be a timedelta or a number of seconds, got {type(value).__name__} {brief(value)}{hint}"]
         )
     if not math.isfinite(seconds) or seconds < 1:
-        raise RequestValidationError([f"{name} must be at least one second, got {_shown(value)}"])
+        raise RequestValidationError([f"{name} must be at least one second, got {brief(value)}"])
     if seconds > MAX_DURATION_SECONDS:
         raise RequestValidationError([f"{name} must be at most {MAX_DURATION_SECONDS} seconds (one year)"])
     return int(seconds)
@@ -155,11 +82,12 @@ def duration_seconds(value: Any, name: str) -> int | None:
 def interval_seconds(value: Any, name: str) -> float:
     """A polling interval in seconds: a positive, finite number."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise RequestValidationError([f"{name} must be a positive number of seconds, got {_shown(value)}"])
+        raise RequestValidationError([f"{name} must be a positive number of seconds, got {brief(value)}"])
     return float(value)
 
 
-def _shown(value: Any) -> str:
+def brief(value: Any) -> str:
+    """``value`` as a message quotes it: its repr, cut to 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -216,7 +144,7 @@ def cast_integers(request: dict[str, Any], paths: Iterable[tuple[str, ...]]) -> 
             if re.fullmatch(r"[+-]?\d+", text):
                 node[head] = int(text)
             else:
-                problems.append(f"{where}: expected an integer, got {_shown(value)}")
+                problems.append(f"{where}: expected an integer, got {brief(value)}")
         elif isinstance(value, float) and value.is_integer():
             node[head] = int(value)
 
@@ -351,9 +279,9 @@ def job_name_problems(name: Any, field: str) -> list[str]:
     if not isinstance(name, str):
         return [f"{field} must be a string, got {type(name).__name__}"]
     if len(name) > MAX_JOB_NAME:
-        return [f"{field} is {len(name)} characters long; SageMaker allows at most {MAX_JOB_NAME}: {_shown(name)}"]
+        return [f"{field} is {len(name)} characters long; SageMaker allows at most {MAX_JOB_NAME}: {brief(name)}"]
     if not JOB_NAME_SHAPE.fullmatch(name):
-        return [f"{field} {_shown(name)} must be letters, digits and hyphens, starting with a letter or digit"]
+        return [f"{field} {brief(name)} must be letters, digits and hyphens, starting with a letter or digit"]
     return []
 
 
@@ -381,7 +309,7 @@ def _check_ranges(request: Mapping[str, Any], ranges: Iterable[IntegerRange]) ->
             continue
         where = ".".join(field_range.path)
         if isinstance(node, bool) or not isinstance(node, int):
-            problems.append(f"{where} must be an integer, got {_shown(node)} [{field_range.rule}]")
+            problems.append(f"{where} must be an integer, got {brief(node)} [{field_range.rule}]")
             continue
         low, high = field_range.minimum, field_range.maximum
         if node < low or (high is not None and node > high):

@@ -164,6 +164,23 @@ class Offering:
         }
 
 
+def fee_text(amount: float | None, currency: str | None) -> str:
+    """A plan's or an offering's fee as a person reads it: dollars as such, any other currency named."""
+    if amount is None:
+        return "unknown"
+    return f"${amount:,.2f}" if currency == "USD" else f"{amount:,.2f} {currency or '(no currency named)'}"
+
+
+def call_failed(action: str, error: BaseException, *, buying: bool = False) -> str:
+    """A plan call's failure in one line, naming what to check: the endpoint when SageMaker never answered,
+    the role when it refused."""
+    from airflow_sm_prefs.sagemaker.hooks import error_code
+
+    code = error_code(error) or type(error).__name__
+    hint = "check the connection's endpoint and network" if not error_code(error) else "check the connection's role"
+    return f"{action} failed: {code}: {str(error)[:300]} ({hint}{'; nothing was bought' if buying else ''})"
+
+
 def client(hook_kwargs: Mapping[str, Any]) -> Any:
     """A SageMaker client for the connection, with this module's deadlines."""
     from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook

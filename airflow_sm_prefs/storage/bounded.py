@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from airflow_sm_prefs.storage.object_storage import SECTION, StorageUnavailable, deadline_seconds
+from airflow_sm_prefs.storage.object_storage import (
+    MISSING_BUCKET_FIX,
+    SECTION,
+    StorageSettingError,
+    StorageUnavailable,
+    deadline_seconds,
+    missing_bucket_said,
+    shown,
+)
 
 _Result = TypeVar("_Result")
 
@@ -47,3 +55,12 @@ def within(what: str, operation: Callable[[], _Result], seconds: float | None = 
     if failure:
         raise failure[0]
     return outcome[0]
+
+
+def in_an_existing_bucket(path: Any, setting: str) -> Any:
+    """``path``, refused (``StorageSettingError``) when its bucket does not exist, asked within the deadline: else
+    a command would answer "none yet", as if the store were empty."""
+    said = within(f"the bucket of {shown(path)}", lambda: missing_bucket_said(path, setting))
+    if said is not None:
+        raise StorageSettingError(f"{said}; {MISSING_BUCKET_FIX}")
+    return path

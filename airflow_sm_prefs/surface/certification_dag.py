@@ -95,7 +95,8 @@ def certification_dag(
     from airflow.sdk import DAG, task
 
     from airflow_sm_prefs.preflight import certification
-    from airflow_sm_prefs.request.preferences import RequestValidationError, to_api_entries
+    from airflow_sm_prefs.request.friendly_preferences import to_api_entries
+    from airflow_sm_prefs.request.preferences import RequestValidationError
     from airflow_sm_prefs.surface.operators import (
         SageMakerPreferenceProcessingOperator,
         SageMakerPreferenceTrainingOperator,

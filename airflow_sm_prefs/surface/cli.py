@@ -14,29 +14,19 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from airflow_sm_prefs.errors.base import SageMakerPreferencesError
-from airflow_sm_prefs.storage import object_storage
-from airflow_sm_prefs.storage.object_storage import StorageUnavailable
-from airflow_sm_prefs.surface import arguments
-
-
-def fail(message: str) -> int:
-    """Say why a command cannot run, as argparse does, and give its exit code."""
-    _tell("error", message)
-    return 2
-
-
-def warn(message: str) -> None:
-    _tell("warning", message)
-
-
-def _tell(level: str, message: str) -> None:
-    from airflow_sm_prefs.platform.printable import printable_lines
-    from airflow_sm_prefs.storage.object_storage import shown_url
-
-    print(printable_lines(shown_url(f"airflow-sm-prefs: {level}: {message}")), file=sys.stderr)
+from airflow_sm_prefs.storage import bounded, object_storage
+from airflow_sm_prefs.surface import arguments, command_output
+from airflow_sm_prefs.surface.command_output import (
+    CommandError,
+    fail,
+    if_the_store_failed,
+    say,
+    store_problem,
+    tell,
+    warn,
+)
 
 
 def _aws(arguments: list[str]) -> int:
@@ -53,85 +43,41 @@ def _aws(arguments: list[str]) -> int:
     return subprocess.run([sys.executable, "-m", "awscli", *arguments], env=env, check=False).returncode
 
 
-class CommandError(SageMakerPreferencesError):
-    """A command cannot go on: said in one line, exit status 2."""
-
-
-def _if_the_store_failed(error: BaseException) -> None:
-    """Raise ``error`` again when it is the store's failure, for ``main`` to say in its one line."""
-    from airflow_sm_prefs.storage import store_errors
-
-    if store_errors.explained(error) is not None:
-        raise error
-
-
-def _store_problem(error: BaseException) -> str:
-    """``error`` in the store's one line where it is the store's failure, else as it is."""
-    from airflow_sm_prefs.storage import store_errors
-
-    problem = store_errors.explained(error)
-    return problem.line(object_storage.store_named()) if problem else f"{type(error).__name__}: {error}"
-
-
 def _ledger_setting() -> str:
     return object_storage.setting_behind("ledger_path", "ledger")
-
-
-def _in_an_existing_bucket(path: Any, setting: str) -> Any:
-    """``path``, refused when its bucket does not exist (asked within the storage deadline): else a command
-    would answer "none yet", as if the store were empty."""
-    from airflow_sm_prefs.storage import bounded
-
-    said = bounded.within(
-        f"the bucket of {object_storage.shown(path)}", lambda: object_storage.missing_bucket_said(path, setting)
-    )
-    if said is not None:
-        raise object_storage.StorageSettingError(f"{said}; {object_storage.MISSING_BUCKET_FIX}")
-    return path
 
 
 def _ledger_root() -> Any:
     """The ledger's root, refused when its bucket does not exist: else an empty report, as if no job had ended."""
     from airflow_sm_prefs.evidence import ledger
 
-    return _in_an_existing_bucket(ledger.location(), _ledger_setting())
+    return bounded.in_an_existing_bucket(ledger.location(), _ledger_setting())
 
 
 def _read_ledger() -> Any:
-    """Every DAG's entries: a report of one task still takes its evidence from all of them."""
+    """Every DAG's entries: a report of one task still takes its evidence from all of them. On object storage,
+    only the objects changed since this host's last run are fetched."""
+    from airflow_sm_prefs.evidence import report_reading
 
     try:
         root = _ledger_root()
         if root.exists() and not root.is_dir():
             raise CommandError(f"{_ledger_setting()}: {object_storage.shown(root)} is a file, not a folder")
-        reading = _read_through_the_cache(root)
+        reading, fold = report_reading.on_this_host(root)
     except (ValueError, OSError) as error:  # an unknown scheme, an unreachable store
-        _if_the_store_failed(error)
+        if_the_store_failed(error)
         raise CommandError(f"the ledger ({_ledger_setting()}) cannot be read: {error}") from None
-    if reading.bad:
-        warn(
-            f"{reading.bad} ledger entr{'y' if reading.bad == 1 else 'ies'} could not be read and were skipped "
-            f"(e.g. {'; '.join(reading.bad_examples)})"
-        )
-    return reading
-
-
-def _read_through_the_cache(root: Any) -> Any:
-    """The ledger read; on object storage, only the objects changed since this host's last run are fetched."""
-    from airflow_sm_prefs.evidence import ledger_cache, ledger_entry, report_reading
-
-    if object_storage.on_local_disk(root):  # a local folder is read faster than a cache of it
-        return report_reading.reading(root, None)
-    memo = ledger_cache.load(root, ledger_entry.REPORT_FIELDS)
-    reading = report_reading.reading(root, memo)
-    ledger_cache.save(memo, root, ledger_entry.REPORT_FIELDS)
-    fold = report_reading.fold_if_due(root, reading)
     if fold is not None and fold.refused is not None:  # a role that may not delete: the reading stands
-        warn(f"could not fold the ledger's old entries: {_store_problem(fold.refused)}")
+        warn(f"could not fold the ledger's old entries: {store_problem(fold.refused)}")
     elif fold is not None and fold.folded:
         warn(
             f"folded {fold.folded} old ledger entries into {fold.files} month object(s), so later "
             "readings fetch a few objects per month ([sm_prefs] ledger_compact_after)"
+        )
+    if reading.bad:
+        warn(
+            f"{reading.bad} ledger entr{'y' if reading.bad == 1 else 'ies'} could not be read and were skipped "
+            f"(e.g. {'; '.join(reading.bad_examples)})"
         )
     return reading
 
@@ -175,7 +121,7 @@ def _plans_last_listed() -> tuple[dt.datetime, list[Any]] | None:
     try:
         listed = bounded.within("the training plans last listed", plan_snapshots.load_plans)
     except Exception as error:  # the store's failure costs the report its plans section, never the report
-        warn(f"training plans left out of the report: {_store_problem(error)}")
+        warn(f"training plans left out of the report: {store_problem(error)}")
         return None
     if listed is None:
         return None
@@ -229,97 +175,20 @@ def _backfill(args: argparse.Namespace) -> int:
     return 0
 
 
-def _names_a_folder(given: str) -> bool:
-    """A URL ending in '/' or naming a bucket alone, or a local folder: told before any AWS call (or hook)."""
-    if object_storage.is_local(given):
-        return os.path.isdir(os.path.expanduser(given.removeprefix("file://").removeprefix("local://")))
-    _, _, path = given.partition("://")
-    return given.endswith("/") or "/" not in path.strip("/")
-
-
-def _refresh_prices(args: argparse.Namespace) -> int:
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-
-    from airflow_sm_prefs.reference import price_list, prices
-
-    if args.output and _names_a_folder(args.output):
-        return fail(
-            f"--output {args.output} names a folder or a bucket; name the table's file, e.g. "
-            f"{args.output.rstrip('/')}/prices.json"
-        )
-    try:
-        output = (
-            object_storage.place(args.output, object_storage.setting("storage_conn_id"), "--output")
-            if args.output
-            else prices.user_table_path()
-        )
-    except StorageUnavailable as error:
-        _if_the_store_failed(error)
-        return fail(str(error))
-    try:
-        client = AwsBaseHook(
-            aws_conn_id=args.aws_conn_id, client_type="pricing", region_name=args.api_region
-        ).get_conn()
-        regions = args.region or [AwsBaseHook(aws_conn_id=args.aws_conn_id, client_type="sagemaker").conn_region_name]
-        retrieved = price_list.retrieve(client, regions)
-    except Exception as error:  # no connection, no permission, no service: one line, not a traceback
-        return fail(f"prices refresh failed: {type(error).__name__}: {error}")
-    if not retrieved.count():
-        return fail(f"the Price List API gave no SageMaker training or processing price for {', '.join(regions)}")
-    try:
-        price_list.write(retrieved, output, client.meta.endpoint_url)
-    except (prices.PriceTableError, OSError) as error:
-        _if_the_store_failed(error)
-        return fail(str(error))
-    for conflict in retrieved.conflicts:
-        warn(f"two prices for {conflict}; the higher was kept")
-    say(
-        f"{retrieved.count()} price(s) for {', '.join(regions)} written to {output} ({retrieved.skipped} product(s) "
-        "without a single on-demand hourly USD price skipped)"
-    )
-    return 0
-
-
-def _show_prices(args: argparse.Namespace) -> int:
-    from airflow_sm_prefs.reference import prices
-
-    setting = object_storage.setting_behind("price_table", "prices.json")
-    try:  # what tasks would leave out, with a warning, and go on; the person asking is told
-        users = prices.users_table(_in_an_existing_bucket(prices.user_table_path(), setting))
-    except prices.PriceTableError as error:
-        return fail(f"{setting}: {error}; tasks use the shipped table without it")
-    table = prices.shipped() if users is None else prices.shipped().layered(users)
-    # The sources of the prices shown: the shipped table's line says why it has none only while nothing else does.
-    used = {price.origin for price in table.entries.values()}
-    for source in [source for source in table.sources if source in used] or table.sources:
-        say(f"source: {source.source} (retrieved {source.retrieved or 'never'})")
-    rows = sorted(key for key in table.entries if args.region is None or key[0] == args.region)
-    if not rows and args.region is None:
-        say("No prices: every cost is shown as unknown. Run `airflow-sm-prefs prices refresh`.")
-    elif not rows:
-        say(
-            f"No prices for {args.region}: its costs are shown as unknown. "
-            f"Run `airflow-sm-prefs prices refresh --region {args.region}`."
-        )
-    for region, kind, instance_type in rows:
-        say(f"{region:<16} {kind:<11} {instance_type:<22} ${table.entries[(region, kind, instance_type)].usd:g}/h")
-    return 0
-
-
 def _compact(args: argparse.Namespace) -> int:
     from airflow_sm_prefs.evidence import ledger, ledger_compaction
 
     try:
         result = ledger_compaction.compact(_ledger_root(), older_than=args.older_than)
     except (ValueError, OSError) as error:
-        _if_the_store_failed(error)
+        if_the_store_failed(error)
         return fail(
             str(error)
             if isinstance(error, ledger.LedgerError)
             else f"the ledger ({_ledger_setting()}) cannot be used: {error}"
         )
     if result.busy:
-        _tell("error", f"not compacted: {result.busy} holds the ledger's compaction lease; try again later")
+        tell("error", f"not compacted: {result.busy} holds the ledger's compaction lease; try again later")
         return 1  # the store's state, not a mistake in the command (as the store's failures)
     say(
         f"{result.folded} entr{'y' if result.folded == 1 else 'ies'} folded into {result.files} month file(s); "
@@ -393,28 +262,9 @@ def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> ar
     )
     compact.add_argument("--older-than", type=arguments.age, default="1d", help="1d, 12h or 90m (default 1d)")
     compact.set_defaults(handler=_compact)
-    price_commands = commands.add_parser("prices", help="the price table cost estimates and cost caps read")
-    price_actions = price_commands.add_subparsers(dest="prices_command", required=True)
-    refresh = price_actions.add_parser("refresh", help="fetch on-demand prices from the AWS Price List API")
-    refresh.add_argument(
-        "--region",
-        type=arguments.region,
-        action="append",
-        help="Region to price (repeatable; default: the connection's Region)",
-    )
-    refresh.add_argument("--aws-conn-id", default="aws_default")
-    refresh.add_argument(
-        "--api-region", choices=price_list_regions(), default="us-east-1", help="where the Price List API is asked"
-    )
-    refresh.add_argument(
-        "--output", default=None, help="a path or URL (default: [sm_prefs] price_table, else <storage>/prices.json)"
-    )
-    refresh.set_defaults(handler=_refresh_prices)
-    show = price_actions.add_parser("show", help="the prices in effect and where they come from")
-    show.add_argument("--region", type=arguments.region)
-    show.set_defaults(handler=_show_prices)
-    from airflow_sm_prefs.surface import plans_commands
+    from airflow_sm_prefs.surface import plans_commands, prices_commands
 
+    prices_commands.add_commands(commands)
     plans_commands.add_commands(commands, _saying, _read_ledger)
     for extension in _extensions() if extensions is None else extensions:
         extension.load()(commands)
@@ -422,17 +272,8 @@ def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> ar
 
 
 def _saying(handler: Any) -> Any:
-    """A handler of ``plans_commands`` given ``say``; its ``PlanCommandError`` said as the CLI's one line."""
-
-    def run(args: argparse.Namespace) -> int:
-        from airflow_sm_prefs.surface.plans_commands import PlanCommandError
-
-        try:
-            return int(handler(args, say))
-        except PlanCommandError as error:
-            raise CommandError(str(error)) from None
-
-    return run
+    """A handler of ``plans_commands``, given the CLI's ``say``."""
+    return lambda args: int(handler(args, say))
 
 
 def _extensions() -> importlib.metadata.EntryPoints:
@@ -445,21 +286,6 @@ COMMAND_EXTENSIONS = "airflow_sm_prefs.commands"
 DEVKIT_COMMANDS = frozenset({"emulator", "demo"})
 
 
-def price_list_regions() -> tuple[str, ...]:
-    from airflow_sm_prefs.reference.price_list import API_REGIONS
-
-    return API_REGIONS
-
-
-def say(*values: object, sep: str = " ", end: str = "\n", flush: bool = False) -> None:
-    """A command's result (a table, JSON, CSV): to the stdout the command started with, with what came from
-    outside (a ledger object's ids, a user's price table) unable to drive the terminal."""
-    from airflow_sm_prefs.platform.printable import printable_lines
-
-    print(printable_lines(sep.join(str(value) for value in values)), end=end, file=_results, flush=flush)
-
-
-_results: TextIO = sys.stdout
 RESULT_COMMANDS = frozenset({"report", "advise", "weather", "ledger", "prices", "doctor", "plans"})
 
 
@@ -479,7 +305,6 @@ def _with_verbose(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global _results
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["aws"]:  # everything after `aws` is the AWS CLI's, options included
         return _aws(argv[1:])
@@ -506,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     # Airflow logs to whatever sys.stdout is when a logger is first used (reading a connection logs a line):
     # a report's stdout is its result, which users pipe to jq or a CSV file, so Airflow's lines go to stderr.
     # The long-running commands (emulator, demo) keep their own output where it was.
-    _results = sys.stdout
+    command_output.answer_to(sys.stdout)
     quiet_stdout = args.command in RESULT_COMMANDS
     try:
         with contextlib.redirect_stdout(sys.stderr) if quiet_stdout else contextlib.nullcontext():

@@ -22,7 +22,6 @@ from airflow_sm_prefs.preflight.runner import Account, Preflight
 from airflow_sm_prefs.request import job_request
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING, JobKind
 from airflow_sm_prefs.request.preferences import (
-    PreferenceLike,
     RequestValidationError,
     duration_seconds,
     interval_seconds,
@@ -126,7 +125,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self,
         *,
         config: dict[str, Any] | str,
-        preferences: Sequence[PreferenceLike] | str | None = None,
+        preferences: job_request.PreferencesArgument = None,
         max_pending: timedelta | int | None = None,
         job_name: str | None = None,
         aws_conn_id: str | None = "aws_default",

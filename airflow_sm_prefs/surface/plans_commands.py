@@ -10,25 +10,19 @@ a terminal). Nothing in a DAG or an operator ever calls ``CreateTrainingPlan``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
-import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.errors.base import SageMakerPreferencesError
-from airflow_sm_prefs.sagemaker import training_plans
+from airflow_sm_prefs.sagemaker import offerings_shown, plan_purchase, training_plans
+from airflow_sm_prefs.sagemaker.training_plans import fee_text
 from airflow_sm_prefs.surface import arguments
-
-SHOWN_FOR = dt.timedelta(hours=6)  # an offering shown longer ago than this is searched for afresh
-KEPT_SEARCHES = 64
-PLAN_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}")  # CreateTrainingPlan's TrainingPlanName
+from airflow_sm_prefs.surface.command_output import CommandError
 
 
-class PlanCommandError(SageMakerPreferencesError):
+class PlanCommandError(CommandError):
     """The command cannot go on: said in one line, exit status 2, nothing bought."""
 
 
@@ -92,14 +86,8 @@ def _client(args: argparse.Namespace, region: str | None = None) -> Any:
     return training_plans.client({"aws_conn_id": args.aws_conn_id, "region_name": region or args.region})
 
 
-def _failed(action: str, error: BaseException, buying: bool = False) -> PlanCommandError:
-    from airflow_sm_prefs.sagemaker.hooks import error_code
-
-    code = error_code(error) or type(error).__name__
-    hint = "check the connection's endpoint and network" if not error_code(error) else "check the connection's role"
-    return PlanCommandError(
-        f"{action} failed: {code}: {str(error)[:300]} ({hint}{'; nothing was bought' if buying else ''})"
-    )
+def _failed(action: str, error: BaseException) -> PlanCommandError:
+    return PlanCommandError(training_plans.call_failed(action, error))
 
 
 # -- list ----------------------------------------------------------------------------------------------------
@@ -141,7 +129,7 @@ def _list(args: argparse.Namespace, say: Say) -> int:
         say(
             f"{plan.name:<28} {plan.status:<9} {plan.total} x {plan.instance_type or '?':<20} "
             f"in use {plan.in_use}, free {plan.available}  {row['start'] or '?'} -> {row['end'] or '?'}  "
-            f"fee {_fee(plan.upfront_fee, plan.currency)}"
+            f"fee {fee_text(plan.upfront_fee, plan.currency)}"
         )
     return 0
 
@@ -155,28 +143,7 @@ def _used(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) ->
     return 0
 
 
-def _fee(amount: float | None, currency: str | None) -> str:
-    if amount is None:
-        return "unknown"
-    return f"${amount:,.2f}" if currency == "USD" else f"{amount:,.2f} {currency or '(no currency named)'}"
-
-
 # -- offerings -----------------------------------------------------------------------------------------------
-
-
-def search_and_remember(sagemaker: Any, query: dict[str, Any]) -> list[training_plans.Offering]:
-    """SageMaker's offerings for ``query`` (instance type, count, hours, window), each kept on this host with
-    the query that found it, so ``plans reserve`` can ask again for the same one."""
-    offerings = training_plans.search(
-        sagemaker,
-        instance_type=query["instance_type"],
-        count=query["count"],
-        hours=query["hours"],
-        after=dt.datetime.fromisoformat(query["after"]),
-        before=dt.datetime.fromisoformat(query["before"]),
-    )
-    _remember(offerings, query)
-    return offerings
 
 
 def window(after: dt.datetime | None, within: dt.timedelta) -> tuple[dt.datetime, dt.datetime]:
@@ -194,7 +161,7 @@ def _offerings(args: argparse.Namespace, say: Say) -> int:
         "before": before.isoformat(),
     }
     try:
-        offerings = search_and_remember(_client(args), query)
+        offerings = offerings_shown.search_and_remember(_client(args), query)
     except Exception as error:
         raise _failed("searching training plan offerings", error) from None
     if args.format == "json":
@@ -203,58 +170,14 @@ def _offerings(args: argparse.Namespace, say: Say) -> int:
     if not offerings:
         say(f"No offering of {args.count} x {args.instance_type} for {args.hours}h between {after} and {before}.")
     for offering in offerings:
-        say(_offering_line(offering))
+        say(plan_purchase.offering_line(offering))
     if offerings:
         say("Buy one with: airflow-sm-prefs plans reserve OFFERING_ID --max-usd AMOUNT")
     return 0
 
 
-def _offering_line(offering: training_plans.Offering) -> str:
-    start = offering.start.isoformat() if offering.start else "?"
-    return (
-        f"{offering.offering_id}  {offering.count} x {offering.instance_type}  from {start} for "
-        f"{offering.duration_hours:g}h  upfront {_fee(offering.upfront_fee, offering.currency)}"
-    )
-
-
-def _shown_file() -> Path:
-    from airflow_sm_prefs.storage import paths
-
-    return Path(paths.default_file("cache")) / "training-plan-offerings.json"
-
-
-def _shown() -> dict[str, Any]:
-    try:
-        kept = json.loads(_shown_file().read_bytes())
-    except (OSError, ValueError):
-        return {}
-    return kept if isinstance(kept, dict) else {}
-
-
-def _remember(offerings: list[training_plans.Offering], query: dict[str, Any]) -> None:
-    from airflow_sm_prefs.storage import object_storage
-
-    now = dt.datetime.now(dt.UTC)
-    kept = {key: value for key, value in _shown().items() if isinstance(value, dict) and now - _when(value) < SHOWN_FOR}
-    for offering in offerings:
-        kept[offering.offering_id] = {"query": query, "shown_at": now.isoformat()}
-    newest = dict(sorted(kept.items(), key=lambda item: item[1]["shown_at"])[-KEPT_SEARCHES * 4 :])
-    try:
-        object_storage.replace_whole(_shown_file(), json.dumps(newest), prefix=".offerings-")
-    except OSError as error:  # reserve then says to search again
-        print(f"airflow-sm-prefs: warning: could not keep the offerings shown: {error}", file=sys.stderr)
-
-
-def _when(kept: dict[str, Any]) -> dt.datetime:
-    try:
-        return dt.datetime.fromisoformat(str(kept["shown_at"]))
-    except (KeyError, ValueError):
-        return dt.datetime.min.replace(tzinfo=dt.UTC)
-
-
 # -- advise ----------------------------------------------------------------------------------------------------
 
-SEARCH_KEPT_FOR = dt.timedelta(hours=1)  # one search per group and window an hour, however often advise runs
 MAX_SEARCHES = 10  # per run: the rest of the groups are advised without offerings, and told so
 SEARCH_SPACING_SECONDS = 0.5  # between two searches of one run: SearchTrainingPlanOfferings is rate-limited
 
@@ -324,7 +247,7 @@ class _Searches:
             "before": (start + dt.timedelta(days=self.args.horizon_days + 7)).isoformat(),
             "region": region,
         }
-        kept = _kept_search(query, now)
+        kept = offerings_shown.kept_search(query, now)
         if kept is not None:
             return kept
         if self.made >= MAX_SEARCHES:
@@ -334,98 +257,27 @@ class _Searches:
             time.sleep(SEARCH_SPACING_SECONDS)
         self.made += 1
         try:
-            offerings = search_and_remember(_client(self.args, region), query)
+            offerings = offerings_shown.search_and_remember(_client(self.args, region), query)
         except Exception as error:  # this group is advised without offerings; the others still are
             raise NoOfferings(str(_failed("the search for offerings", error))) from None
-        _keep_search(query, offerings, now)
+        offerings_shown.keep_search(query, offerings, now)
         return offerings
-
-
-def _searches_file() -> Path:
-    return _shown_file().with_name("training-plan-searches.json")
-
-
-def _query_key(query: dict[str, Any]) -> str:
-    # The window moves with the clock: a search an hour old stands for the same question.
-    return json.dumps({key: value for key, value in query.items() if key not in ("after", "before")}, sort_keys=True)
-
-
-def _kept_search(query: dict[str, Any], now: dt.datetime) -> list[training_plans.Offering] | None:
-    try:
-        kept = json.loads(_searches_file().read_bytes()).get(_query_key(query))
-        if now - dt.datetime.fromisoformat(kept["at"]) < SEARCH_KEPT_FOR:
-            return [training_plans.Offering.from_dict(offered) for offered in kept["offerings"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    return None
-
-
-def _keep_search(query: dict[str, Any], offerings: list[training_plans.Offering], now: dt.datetime) -> None:
-    from airflow_sm_prefs.storage import object_storage
-
-    try:
-        kept = json.loads(_searches_file().read_bytes())
-        kept = {
-            key: value for key, value in kept.items() if now - dt.datetime.fromisoformat(value["at"]) < SEARCH_KEPT_FOR
-        }
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        kept = {}
-    kept[_query_key(query)] = {"at": now.isoformat(), "offerings": [offering.as_dict() for offering in offerings]}
-    with contextlib.suppress(OSError):  # not kept: the next run searches again
-        object_storage.replace_whole(_searches_file(), json.dumps(kept), prefix=".searches-")
 
 
 # -- reserve -------------------------------------------------------------------------------------------------
 
 
-def derived_name(offering: training_plans.Offering) -> str:
-    """``p5-48xlarge-x2-20261205-2100``: the type, count and start, as a plan name may be written."""
-    family = re.sub(r"[^a-zA-Z0-9]+", "-", offering.instance_type.removeprefix("ml.")).strip("-")
-    start = offering.start.strftime("%Y%m%d-%H%M") if offering.start else "unscheduled"
-    return f"{family}-x{offering.count}-{start}"[:64].rstrip("-")
-
-
 def _reserve(args: argparse.Namespace, say: Say) -> int:
-    shown = _shown().get(args.offering_id)
-    if not isinstance(shown, dict) or dt.datetime.now(dt.UTC) - _when(shown) >= SHOWN_FOR:
-        raise PlanCommandError(
-            f"offering {args.offering_id[:80]!r} was not shown on this host in the last {SHOWN_FOR.seconds // 3600}h; "
-            "find it with `airflow-sm-prefs plans offerings` or `plans advise` first (nothing was bought)"
-        )
-    sagemaker = _client(args, shown["query"].get("region"))  # where the offering was shown
     try:
-        fresh = {offering.offering_id: offering for offering in search_and_remember(sagemaker, shown["query"])}
-    except Exception as error:
-        raise _failed("searching the offering again", error, buying=True) from None
-    offering = fresh.get(args.offering_id)
-    if offering is None:
-        raise PlanCommandError(f"SageMaker no longer offers {args.offering_id[:80]}; search again (nothing was bought)")
-    fee = offering.usd_fee
-    if fee is None:
-        raise PlanCommandError(
-            f"the offering's fee is {_fee(offering.upfront_fee, offering.currency)}, which --max-usd cannot bound "
-            "(nothing was bought)"
+        purchase = plan_purchase.checked(
+            args.offering_id, max_usd=args.max_usd, name=args.name, client_for=lambda region: _client(args, region)
         )
-    if fee > args.max_usd:
-        raise PlanCommandError(
-            f"the offering's upfront fee is {_fee(offering.upfront_fee, 'USD')}, more than --max-usd "
-            f"{_fee(args.max_usd, 'USD')} (nothing was bought)"
-        )
-    name = args.name or derived_name(offering)
-    if not PLAN_NAME.fullmatch(name):
-        raise PlanCommandError(
-            f"--name {name[:80]!r}: letters, digits and single hyphens, at most 64 characters (nothing was bought)"
-        )
-    summary = f"training plan {name}: {_offering_line(offering)}"
-    if not args.yes and not _confirmed(f"Buy {summary}? [y/N] "):
-        raise PlanCommandError("not confirmed (run it at a terminal, or add --yes); nothing was bought")
-    try:
-        arn = sagemaker.create_training_plan(TrainingPlanName=name, TrainingPlanOfferingId=offering.offering_id)[
-            "TrainingPlanArn"
-        ]
-    except Exception as error:
-        raise _failed("buying the training plan", error, buying=True) from None
-    say(f"Bought {summary}")
+        if not args.yes and not _confirmed(f"Buy {purchase.summary()}? [y/N] "):
+            raise PlanCommandError("not confirmed (run it at a terminal, or add --yes); nothing was bought")
+        arn = plan_purchase.buy(purchase)
+    except plan_purchase.PurchaseRefused as refused:
+        raise PlanCommandError(str(refused)) from None
+    say(f"Bought {purchase.summary()}")
     say(f"ARN: {arn}")
     say("Its status is Pending until SageMaker settles the purchase; `airflow-sm-prefs plans list` shows it.")
     return 0

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
-from airflow_sm_prefs.evidence import ledger, ledger_entry
+from airflow_sm_prefs.evidence import ledger_entry, ledger_writing
 from airflow_sm_prefs.facts import record
 from airflow_sm_prefs.facts.job_facts import JobFacts
 from airflow_sm_prefs.facts.utilization import Utilization
@@ -146,7 +146,7 @@ class TaskOutcome:
             run_id=ti.run_id,
             map_index=-1 if map_index is None else int(map_index),
         )
-        ledger.write(entry)
+        ledger_writing.write(entry)
         emit_end(entry)
 
     def refuse_ended_job(self, view: JobView, reason: str) -> NoReturn:

@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from airflow_sm_prefs.surface.cli import fail, say
+from airflow_sm_prefs.surface.command_output import fail, say
 
 
 def _port(text: str) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger_writing
 from sm_prefs_devkit.local_stack import LocalStack, StackError, wait_for
 from tests.browser import launched
 from tests.e2e.test_demo_e2e import PROJECT, screenshot_folder
@@ -90,7 +90,7 @@ def fab_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         _sync_permissions(stack)
         for dag_id in ("team_a_pipeline", "team_b_pipeline"):
             for night in range(3):
-                ledger.write({**entry(f"{dag_id}-{night}", night % 2), "dag_id": dag_id}, stack.ledger_root)  # type: ignore[arg-type]
+                ledger_writing.write({**entry(f"{dag_id}-{night}", night % 2), "dag_id": dag_id}, stack.ledger_root)  # type: ignore[arg-type]
         yield stack
     finally:
         stack.stop()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading, ledger_writing
 from tests.helpers import boto_client
 from tests.unit.test_report import entry
 
@@ -33,7 +33,7 @@ def _keys(s3) -> list[str]:
 
 def test_jobs_recorded_on_one_host_are_reported_from_the_bucket(s3_ledger):
     for name, rank, pending in (("a", 0, 7200), ("b", 1, 300), ("c", 1, 200)):
-        assert ledger.write(entry(name, rank, pending=pending))
+        assert ledger_writing.write(entry(name, rank, pending=pending))
     assert _keys(s3_ledger) == [f"sm-prefs/ledger/nightly/{name}.us-east-1.json" for name in "abc"]
     # The installed command in a process of its own, as a user pipes it to jq: nothing but JSON on stdout.
     command = [str(Path(sys.executable).with_name("airflow-sm-prefs")), "report", "--format", "json"]
@@ -46,8 +46,8 @@ def test_jobs_recorded_on_one_host_are_reported_from_the_bucket(s3_ledger):
 def test_compaction_folds_the_bucket_into_month_objects_and_loses_nothing(s3_ledger):
     october, today = "2026-10-03T02:00:00+00:00", "2026-12-02T02:00:00+00:00"
     for name in ("a", "b"):
-        ledger.write(entry(name, 1, created=october, recorded_at=october))
-    ledger.write(entry("recent", 0, created=today, recorded_at=today))
+        ledger_writing.write(entry(name, 1, created=october, recorded_at=october))
+    ledger_writing.write(entry("recent", 0, created=today, recorded_at=today))
     before = sorted(e["job_name"] for e in ledger_reading.read().entries)
     folded = ledger_compaction.compact(now=dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC))
     assert (folded.folded, folded.files) == (2, 1)
@@ -60,7 +60,7 @@ def test_compaction_folds_the_bucket_into_month_objects_and_loses_nothing(s3_led
 
 def test_stray_and_misplaced_objects_cost_themselves_on_the_bucket(s3_ledger):
     for name, rank, pending in (("a", 0, 7200), ("b", 1, 300)):
-        assert ledger.write(entry(name, rank, pending=pending))
+        assert ledger_writing.write(entry(name, rank, pending=pending))
     prefix = "sm-prefs/ledger"
     s3_ledger.put_object(Bucket="team-bucket", Key=f"{prefix}/nightly/compacted", Body=b"stray")
     other = json.dumps(entry("c", 1)).encode()  # says dag_id "nightly"
@@ -76,12 +76,12 @@ def _a_varied_ledger(root) -> None:
     each kind a reader meets: what a file system and an object store must read alike."""
     october = "2026-10-03T02:00:00+00:00"
     for name, rank, pending in (("a", 0, 7200), ("b", 1, 300), ("c", 1, 200), ("again", 1, 50)):
-        ledger.write(entry(name, rank, pending=pending, created=october, recorded_at=october), root)
+        ledger_writing.write(entry(name, rank, pending=pending, created=october, recorded_at=october), root)
     ledger_compaction.compact(root, now=dt.datetime(2026, 12, 2, tzinfo=dt.UTC))
-    ledger.write(entry("again", 0, pending=9), root)  # written again after it was compacted: its file wins
+    ledger_writing.write(entry("again", 0, pending=9), root)  # written again after it was compacted: its file wins
     for name, region in (("d", "eu-west-1"), ("e", None)):
-        ledger.write(entry(name, 1, region=region, task_id="evaluate"), root)
-    ledger.write({**entry("f", 0), "dag_id": "finance"}, root)
+        ledger_writing.write(entry(name, 1, region=region, task_id="evaluate"), root)
+    ledger_writing.write({**entry("f", 0), "dag_id": "finance"}, root)
     (root / "nightly" / "truncated.json").write_bytes(b'{"format": 1, "dag_')
     (root / "nightly" / "misplaced.json").write_text(json.dumps(entry("someone-else", 0)))
     (root / "finance" / "of-nightly.json").write_text(json.dumps(entry("of-nightly", 0)))
@@ -135,7 +135,7 @@ def test_the_same_ledger_reads_alike_from_a_folder_and_from_a_bucket(s3_ledger_s
 def test_a_reading_with_a_memo_fetches_only_what_changed_since(s3_ledger_server):
     server, s3 = s3_ledger_server
     for name in ("a", "b", "c"):
-        ledger.write(entry(name, 1))
+        ledger_writing.write(entry(name, 1))
     memo = ledger_reading.ReadingMemo()
     before = _gets(server)
     first = ledger_reading.read(fields=ledger_entry.REPORT_FIELDS, memo=memo)
@@ -144,8 +144,8 @@ def test_a_reading_with_a_memo_fetches_only_what_changed_since(s3_ledger_server)
     assert ledger_reading.read(fields=ledger_entry.REPORT_FIELDS, memo=memo).signature == first.signature
     assert _gets(server) == before, "nothing changed: nothing fetched"
     assert server.engine.calls["s3.LIST"] == listings + 1, "one listing: the store says what is current"
-    ledger.write(entry("d", 0))  # one more job ended
-    ledger.write(entry("b", 0, pending=5))  # and one was written again (a retry's record): a new ETag
+    ledger_writing.write(entry("d", 0))  # one more job ended
+    ledger_writing.write(entry("b", 0, pending=5))  # and one was written again (a retry's record): a new ETag
     s3.delete_object(Bucket="team-bucket", Key="sm-prefs/ledger/nightly/c.us-east-1.json")
     before = _gets(server)
     reading = ledger_reading.read(fields=ledger_entry.REPORT_FIELDS, memo=memo)
@@ -159,7 +159,7 @@ def test_a_reading_with_a_memo_fetches_only_what_changed_since(s3_ledger_server)
 
 def test_an_object_larger_than_an_entry_is_refused_from_its_listing_without_a_get(s3_ledger_server):
     server, s3 = s3_ledger_server
-    ledger.write(entry("a", 1))
+    ledger_writing.write(entry("a", 1))
     s3.put_object(
         Bucket="team-bucket", Key="sm-prefs/ledger/nightly/huge.json", Body=b" " * (ledger.MAX_ENTRY_BYTES + 1)
     )
@@ -181,7 +181,7 @@ def test_a_second_report_fetches_only_the_objects_changed_since_the_first(s3_led
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
     server, s3 = s3_ledger_server
     for name, rank in (("a", 0), ("b", 1), ("c", 1)):
-        ledger.write(entry(name, rank))
+        ledger_writing.write(entry(name, rank))
     before = _gets(server)
     first = _report_json()
     assert _gets(server) - before == 3 and first[0]["runs"] == 3
@@ -238,12 +238,12 @@ def test_compaction_keeps_an_entry_written_again_while_it_folds(s3_ledger_server
 
     _, s3 = s3_ledger_server
     for name in ("a", "b", "c"):
-        ledger.write(_old(name))
+        ledger_writing.write(_old(name))
     fetch = object_listing.fetch_many
 
     def a_retry_lands_meanwhile(root, keys):
         bodies = fetch(root, keys)
-        ledger.write(_old("b", 0, pending=5))
+        ledger_writing.write(_old("b", 0, pending=5))
         return bodies
 
     monkeypatch.setattr(object_listing, "fetch_many", a_retry_lands_meanwhile)
@@ -261,7 +261,7 @@ def test_a_month_another_compaction_replaced_meanwhile_is_merged_again(s3_ledger
     from airflow_sm_prefs.storage import object_storage
 
     _, s3 = s3_ledger_server
-    ledger.write(_old("a"))
+    ledger_writing.write(_old("a"))
     month = "sm-prefs/ledger/nightly/compacted/2026-10.jsonl"
     write = object_storage.write_if_unchanged
     raced = []
@@ -280,7 +280,7 @@ def test_a_month_another_compaction_replaced_meanwhile_is_merged_again(s3_ledger
 
 def test_one_compaction_at_a_time_across_hosts(s3_ledger_server, monkeypatch):
     _, s3 = s3_ledger_server
-    ledger.write(_old("a"))
+    ledger_writing.write(_old("a"))
     lease = "sm-prefs/ledger/.compaction-lease"
     held = {"holder": "host-b:42", "until": "2999-01-01T00:00:00+00:00"}
     s3.put_object(Bucket="team-bucket", Key=lease, Body=json.dumps(held).encode())
@@ -316,7 +316,7 @@ def test_a_report_past_the_threshold_folds_the_ledger_for_every_later_reading(s3
     server, s3 = s3_ledger_server
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
     for name in ("a", "b", "c"):
-        ledger.write(_old(name))
+        ledger_writing.write(_old(name))
     first = _report_json()
     assert len(_keys(s3)) == 3, "objects written now are not old: nothing folded"
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_COMPACT_AFTER", "3")
@@ -339,7 +339,7 @@ def test_the_capacity_page_folds_the_ledger_in_a_thread_of_its_own(s3_ledger_ser
 
     server, s3 = s3_ledger_server
     for name in ("a", "b", "c"):
-        ledger.write(_old(name))
+        ledger_writing.write(_old(name))
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_COMPACT_AFTER", "3")
     stored = server.emulator.s3._backend().buckets["team-bucket"].keys
     for index in range(3):  # old objects that are no entries are nothing to fold
@@ -371,7 +371,7 @@ def test_a_fold_the_store_denies_is_said_in_the_api_servers_log_and_the_page_sta
 
     server, _ = s3_ledger_server
     for name in ("a", "b", "c"):
-        ledger.write(_old(name))
+        ledger_writing.write(_old(name))
     stored = server.emulator.s3._backend().buckets["team-bucket"].keys
     for name in ("a", "b", "c"):
         stored[f"sm-prefs/ledger/nightly/{name}.us-east-1.json"].last_modified = dt.datetime(2026, 10, 3, 2)
@@ -392,7 +392,7 @@ def test_a_fold_the_store_refuses_costs_the_fold_not_the_report(s3_ledger_server
     from airflow_sm_prefs.surface import cli
 
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
-    ledger.write(_old("a"))
+    ledger_writing.write(_old("a"))
     stored = s3_ledger_server[0].emulator.s3._backend().buckets["team-bucket"].keys
     stored["sm-prefs/ledger/nightly/a.us-east-1.json"].last_modified = dt.datetime(2026, 10, 3, 2)  # due a fold
 
@@ -420,7 +420,7 @@ def test_a_fold_the_store_denies_is_one_warning_from_the_installed_command(s3_le
     # so the mechanism itself is held by tests/unit/test_object_listing.py; this holds what the user sees.
     names = [f"job-{index}" for index in range(12)]
     for name in names:
-        ledger.write(_old(name))
+        ledger_writing.write(_old(name))
     stored = server.emulator.s3._backend().buckets["team-bucket"].keys
     for name in names:
         stored[f"sm-prefs/ledger/nightly/{name}.us-east-1.json"].last_modified = dt.datetime(2026, 10, 3, 2)

@@ -147,9 +147,9 @@ def test_a_refused_listing_is_one_line_naming_the_code(emulated, capsys):
 
 def _record(night: dict, **fields: object) -> None:
     """One of the unit tests' synthetic nights as the task would have written it to the ledger."""
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_writing
 
-    assert ledger.write(
+    assert ledger_writing.write(
         {  # type: ignore[typeddict-item]
             **night,
             "format": 1,

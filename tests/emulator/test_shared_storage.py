@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger_writing
 from airflow_sm_prefs.preflight import certification
 from airflow_sm_prefs.reference import prices
 from tests.helpers import boto_client
@@ -50,7 +50,7 @@ def test_what_one_home_records_and_refreshes_another_reports_and_prices_with(sha
     server, tmp_path = shared
     home_a, home_b = tmp_path / "home-a", tmp_path / "home-b"
     for name, rank, pending in (("a", 0, 7200), ("b", 1, 300), ("c", 1, 200)):
-        assert ledger.write(entry(name, rank, pending=pending))  # what a task on host A does when its job ends
+        assert ledger_writing.write(entry(name, rank, pending=pending))  # what a task on host A does when its job ends
     certification.record(certification.registry_path(None), "eval", [certified("ml.p5.48xlarge")])  # A certifies
     _on_host(home_a, "prices", "refresh", "--aws-conn-id", "shared_store")
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, ledger_reading
+from airflow_sm_prefs.evidence import ledger_reading, ledger_writing
 from airflow_sm_prefs.reference import prices
 from airflow_sm_prefs.surface import cli
 from tests.faulty_store import FaultyStore
@@ -53,7 +53,7 @@ def store(start_emulator, monkeypatch, tmp_path):
     monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_TIMEOUT", str(DEADLINE))
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
     for name, rank, pending in (("a", 0, 7200), ("b", 1, 300), ("c", 1, 200)):
-        assert ledger.write(entry(name, rank, pending=pending))
+        assert ledger_writing.write(entry(name, rank, pending=pending))
     table = {"format": 1, "currency": "USD", "unit": "instance-hour", "source": "team", "retrieved": "2026-12-01",
              "prices": {"us-east-1": {"training": {"ml.p5.48xlarge": "98.32"}}}}  # fmt: skip
     s3 = boto_client(server.endpoint_url, service="s3")
@@ -117,7 +117,7 @@ def test_the_tasks_evidence_side_costs_the_evidence_never_the_task(store, fault,
     _apply(fault, proxy, monkeypatch)
     with caplog.at_level(logging.WARNING):
         table = prices.current()  # the cost estimate's table
-        written = ledger.write(entry("d", 0, pending=60))  # the job's entry
+        written = ledger_writing.write(entry("d", 0, pending=60))  # the job's entry
     assert table.sources == prices.shipped().sources, "the shipped table, without the team's"
     assert written is False
     warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
@@ -136,7 +136,7 @@ def test_a_missing_bucket_is_said_and_never_created(store, argv, capsys, monkeyp
     assert "no-such-bucket" in err and ("does not exist" in err or "no such bucket" in err), err
     # The setting the user set, never one they did not (no "none yet", as if the store were empty).
     assert "[sm_prefs] storage" in err and "ledger_path" not in err and "none yet" not in err, err
-    assert ledger.write(entry("e", 0, pending=60)) is False
+    assert ledger_writing.write(entry("e", 0, pending=60)) is False
     buckets = {b["Name"] for b in boto_client(server.endpoint_url, service="s3").list_buckets()["Buckets"]}
     assert "no-such-bucket" not in buckets, "this package never creates a bucket"
 
@@ -173,12 +173,12 @@ def test_an_entry_the_store_refused_is_kept_on_the_host_and_sent_with_the_next(s
     proxy, _ = store
     proxy.fault = fault
     with caplog.at_level(logging.WARNING):
-        assert ledger.write(entry("d", 0, pending=60)) is False
-    kept = ledger.spool_folder() / "nightly" / "d.us-east-1.json"
+        assert ledger_writing.write(entry("d", 0, pending=60)) is False
+    kept = ledger_writing.spool_folder() / "nightly" / "d.us-east-1.json"
     assert kept.is_file()
     assert any("kept on this host in" in record.getMessage() for record in caplog.records)
     proxy.fault = None  # the store is back
-    assert ledger.write(entry("e", 1, pending=90)) is True
+    assert ledger_writing.write(entry("e", 1, pending=90)) is True
     names = sorted(e["job_name"] for e in ledger_reading.read().entries)
     assert names == ["a", "b", "c", "d", "e"], "the kept entry reached the ledger with the next one"
     assert not kept.exists(), "sent once, then no longer kept"

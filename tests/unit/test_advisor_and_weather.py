@@ -82,11 +82,11 @@ def test_weather_counts_only_what_says_something_about_the_configuration():
 
 
 def test_the_cli_advises_and_forecasts_from_the_whole_ledger(tmp_path, monkeypatch, capsys):
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_writing
 
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
     for entry in _fine_tune(5400.0) + _p5_only(_hours_3_to_5):
-        assert ledger.write(entry)  # type: ignore[arg-type]
+        assert ledger_writing.write(entry)  # type: ignore[arg-type]
     assert cli.main(["advise", "--dag-id", "nightly", "--task-id", "fine_tune", "--format", "json"]) == 0
     advice = json.loads(capsys.readouterr().out)
     assert advice["nights"] == 30 and advice["candidates"][0]["candidate"] == "the current list"

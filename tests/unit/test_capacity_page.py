@@ -8,7 +8,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_sm_prefs.evidence import ledger, ledger_reading
+from airflow_sm_prefs.evidence import ledger_reading, ledger_writing
 from airflow_sm_prefs.surface import capacity_page
 from tests.helpers import capacity_app_for
 from tests.unit.test_report import entry
@@ -49,8 +49,8 @@ def ledger_with_two_dags(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
     root = ObjectStoragePath(f"file://{tmp_path}/ledger")
     for name, rank, pending in (("a", 0, 7200), ("b", 1, 300), ("c", 1, 200)):
-        ledger.write(entry(name, rank, pending=pending), root)
-    ledger.write({**entry("secret", 1), "dag_id": "finance_forecast"}, root)  # type: ignore[typeddict-unknown-key]
+        ledger_writing.write(entry(name, rank, pending=pending), root)
+    ledger_writing.write({**entry("secret", 1), "dag_id": "finance_forecast"}, root)  # type: ignore[typeddict-unknown-key]
 
 
 @pytest.fixture
@@ -147,7 +147,7 @@ def test_text_from_the_ledger_is_escaped(tmp_path, monkeypatch, signed_in):
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
     root = ObjectStoragePath(f"file://{tmp_path}/ledger")
     for name in "abc":
-        ledger.write({**entry(name, 1), "task_id": "<script>alert(1)</script>"}, root)  # type: ignore[typeddict-unknown-key]
+        ledger_writing.write({**entry(name, 1), "task_id": "<script>alert(1)</script>"}, root)  # type: ignore[typeddict-unknown-key]
     page = signed_in.get("/capacity")
     assert "<script>" not in page.text and "&lt;script&gt;" in page.text
 
@@ -165,7 +165,7 @@ def test_costs_and_benchmarks_are_charted_when_known(tmp_path, monkeypatch, sign
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
     root = ObjectStoragePath(f"file://{tmp_path}/ledger")
     for name, rank in (("a", 0), ("b", 1), ("c", 1)):
-        ledger.write(entry(name, rank, estimated_cost_usd=12.5, certified_run_seconds=2000.0), root)
+        ledger_writing.write(entry(name, rank, estimated_cost_usd=12.5, certified_run_seconds=2000.0), root)
     page = signed_in.get("/capacity").text
     assert page.count("<svg") == 4, "wait, the first choice's wait survival, run time and cost"
     assert "$12.50 (2 jobs)" in page and "x1.80 its benchmark - DRIFTED" in page
@@ -193,7 +193,7 @@ def test_a_page_asked_again_is_not_computed_again_until_a_ledger_file_changes(
     assert len(computed) == 1 and sorted(read_folders) == ["finance_forecast", "nightly"]
 
     root = ObjectStoragePath(f"file://{tmp_path}/ledger")
-    ledger.write(entry("d", 0, pending=60), root)  # a job of the nightly DAG ends
+    ledger_writing.write(entry("d", 0, pending=60), root)  # a job of the nightly DAG ends
     assert "<td>4</td>" in signed_in.get("/capacity").text, "the new job is counted at the next request"
     assert len(computed) == 2 and sorted(read_folders) == ["finance_forecast", "nightly", "nightly"]
 
@@ -334,7 +334,7 @@ def test_a_mapped_task_instances_tab_shows_its_own_job_and_its_index(signed_in, 
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
     where = ObjectStoragePath(f"file://{tmp_path}/ledger")
     for shard in (0, 1):
-        ledger.write({**entry(f"shard-{shard}", shard, pending=60), "run_id": "r", "map_index": shard}, where)
+        ledger_writing.write({**entry(f"shard-{shard}", shard, pending=60), "run_id": "r", "map_index": shard}, where)
     shown = signed_in.get("/capacity/dags/nightly/task-instance?run_id=r&task_id=fine_tune&map_index=1")
     assert shown.status_code == 200 and "<h1>nightly / fine_tune [1]</h1>" in shown.text
     assert "Job <code>shard-1</code> ended" in shown.text and "shard-0</code> ended" not in shown.text
@@ -366,7 +366,9 @@ def test_the_tab_finds_a_run_whose_id_airflow_3_1_left_unencoded(signed_in, ledg
     from airflow.sdk import ObjectStoragePath
 
     run_id = "scheduled__2026-12-06T02:00:00+00:00"
-    ledger.write({**entry("d", 1, pending=60), "run_id": run_id}, ObjectStoragePath(f"file://{tmp_path}/ledger"))
+    ledger_writing.write(
+        {**entry("d", 1, pending=60), "run_id": run_id}, ObjectStoragePath(f"file://{tmp_path}/ledger")
+    )
     for sent in (run_id, run_id.replace("+", "%2B").replace(":", "%3A")):
         shown = signed_in.get(f"/capacity/dags/nightly/task-instance?run_id={sent}&task_id=fine_tune&map_index=-1")
         assert shown.status_code == 200 and "Job <code>d</code> ended" in shown.text, sent

@@ -80,7 +80,7 @@ def test_the_policies_grant_every_sagemaker_call_in_the_source_and_only_a_person
     allowed = {action for statement in POLICY["Statement"] for action in _list(statement["Action"])}
     buyer = json.loads((ROOT / "deploy" / "iam-policy-plan-buyer.json").read_text())
     by_hand = {action for statement in buyer["Statement"] for action in _list(statement["Action"])}
-    assert calls["CreateTrainingPlan"] == {"plans_commands.py"}
+    assert calls["CreateTrainingPlan"] == {"plan_purchase.py"}
     assert {f"sagemaker:{operation}" for operation in calls if operation != "CreateTrainingPlan"} <= allowed
     assert "sagemaker:CreateTrainingPlan" not in allowed  # the tasks' role never buys
     assert "sagemaker:CreateTrainingPlan" in by_hand and "sagemaker:SearchTrainingPlanOfferings" in by_hand

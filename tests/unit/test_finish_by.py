@@ -118,7 +118,7 @@ def test_a_template_is_left_for_rendering():
 
 
 def test_the_ledger_history_is_the_median_of_this_tasks_completed_runs_per_configuration(tmp_path, monkeypatch):
-    from airflow_sm_prefs.evidence import ledger
+    from airflow_sm_prefs.evidence import ledger_writing
     from tests.unit.test_report import entry
 
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}")
@@ -130,7 +130,7 @@ def test_the_ledger_history_is_the_median_of_this_tasks_completed_runs_per_confi
         entry("e", 1, run=60.0, task_id="other_task"),  # another task's
         entry("f", 0, run=3000.0),
     ):
-        assert ledger.write(written)  # type: ignore[arg-type]
+        assert ledger_writing.write(written)  # type: ignore[arg-type]
     history = finish_by.ledger_history("nightly", "fine_tune", TRAINING)
     assert history("ml.p4d.24xlarge", 2) == (900.0, 3)
     assert history("ml.p5.48xlarge", 1) == (3000.0, 1)

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from airflow_sm_prefs.analysis import report, report_text
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading, ledger_writing
 from airflow_sm_prefs.surface import capacity_page, cli
 from tests.helpers import plant_file
 from tests.unit.test_report import NOW, _recorded, entry
@@ -37,7 +37,7 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "ledger"
     monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{folder}")
     for name, rank in (("a", 0), ("b", 1), ("c", 1)):
-        ledger.write(entry(name, rank), folder)  # type: ignore[arg-type]
+        ledger_writing.write(entry(name, rank), folder)  # type: ignore[arg-type]
     return folder
 
 
@@ -82,7 +82,7 @@ def test_a_month_file_that_is_not_a_regular_file_costs_its_month_only(root, kind
 def test_one_bad_byte_in_a_month_costs_its_line_not_the_month(tmp_path):
     root = tmp_path / "ledger"
     for name in "abcd":
-        ledger.write(_recorded(name, 1, "2026-11-01T00:00:00+00:00"), root)  # type: ignore[arg-type]
+        ledger_writing.write(_recorded(name, 1, "2026-11-01T00:00:00+00:00"), root)  # type: ignore[arg-type]
     ledger_compaction.compact(root, now=NOW)
     month = root / "nightly" / "compacted" / "2026-11.jsonl"
     lines = month.read_bytes().splitlines()
@@ -173,7 +173,7 @@ def test_a_hostile_value_in_any_field_is_refused_on_read(root, case, monkeypatch
 
 
 def test_a_folder_that_cannot_be_listed_costs_its_dag_only(root, monkeypatch):
-    ledger.write({**entry("x", 1), "dag_id": "other"}, root)  # type: ignore[typeddict-unknown-key]
+    ledger_writing.write({**entry("x", 1), "dag_id": "other"}, root)  # type: ignore[typeddict-unknown-key]
     listing = Path.iterdir
 
     def refuse(self: Path):
@@ -203,7 +203,7 @@ def test_every_dag_id_stays_inside_the_ledger_and_reads_back_as_itself(tmp_path,
     root = tmp_path / "ledger"
     root.mkdir()
     written = {**entry("prices", 1), "dag_id": dag_id}
-    assert ledger.write(written, root)  # type: ignore[arg-type]
+    assert ledger_writing.write(written, root)  # type: ignore[arg-type]
     inside = {p.relative_to(root) for p in root.rglob("*.json")}
     assert len(inside) == 1 and not (tmp_path / "prices.json").exists()
     (path,) = inside
@@ -215,7 +215,7 @@ def test_every_dag_id_stays_inside_the_ledger_and_reads_back_as_itself(tmp_path,
 def test_ids_that_look_alike_do_not_share_a_folder(tmp_path):
     root = tmp_path / "ledger"
     for dag_id in ("..", "%2E.", "_..", ".."):
-        ledger.write({**entry(f"job-{len(dag_id)}-{dag_id.count('%')}", 1), "dag_id": dag_id}, root)  # type: ignore[arg-type]
+        ledger_writing.write({**entry(f"job-{len(dag_id)}-{dag_id.count('%')}", 1), "dag_id": dag_id}, root)  # type: ignore[arg-type]
     folders = sorted(p.name for p in root.iterdir())
     assert len(folders) == 3, folders
 
@@ -252,7 +252,7 @@ def test_an_entry_naming_another_dag_is_refused_where_it_lies_naming_both(root):
 
 def test_one_dags_two_jobs_of_one_name_in_two_regions_keep_two_objects_and_count_twice(root):
     """SageMaker's job names are unique per account and Region: the same name in another Region is another job."""
-    ledger.write({**entry("a", 1, pending=30.0), "region": "eu-west-1"}, root)  # type: ignore[arg-type]
+    ledger_writing.write({**entry("a", 1, pending=30.0), "region": "eu-west-1"}, root)  # type: ignore[arg-type]
     assert sorted(p.name for p in (root / "nightly").glob("a.*")) == ["a.eu-west-1.json", "a.us-east-1.json"]
     assert _runs(root) == 4
     by_region = {e["region"]: e["pending_seconds"] for e in ledger_reading.read(root).entries if e["job_name"] == "a"}
@@ -267,7 +267,7 @@ def test_an_object_named_before_the_region_was_is_read_and_a_newer_object_of_the
     assert _runs(root) == 4 and ledger_reading.read(root).bad == 0
     known = ledger.known_jobs(root)
     assert known.has("old", "us-east-1") and known.has("old", "eu-west-1"), "its Region is not in its name"
-    ledger.write(entry("old", 1, pending=7.0), root)  # type: ignore[arg-type]  # its retry, after the upgrade
+    ledger_writing.write(entry("old", 1, pending=7.0), root)  # type: ignore[arg-type]  # its retry, after the upgrade
     (kept,) = [e for e in ledger_reading.read(root).entries if e["job_name"] == "old"]
     assert kept["pending_seconds"] == 7.0 and _runs(root) == 4
     (root / "nightly" / "a.eu-west-1.json").write_text(json.dumps(entry("a", 0)))  # says us-east-1
@@ -289,8 +289,8 @@ def test_an_entry_whose_job_is_not_its_files_cannot_replace_that_job(root):
 
 def test_jobs_of_two_dags_and_regions_with_one_name_are_two_jobs(tmp_path):
     root = tmp_path / "ledger"
-    ledger.write(entry("shared-name", 1), root)  # type: ignore[arg-type]
-    ledger.write({**entry("shared-name", 0), "dag_id": "weekly", "region": "eu-west-1"}, root)  # type: ignore[arg-type]
+    ledger_writing.write(entry("shared-name", 1), root)  # type: ignore[arg-type]
+    ledger_writing.write({**entry("shared-name", 0), "dag_id": "weekly", "region": "eu-west-1"}, root)  # type: ignore[arg-type]
     reading = ledger_reading.read(root)
     assert sorted((e["dag_id"], e["region"]) for e in reading.entries) == [
         ("nightly", "us-east-1"),

@@ -262,6 +262,7 @@ PARSE_TIME_MODULES = {
     "airflow_sm_prefs.request.job_request",
     "airflow_sm_prefs.request.jobs",
     "airflow_sm_prefs.request.preferences",
+    "airflow_sm_prefs.request.friendly_preferences",
     "airflow_sm_prefs.sagemaker.botocore_model",
     "airflow_sm_prefs.sagemaker.job_status",
     "airflow_sm_prefs.sagemaker.job_view",

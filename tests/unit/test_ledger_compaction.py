@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_reading
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_reading, ledger_writing
 from airflow_sm_prefs.storage import object_storage
 from tests.unit.test_report import entry
 
@@ -83,13 +83,13 @@ def _old(name: str, rank: int = 1, **extra):
 def test_a_local_fold_keeps_an_entry_written_again_while_it_folds(tmp_path, monkeypatch):
     root = tmp_path / "ledger"
     for name in ("a", "b", "c"):
-        ledger.write(_old(name), root)
+        ledger_writing.write(_old(name), root)
     merge = ledger.replace_file
 
     def a_retry_lands_meanwhile(target, data):
         merge(target, data)
         if "compacted" in str(target):  # between the month's write and the jobs' removal
-            ledger.write(_old("b", 0, pending=5), root)
+            ledger_writing.write(_old("b", 0, pending=5), root)
 
     monkeypatch.setattr(ledger, "replace_file", a_retry_lands_meanwhile)
     result = ledger_compaction.compact(root, now=AFTER_OCTOBER)
@@ -103,15 +103,15 @@ def test_a_local_fold_keeps_an_entry_written_again_while_it_folds(tmp_path, monk
 
 def test_a_fold_keeps_one_line_per_job_and_region_and_an_objects_older_name_gives_way(tmp_path):
     root = tmp_path / "ledger"
-    ledger.write(_old("a", pending=1), root)
-    ledger.write({**_old("a", pending=2), "region": "eu-west-1"}, root)
+    ledger_writing.write(_old("a", pending=1), root)
+    ledger_writing.write({**_old("a", pending=2), "region": "eu-west-1"}, root)
     (root / "nightly" / "b.json").write_text(json.dumps(_old("b", pending=3)))  # named before the Region was
-    ledger.write(_old("b", pending=4), root)
+    ledger_writing.write(_old("b", pending=4), root)
     assert ledger_compaction.compact(root, now=AFTER_OCTOBER).folded == 4
     assert sorted(p.name for p in (root / "nightly").iterdir()) == ["compacted"]
     folded = {(e["job_name"], e["region"]): e["pending_seconds"] for e in ledger_reading.read(root).entries}
     assert folded == {("a", "us-east-1"): 1, ("a", "eu-west-1"): 2, ("b", "us-east-1"): 4}
-    ledger.write({**_old("a", pending=5), "region": "eu-west-1"}, root)
+    ledger_writing.write({**_old("a", pending=5), "region": "eu-west-1"}, root)
     ledger_compaction.compact(root, now=AFTER_OCTOBER)
     again = {(e["job_name"], e["region"]): e["pending_seconds"] for e in ledger_reading.read(root).entries}
     assert again == {**folded, ("a", "eu-west-1"): 5}
@@ -119,7 +119,7 @@ def test_a_fold_keeps_one_line_per_job_and_region_and_an_objects_older_name_give
 
 def test_a_local_fold_waits_for_no_one_while_another_holds_the_lease(tmp_path):
     root = tmp_path / "ledger"
-    ledger.write(_old("a"), root)
+    ledger_writing.write(_old("a"), root)
     lease = root / ledger_compaction.LEASE
     lease.write_text(json.dumps({"holder": "worker-2:7", "until": "2999-01-01T00:00:00+00:00"}))
     result = ledger_compaction.compact(root, now=AFTER_OCTOBER)
@@ -135,7 +135,7 @@ def test_four_threads_rewriting_one_entry_leave_one_whole_entry(tmp_path):
 
     def rewrite(thread: int) -> None:
         for attempt in range(50):
-            if not ledger.write(entry("same-job", 1, pending=float(thread * 100 + attempt)), root):
+            if not ledger_writing.write(entry("same-job", 1, pending=float(thread * 100 + attempt)), root):
                 failures.append(thread)
 
     threads = [threading.Thread(target=rewrite, args=(thread,)) for thread in range(4)]

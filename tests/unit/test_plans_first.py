@@ -176,4 +176,8 @@ def test_only_the_reserve_command_buys_a_plan():
         for path in package.rglob("*.py")
         if "create_training_plan" in path.read_text() or "CreateTrainingPlan(" in path.read_text()
     )
-    assert callers == ["surface/plans_commands.py"]
+    assert callers == ["sagemaker/plan_purchase.py"]
+    buyers = sorted(
+        str(path.relative_to(package)) for path in package.rglob("*.py") if "plan_purchase" in path.read_text()
+    )
+    assert buyers == ["surface/plans_commands.py"]  # the reserve command, alone

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_sm_prefs.request.friendly_preferences import InstancePreference, to_api_entries
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.request.preferences import (
-    InstancePreference,
     RequestValidationError,
     cast_integers,
     is_templated,
-    to_api_entries,
     validate_processing_request,
     validate_training_request,
 )

@@ -11,7 +11,7 @@ import pendulum
 import pytest
 
 from airflow_sm_prefs.analysis import report, report_text
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading
+from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading, ledger_writing
 from airflow_sm_prefs.facts import job_facts
 
 PREFERENCES = [
@@ -186,7 +186,7 @@ def test_entries_round_trip_and_a_rewrite_does_not_count_twice(tmp_path):
     from airflow.sdk import ObjectStoragePath
 
     root = ObjectStoragePath(f"file://{tmp_path}/ledger")
-    assert ledger.write(entry("a", 1), root) and ledger.write(entry("a", 1), root)
+    assert ledger_writing.write(entry("a", 1), root) and ledger_writing.write(entry("a", 1), root)
     reading = ledger_reading.read(root)
     assert [e["job_name"] for e in reading.entries] == ["a"] and reading.bad == 0
     assert ledger.known_jobs(root).names == {"a"}
@@ -196,7 +196,7 @@ def test_bad_entries_are_counted_and_skipped_never_fatal(tmp_path):
     from airflow.sdk import ObjectStoragePath
 
     root = ObjectStoragePath(f"file://{tmp_path}/ledger")
-    ledger.write(entry("good", 1, surprise="an unknown field is dropped"), root)
+    ledger_writing.write(entry("good", 1, surprise="an unknown field is dropped"), root)
     folder = tmp_path / "ledger" / "nightly"
     (folder / "truncated.json").write_text(json.dumps(entry("t", 1))[:40])
     (folder / "list.json").write_text("[1, 2]")
@@ -219,7 +219,7 @@ def test_a_ledger_that_cannot_be_written_warns_and_returns(tmp_path, caplog):
 
     blocker = tmp_path / "file-not-folder"
     blocker.write_text("x")
-    assert ledger.write(entry("a", 1), ObjectStoragePath(f"file://{blocker}")) is False
+    assert ledger_writing.write(entry("a", 1), ObjectStoragePath(f"file://{blocker}")) is False
     assert "Could not record SageMaker job a in the capacity ledger" in caplog.text
 
 
@@ -245,7 +245,7 @@ def test_how_a_job_ended():
 
 def test_a_plain_local_path_works_as_a_ledger_root(tmp_path):
     root = tmp_path / "ledger"
-    assert ledger.write(entry("a", 1), root)
+    assert ledger_writing.write(entry("a", 1), root)
     assert [e["job_name"] for e in ledger_reading.read(root).entries] == ["a"]
 
 
@@ -301,8 +301,8 @@ def test_compaction_folds_old_entries_by_month_and_the_report_reads_the_same(tmp
     root = tmp_path / "ledger"
     for night in range(6):
         created = f"2026-{10 + night % 2:02d}-{1 + night:02d}T02:00:00+00:00"
-        ledger.write(_recorded(f"n{night}", night % 2, "2026-11-01T00:00:00+00:00", created=created), root)
-    ledger.write(_recorded("today", 0, "2026-11-30T11:00:00+00:00"), root)
+        ledger_writing.write(_recorded(f"n{night}", night % 2, "2026-11-01T00:00:00+00:00", created=created), root)
+    ledger_writing.write(_recorded("today", 0, "2026-11-30T11:00:00+00:00"), root)
     before = report.summarize(ledger_reading.read(root).entries)
     result = ledger_compaction.compact(root, now=NOW)
     assert (result.folded, result.kept, result.files) == (6, 1, 2)
@@ -315,10 +315,10 @@ def test_compaction_folds_old_entries_by_month_and_the_report_reads_the_same(tmp
 
 def test_a_jobs_own_file_written_after_compaction_wins_and_a_second_compaction_merges(tmp_path):
     root = tmp_path / "ledger"
-    ledger.write(_recorded("a", 1, "2026-11-01T00:00:00+00:00", outcome="stopped"), root)
+    ledger_writing.write(_recorded("a", 1, "2026-11-01T00:00:00+00:00", outcome="stopped"), root)
     ledger_compaction.compact(root, now=NOW)
-    ledger.write(_recorded("a", 1, "2026-11-02T00:00:00+00:00"), root)  # a backfill saw it complete
-    ledger.write(_recorded("b", 0, "2026-11-02T00:00:00+00:00"), root)
+    ledger_writing.write(_recorded("a", 1, "2026-11-02T00:00:00+00:00"), root)  # a backfill saw it complete
+    ledger_writing.write(_recorded("b", 0, "2026-11-02T00:00:00+00:00"), root)
     (a,) = [e for e in ledger_reading.read(root).entries if e["job_name"] == "a"]
     assert a["outcome"] == "completed"
     ledger_compaction.compact(root, now=NOW)
@@ -330,7 +330,7 @@ def test_a_jobs_own_file_written_after_compaction_wins_and_a_second_compaction_m
 
 def test_a_bad_line_in_a_month_file_is_counted_not_fatal(tmp_path):
     root = tmp_path / "ledger"
-    ledger.write(_recorded("a", 0, "2026-11-01T00:00:00+00:00"), root)
+    ledger_writing.write(_recorded("a", 0, "2026-11-01T00:00:00+00:00"), root)
     ledger_compaction.compact(root, now=NOW)
     month = root / "nightly" / "compacted" / "2026-11.jsonl"
     month.write_text(month.read_text() + "{not json\n" + json.dumps({"format": 1}) + "\n")
@@ -341,8 +341,8 @@ def test_a_bad_line_in_a_month_file_is_counted_not_fatal(tmp_path):
 
 def test_a_report_reads_only_the_fields_it_needs_of_the_dags_it_may(tmp_path):
     root = tmp_path / "ledger"
-    ledger.write(entry("a", 0), root)
-    ledger.write({**entry("b", 0), "dag_id": "secret"}, root)
+    ledger_writing.write(entry("a", 0), root)
+    ledger_writing.write({**entry("b", 0), "dag_id": "secret"}, root)
     reading = ledger_reading.read(root, dags={"nightly"}, fields=ledger_entry.REPORT_FIELDS)
     (only,) = reading.entries
     assert only["job_name"] == "a" and set(only) == set(ledger_entry.REPORT_FIELDS)
@@ -447,7 +447,7 @@ def test_a_hardware_failure_the_verdict_does_not_name_is_in_the_lead():
 
 def test_the_reader_gives_an_older_entry_the_cause_of_its_reason(tmp_path):
     older = entry("c", 1, outcome="failed_after_start", failure_reason=NO_BUCKET)  # written with no failure_cause
-    ledger.write(older, tmp_path)  # type: ignore[arg-type]
+    ledger_writing.write(older, tmp_path)  # type: ignore[arg-type]
     (read,) = ledger_reading.read(tmp_path).entries
     assert read["failure_cause"] == "configuration"
     (kept,) = ledger_reading.read(tmp_path, fields=ledger_entry.REPORT_FIELDS).entries

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger
+from airflow_sm_prefs.evidence import ledger_writing
 from airflow_sm_prefs.reference import prices
 from airflow_sm_prefs.storage import bounded, object_storage
 
@@ -100,10 +100,10 @@ def test_the_cost_estimate_falls_back_to_the_shipped_prices_within_the_deadline(
 def test_a_ledger_entry_the_store_will_not_take_costs_the_entry_not_the_task(store, store_at, request, caplog):
     store_at(request.getfixturevalue(store))
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger=ledger.__name__):
-        assert ledger.write(_entry()) is False
+    with caplog.at_level(logging.WARNING, logger=ledger_writing.__name__):
+        assert ledger_writing.write(_entry()) is False
     assert time.monotonic() - started < DEADLINE + 10
-    (warning,) = [r.getMessage() for r in caplog.records if r.name == ledger.__name__]
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == ledger_writing.__name__]
     assert "nightly-train-1" in warning
 
 
