@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.evidence import ledger, ledger_cache, ledger_reading
+from airflow_sm_prefs.evidence import ledger_cache, ledger_reading
 from airflow_sm_prefs.storage import object_storage, paths
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,6 @@ def remembered_rows(
 def _code_digest() -> str:
     """The report's code as installed, and the ledger reader's: rows computed by another version are never served."""
     from airflow_sm_prefs.analysis import counterfactual, report, survival
-    from airflow_sm_prefs.evidence import ledger_entry
     from airflow_sm_prefs.platform import formatting
 
-    return ledger_cache.code_digest(report, counterfactual, survival, ledger, ledger_entry, formatting)
+    return ledger_cache.code_digest(report, counterfactual, survival, formatting) + ledger_cache.reader_digest()

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from airflow_sm_prefs.evidence import ledger, ledger_entry, ledger_reading
+from airflow_sm_prefs.evidence import ledger, ledger_entry, ledger_files, reading_memo
 from airflow_sm_prefs.storage import object_storage, paths
 
 log = logging.getLogger(__name__)
@@ -37,9 +37,9 @@ def cache_file(root: Any, keep: tuple[str, ...]) -> Path:
     return Path(paths.default_file("cache")) / f"ledger-{name}.json"
 
 
-def load(root: Any, keep: tuple[str, ...]) -> ledger_reading.ReadingMemo:
+def load(root: Any, keep: tuple[str, ...]) -> reading_memo.ReadingMemo:
     """A memo holding what the last run read of ``root``; an empty one when there is no usable cache."""
-    memo = ledger_reading.ReadingMemo()
+    memo = reading_memo.ReadingMemo()
     where = cache_file(root, keep)
     if not where.exists() and not where.is_symlink():
         return memo
@@ -48,7 +48,7 @@ def load(root: Any, keep: tuple[str, ...]) -> ledger_reading.ReadingMemo:
         if saved.get("format") != FORMAT or saved.get("root") != str(root) or saved.get("keep") != list(keep):
             raise ValueError("written for another ledger, set of fields or version")
         lists = saved["lists"]
-        judged = ledger_reading._judged(keep)
+        judged = ledger_files.judged_fields(keep)
         objects = {
             key: (_text(version), _file_reading(key, rows, bad, keep, lists, memo.shared, judged))
             for key, (version, rows, bad) in saved["objects"].items()
@@ -61,7 +61,7 @@ def load(root: Any, keep: tuple[str, ...]) -> ledger_reading.ReadingMemo:
     return memo
 
 
-def save(memo: ledger_reading.ReadingMemo, root: Any, keep: tuple[str, ...]) -> None:
+def save(memo: reading_memo.ReadingMemo, root: Any, keep: tuple[str, ...]) -> None:
     """Write what ``memo`` holds of ``root`` for the next run, if a reading changed it; a cache that cannot be
     written costs only that."""
     if not memo.changed:
@@ -90,9 +90,12 @@ def save(memo: ledger_reading.ReadingMemo, root: Any, keep: tuple[str, ...]) -> 
 
 
 @functools.cache
-def _code_digest() -> str:
-    """The ledger reader's code as installed: a reading kept by another version is never used."""
-    return code_digest(ledger, ledger_entry, sys.modules[__name__])
+def reader_digest() -> str:
+    """The code that makes what the cache keeps (each file's entries, judged and kept to the report's fields), as
+    installed: a reading kept by another version is never used."""
+    from airflow_sm_prefs.facts import failure_cause
+
+    return code_digest(ledger, ledger_entry, ledger_files, failure_cause, sys.modules[__name__])
 
 
 def code_digest(*modules: Any) -> str:
@@ -125,7 +128,7 @@ def verified(where: Path, code: str | None = None) -> dict[str, Any]:
 
 
 def _digest(body: bytes, code: str | None) -> str:
-    hashed = hashlib.sha256(f"{_code_digest() if code is None else code}\n".encode())
+    hashed = hashlib.sha256(f"{reader_digest() if code is None else code}\n".encode())
     hashed.update(body)
     return hashed.hexdigest()
 
@@ -158,4 +161,4 @@ def _file_reading(
         if problem is not None or (region, job_name) != (entry.get("region"), entry.get("job_name")):
             raise ValueError(f"{key}: an entry this version would not take ({problem or 'keyed by another job'})")
         entries.append(((folder, region, job_name), entry))
-    return ledger_reading.FileReading(entries, [str(problem) for problem in bad])
+    return ledger_files.FileReading(entries, [str(problem) for problem in bad])

@@ -7,31 +7,26 @@ writing: a month object is written only if it is still the one read (``If-Match`
 new one), and a job's own object is deleted only if it is still the version folded, so an entry written again
 meanwhile (a retry's record, a backfill) stays, and wins over its compacted line until the next fold. One lease
 object (``.compaction-lease`` at the ledger's root, taken with a conditional write) keeps two hosts from folding
-at once; a lease its holder did not give back lapses after ``LEASE_SECONDS``. On a local folder the same holds
+at once (``compaction_lease``). On a local folder the same holds
 with files: the lease is created only if none is there, and a job's file is moved aside (one atomic rename)
 and put back if it is not the entry folded.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import logging
 import os
-import socket
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_sm_prefs.evidence import ledger, ledger_entry, ledger_reading
+from airflow_sm_prefs.evidence import compaction_lease, ledger, ledger_entry, ledger_files, ledger_reading
 from airflow_sm_prefs.storage import object_storage, untrusted_files
 
 log = logging.getLogger(__name__)
 
-LEASE = ".compaction-lease"
-LEASE_SECONDS = 15 * 60  # longer than folding a year of a team's jobs takes; a crashed holder blocks no longer
 # Old job objects, across the ledger, past which a reader folds them: [sm_prefs] ledger_compact_after.
 DEFAULT_COMPACT_AFTER = 1_000
 MONTH_ATTEMPTS = 3  # a month object another writer replaced meanwhile is read and merged again
@@ -60,7 +55,7 @@ def compact(
             return Compaction()
         if not root.is_dir():
             raise ledger.LedgerError(f"the ledger root {root} is a file, not a folder")
-    with _Lease(root) as held:
+    with compaction_lease.Lease(root) as held:
         if not held:
             log.info("%s holds the ledger's compaction lease; not compacting now", held.holder)
             return Compaction(busy=held.holder)
@@ -142,7 +137,7 @@ def _foldable(body: bytes | None, key: str, cutoff: dt.datetime) -> dict[str, An
         return None
     recorded: Any = raw.get("recorded_at") if isinstance(raw, dict) else None
     folder, _, name = key.partition("/")
-    if ledger_entry.why_unusable(raw) is not None or ledger_reading.why_misplaced(raw, folder, name) is not None:
+    if ledger_entry.why_unusable(raw) is not None or ledger_files.why_misplaced(raw, folder, name) is not None:
         return None
     if not ledger_entry.is_time(recorded) or dt.datetime.fromisoformat(recorded) > cutoff:
         return None
@@ -183,101 +178,6 @@ def _merged(existing: bytes, moved: list[dict[str, Any]], where: Any) -> bytes:
     return b"\n".join(lines.values()) + b"\n"
 
 
-class _Lease:
-    """The ledger's compaction lease: taken with a conditional write (on a local folder, a file created only if
-    none is there), given back by deleting it if it is still ours. ``bool(lease)``: whether this process holds
-    it; ``holder``: who does."""
-
-    def __init__(self, root: Any) -> None:
-        self.path = root / LEASE
-        self.root = root
-        self.local = os.fspath(getattr(self.path, "path", self.path)) if object_storage.on_local_disk(root) else None
-        self.version: str | bytes | None = None
-        self.holder = ""
-
-    def __enter__(self) -> _Lease:
-        now = dt.datetime.now(dt.UTC)
-        holder = f"{socket.gethostname()}:{os.getpid()}"
-        mine = json.dumps({"holder": holder, "until": _iso(now + dt.timedelta(seconds=LEASE_SECONDS))}).encode()
-        current, current_version = self._current()
-        held = _lease_in(current) if current is not None else None
-        if held is not None and dt.datetime.fromisoformat(held["until"]) > now:
-            self.holder = f"{held['holder']} until {held['until']}"
-            return self
-        if self._take(mine, current, current_version):  # none, or one that lapsed or is not a lease: taken over
-            self.version, self.holder = (mine if self.local else object_storage.current_version(self.path)), holder
-        else:
-            self.holder = "another process, which took it at the same moment"
-        return self
-
-    def _current(self) -> tuple[bytes | None, str | None]:
-        if self.local is not None:
-            try:
-                return untrusted_files.read_bytes(self.local, 4096), None
-            except untrusted_files.UntrustedFileError:
-                return (b"" if os.path.lexists(self.local) else None), None
-        version = object_storage.current_version(self.path)
-        if version is None:
-            return None, None
-        try:
-            return untrusted_files.read_bytes(self.path, 4096), version
-        except untrusted_files.UntrustedFileError:
-            return b"", version
-
-    def _take(self, mine: bytes, current: bytes | None, version: str | None) -> bool:
-        if self.local is None:
-            try:
-                object_storage.write_if_unchanged(self.path, mine, version)
-            except object_storage.ChangedMeanwhile:
-                return False
-            return True
-        if current is not None and not _removed_if_unchanged(self.local, current):
-            return False
-        try:
-            with open(self.local, "xb") as stream:
-                stream.write(mine)
-        except FileExistsError:
-            return False
-        return True
-
-    def __bool__(self) -> bool:
-        return self.version is not None
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        if self.version is None:
-            return
-        from airflow_sm_prefs.storage import object_listing
-
-        try:
-            if isinstance(self.version, bytes):  # a local lease: its own content is its version
-                _removed_if_unchanged(str(self.local), self.version)
-            else:
-                object_listing.delete_unchanged(self.root, {LEASE: str(self.version)})
-        except OSError as error:  # it lapses by itself
-            # After a fold that failed, its caller says why (a store that refused the fold's deletes refuses this
-            # one too): a second warning would say the same thing worse.
-            log.log(
-                logging.INFO if kind is not None else logging.WARNING,
-                "Could not give back the ledger's compaction lease (it lapses in %d s): %s",
-                LEASE_SECONDS,
-                error,
-            )
-
-
-def _lease_in(data: bytes) -> dict[str, str] | None:
-    try:
-        held = untrusted_files.load_json(data, LEASE)
-    except untrusted_files.UntrustedFileError:
-        return None
-    if not (isinstance(held, dict) and isinstance(held.get("holder"), str) and ledger_entry.is_time(held.get("until"))):
-        return None  # not a lease this version wrote: taken over
-    return held
-
-
-def _iso(when: dt.datetime) -> str:
-    return when.isoformat(timespec="seconds")
-
-
 # -- on a local folder: walked ------------------------------------------------------------------------------------
 
 
@@ -314,28 +214,8 @@ def _compact_walked(root: Any, cutoff: dt.datetime) -> Compaction:
             ledger.replace_file(target, _merged(existing, [raw for _, raw, _ in moved], target))
             result.files += 1
             for path, _, body in moved:
-                if _removed_if_unchanged(os.fspath(getattr(path, "path", path)), body):
+                if compaction_lease.removed_if_unchanged(os.fspath(getattr(path, "path", path)), body):
                     result.folded += 1
                 else:
                     result.kept += 1
     return result
-
-
-def _removed_if_unchanged(path: str, folded: bytes) -> bool:
-    """Remove a job's file only if it still holds the entry folded. Moved aside first (one atomic rename), then
-    judged: an entry written again meanwhile (a retry's record) is put back, unless an even newer one has
-    already taken its place; either way the newest entry stays in its own file and wins over the fold."""
-    aside = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{uuid.uuid4().hex}.folding"
-    try:
-        os.rename(path, aside)
-    except FileNotFoundError:
-        return False
-    try:
-        with open(aside, "rb") as stream:
-            unchanged = stream.read() == folded
-        if not unchanged:
-            with contextlib.suppress(FileExistsError):  # a newer entry took the name meanwhile: it stays
-                os.link(aside, path)
-        return unchanged
-    finally:
-        os.unlink(aside)

@@ -15,7 +15,8 @@ from typing import Any
 
 from airflow_sm_prefs.evidence import ledger_cache, ledger_compaction
 from airflow_sm_prefs.evidence.ledger_entry import REPORT_FIELDS
-from airflow_sm_prefs.evidence.ledger_reading import Reading, ReadingMemo, read
+from airflow_sm_prefs.evidence.ledger_reading import Reading, read
+from airflow_sm_prefs.evidence.reading_memo import ReadingMemo
 from airflow_sm_prefs.storage import object_storage
 
 

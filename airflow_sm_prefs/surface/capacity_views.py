@@ -3,7 +3,7 @@
 Reading 100,000 jobs and computing the report over them takes seconds; a page is asked for far more often than a
 job ends. Three things keep it quick:
 
-- each DAG folder's reading is kept while its files are unchanged (``ledger_reading.ReadingMemo``);
+- each DAG folder's reading is kept while its files are unchanged (``reading_memo.ReadingMemo``);
 - each view (a page's HTML, a report's rows) is kept while no folder it rests on changed;
 - a page is computed in the background, and a request waits for it only a bounded time (``PAGE_BUDGET_SECONDS``):
   past it, the page last computed for the same user, window and view is served, saying when it was computed and
@@ -26,7 +26,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from airflow_sm_prefs.evidence import ledger, ledger_reading, report_reading
+from airflow_sm_prefs.evidence import ledger, ledger_reading, reading_memo, report_reading
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Views:
     MAX_VIEWS = 64  # distinct (user's DAGs, window, view) kept; each a report's rows or a page's HTML
 
     def __init__(self) -> None:
-        self.memo = ledger_reading.ReadingMemo()
+        self.memo = reading_memo.ReadingMemo()
         self._views: OrderedDict[Any, Any] = OrderedDict()
         self._latest: dict[Hashable, tuple[float, Any]] = {}
         self._running: dict[Hashable, Future[Any]] = {}

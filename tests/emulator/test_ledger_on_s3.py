@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_entry, ledger_reading, ledger_writing
+from airflow_sm_prefs.evidence import (
+    ledger,
+    ledger_compaction,
+    ledger_entry,
+    ledger_reading,
+    ledger_writing,
+    reading_memo,
+)
 from tests.helpers import boto_client
 from tests.unit.test_report import entry
 
@@ -136,7 +143,7 @@ def test_a_reading_with_a_memo_fetches_only_what_changed_since(s3_ledger_server)
     server, s3 = s3_ledger_server
     for name in ("a", "b", "c"):
         ledger_writing.write(entry(name, 1))
-    memo = ledger_reading.ReadingMemo()
+    memo = reading_memo.ReadingMemo()
     before = _gets(server)
     first = ledger_reading.read(fields=ledger_entry.REPORT_FIELDS, memo=memo)
     assert _gets(server) - before == 3 and len(first.entries) == 3

@@ -8,7 +8,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_sm_prefs.evidence import ledger_reading, ledger_writing
+from airflow_sm_prefs.evidence import ledger_files, ledger_reading, ledger_writing, reading_memo
 from airflow_sm_prefs.surface import capacity_page
 from tests.helpers import capacity_app_for
 from tests.unit.test_report import entry
@@ -182,9 +182,9 @@ def test_a_page_asked_again_is_not_computed_again_until_a_ledger_file_changes(
     summarize = capacity_page.report.summarize
     monkeypatch.setattr(capacity_page.report, "summarize", lambda *a, **k: computed.append(1) or summarize(*a, **k))
     read_folders = []
-    read_folder = ledger_reading._read_folder
+    read_folder = ledger_files.read_folder
     monkeypatch.setattr(
-        ledger_reading, "_read_folder", lambda folder, *a: read_folders.append(folder.name) or read_folder(folder, *a)
+        reading_memo, "read_folder", lambda folder, *a: read_folders.append(folder.name) or read_folder(folder, *a)
     )
     monkeypatch.setattr(capacity_page, "readable_dags", lambda user: {"nightly", "finance_forecast"})
 
@@ -208,7 +208,7 @@ def test_a_page_asked_again_is_not_computed_again_until_a_ledger_file_changes(
 
 
 def test_a_reading_memo_never_trusts_a_folder_it_cannot_list_with_times(tmp_path):
-    from airflow_sm_prefs.evidence.ledger_reading import _folder_signature
+    from airflow_sm_prefs.evidence.ledger_files import folder_signature as _folder_signature
 
     class Remote:
         protocol = "s3"

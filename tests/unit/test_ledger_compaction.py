@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from airflow_sm_prefs.evidence import ledger, ledger_compaction, ledger_reading, ledger_writing
+from airflow_sm_prefs.evidence import compaction_lease, ledger, ledger_compaction, ledger_reading, ledger_writing
 from airflow_sm_prefs.storage import object_storage
 from tests.unit.test_report import entry
 
@@ -120,7 +120,7 @@ def test_a_fold_keeps_one_line_per_job_and_region_and_an_objects_older_name_give
 def test_a_local_fold_waits_for_no_one_while_another_holds_the_lease(tmp_path):
     root = tmp_path / "ledger"
     ledger_writing.write(_old("a"), root)
-    lease = root / ledger_compaction.LEASE
+    lease = root / compaction_lease.LEASE
     lease.write_text(json.dumps({"holder": "worker-2:7", "until": "2999-01-01T00:00:00+00:00"}))
     result = ledger_compaction.compact(root, now=AFTER_OCTOBER)
     assert (result.folded, result.busy) == (0, "worker-2:7 until 2999-01-01T00:00:00+00:00")

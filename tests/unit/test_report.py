@@ -368,6 +368,30 @@ def test_rows_kept_as_json_between_runs_render_as_the_rows_computed(output):
     assert report_text.render(json.loads(json.dumps(rows)), output) == report_text.render(rows, output)
 
 
+def test_what_the_cli_keeps_between_runs_is_signed_by_every_module_whose_code_makes_it(monkeypatch):
+    """A kept reading holds each file's entries as ``ledger_files`` judged and kept them (an older entry's cause
+    filled in by ``failure_cause``); kept rows hold what the report made of them. A new version of any of those
+    modules must make the CLI read and compute again, never serve what the old code made."""
+    from airflow_sm_prefs.analysis import counterfactual, kept_reports, survival
+    from airflow_sm_prefs.evidence import ledger, ledger_cache, ledger_entry, ledger_files
+    from airflow_sm_prefs.facts import failure_cause
+    from airflow_sm_prefs.platform import formatting
+
+    signed: list[set[Any]] = []
+    monkeypatch.setattr(ledger_cache, "code_digest", lambda *modules: signed.append(set(modules)) or "")
+    ledger_cache.reader_digest.cache_clear()
+    kept_reports._code_digest.cache_clear()
+    try:
+        kept_reports._code_digest()  # the report's code, then the reader's
+    finally:  # the next caller computes the real digests again
+        ledger_cache.reader_digest.cache_clear()
+        kept_reports._code_digest.cache_clear()
+    rows, reader = signed
+    rows |= reader
+    assert {ledger, ledger_entry, ledger_files, failure_cause, ledger_cache} <= reader
+    assert reader | {report, counterfactual, survival, formatting} <= rows
+
+
 # -- what happened, before the verdict ----------------------------------------------------------------------------
 
 
