@@ -16,8 +16,12 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks.scenarios import point_connection_at, publish
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.sagemaker.connection import Connection
 
 STREAMS = 2
 MILLISECONDS = 3
@@ -49,10 +53,10 @@ def _write_lines(server, job_name: str, lines: int) -> None:
         )
 
 
-async def _deferred(job_name: str, hook_kwargs: dict) -> dict[str, float]:
+async def _deferred(job_name: str, connection: Connection) -> dict[str, float]:
     from airflow_sm_prefs.wait.log_follower import LogCursor, LogFollower
 
-    follower = LogFollower.shared("/aws/sagemaker/TrainingJobs", hook_kwargs)
+    follower = LogFollower.shared("/aws/sagemaker/TrainingJobs", connection)
     shown = largest_cursor = 0
     started = time.monotonic()
     async with follower.follow(job_name, LogCursor(), 60.0) as queue:
@@ -67,14 +71,14 @@ async def _deferred(job_name: str, hook_kwargs: dict) -> dict[str, float]:
     return {"lines": shown, "calls": follower.calls, "seconds": seconds, "cursor": largest_cursor}
 
 
-def _blocking(job_name: str, hook_kwargs: dict, server) -> dict[str, float]:
+def _blocking(job_name: str, connection: Connection, server) -> dict[str, float]:
     from airflow_sm_prefs.request.jobs import TRAINING
     from airflow_sm_prefs.wait.log_follower import LogCursor
     from airflow_sm_prefs.wait.worker_logs import BlockingLogReader, logs_client
 
     log = CountingLog()
     before = server.engine.calls.get("Logs_20140328.FilterLogEvents", 0)
-    reader = BlockingLogReader(logs_client(hook_kwargs), TRAINING, job_name, log, LogCursor())
+    reader = BlockingLogReader(logs_client(connection), TRAINING, job_name, log, LogCursor())
     started = time.monotonic()
     reader.read(last=True)
     seconds = time.monotonic() - started
@@ -99,7 +103,7 @@ def main() -> None:
     )
     rows = []
     with EmulatorServer(scenario) as server:
-        hook_kwargs = point_connection_at(server.endpoint_url)
+        connection = point_connection_at(server.endpoint_url)
         request = training_request("long-log", [dict(p, InstanceCount=STREAMS) for p in GPU_PAIR])
         boto_client(server.endpoint_url).create_training_job(**request)
         job = server.engine.jobs[job_key("training", "long-log", "us-east-1")]
@@ -109,8 +113,8 @@ def main() -> None:
                 server.engine.advance()
         _write_lines(server, "long-log", args.lines)
         readers = (
-            ("deferred (LogFollower, aiobotocore)", lambda: asyncio.run(_deferred("long-log", hook_kwargs))),
-            ("blocking (BlockingLogReader, boto3)", lambda: _blocking("long-log", hook_kwargs, server)),
+            ("deferred (LogFollower, aiobotocore)", lambda: asyncio.run(_deferred("long-log", connection))),
+            ("blocking (BlockingLogReader, boto3)", lambda: _blocking("long-log", connection, server)),
         )
         for label, read in readers:
             result = read()

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_sm_prefs.sagemaker.connection import Connection
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,11 +30,13 @@ def publish(table: str, output: Path | None) -> None:
 BENCH_CONNECTION = "sm_bench"
 
 
-def point_connection_at(endpoint_url: str, region: str = "us-east-1") -> dict[str, str]:
+def point_connection_at(endpoint_url: str, region: str = "us-east-1") -> Connection:
     """The benchmarks' AWS connection (``sm_bench``), set in this process's environment to ``endpoint_url``;
-    the hook arguments that use it."""
+    the connection value that uses it."""
     import json
     import os
+
+    from airflow_sm_prefs.sagemaker.connection import Connection
 
     os.environ[f"AIRFLOW_CONN_{BENCH_CONNECTION.upper()}"] = json.dumps(
         {
@@ -40,4 +46,4 @@ def point_connection_at(endpoint_url: str, region: str = "us-east-1") -> dict[st
             "extra": {"endpoint_url": endpoint_url, "region_name": region},
         }
     )
-    return {"aws_conn_id": BENCH_CONNECTION, "region_name": region}
+    return Connection(aws_conn_id=BENCH_CONNECTION, region_name=region)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self
 from airflow_sm_prefs.facts.record import DroppedPreference, PreflightDecided, TrainingPlanChoice
 from airflow_sm_prefs.preflight import guardrails
 from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.sagemaker.connection import Connection
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -44,18 +45,21 @@ class Account:
     plans_client: Callable[[], Any]  # SageMaker with short deadlines
 
     @classmethod
-    def of(cls, hook_kwargs: Mapping[str, Any], region: str | None, endpoint_url: str | None) -> Account:
+    def of(cls, connection: Connection, endpoint_url: str | None) -> Account:
+        """The account behind ``connection``, in its Region (the job's)."""
+
         def quota_client() -> Any:
             from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-            return AwsBaseHook(**{**hook_kwargs, "region_name": region}, client_type="service-quotas").get_conn()
+            return AwsBaseHook(**connection.hook_arguments(), client_type="service-quotas").get_conn()
 
         def plans_client() -> Any:
             from airflow_sm_prefs.sagemaker import training_plans
 
-            return training_plans.client({**hook_kwargs, "region_name": region})
+            return training_plans.client(connection)
 
-        return cls(region, quota_client, (hook_kwargs.get("aws_conn_id"), region, endpoint_url), plans_client)
+        region = connection.region_name
+        return cls(region, quota_client, (connection.aws_conn_id, region, endpoint_url), plans_client)
 
 
 @dataclass(frozen=True)

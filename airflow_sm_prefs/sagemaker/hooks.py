@@ -19,6 +19,7 @@ from airflow_sm_prefs.platform import supervisor_calls
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.request.preferences import RequestValidationError
 from airflow_sm_prefs.sagemaker.botocore_model import extend_provider_loader
+from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.job_view import jsonable
 
 extend_provider_loader()
@@ -223,26 +224,18 @@ SHARED_HOOK_SECONDS = 300.0
 _shared_hooks: dict[str, tuple[float, SageMakerPreferenceHook]] = {}
 
 
-def settings_key(hook_kwargs: Mapping[str, Any]) -> str:
-    """One text per set of connection settings: what the process's shared hooks, watchers and log readers are
-    kept by."""
-    import json
-
-    return json.dumps(dict(hook_kwargs), sort_keys=True, default=str)
-
-
-def shared_hook(hook_kwargs: Mapping[str, Any]) -> SageMakerPreferenceHook:
+def shared_hook(connection: Connection) -> SageMakerPreferenceHook:
     """One hook per connection settings in this process, renewed every :data:`SHARED_HOOK_SECONDS`.
 
     Each new hook reads its Airflow connection, which in a triggerer is a request to the supervisor: triggers
     stopping or watching jobs on the same connection share one hook instead of each asking again."""
     import time
 
-    key = settings_key(hook_kwargs)
+    key = connection.key
     now = time.monotonic()
     found = _shared_hooks.get(key)
     if found is None or now - found[0] > SHARED_HOOK_SECONDS:
-        found = _shared_hooks[key] = (now, SageMakerPreferenceHook(**hook_kwargs))
+        found = _shared_hooks[key] = (now, SageMakerPreferenceHook(**connection.hook_arguments()))
     return found[1]
 
 

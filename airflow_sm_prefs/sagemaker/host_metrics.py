@@ -11,10 +11,10 @@ this module's deadlines; the caller needs ``cloudwatch:GetMetricData`` (``deploy
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
 from typing import Any
 
 from airflow_sm_prefs.errors.base import SageMakerPreferencesError
+from airflow_sm_prefs.sagemaker.connection import Connection
 
 NAMESPACES = {"training": "/aws/sagemaker/TrainingJobs", "processing": "/aws/sagemaker/ProcessingJobs"}
 METRICS = ("GPUUtilization", "GPUMemoryUtilization", "CPUUtilization", "MemoryUtilization")
@@ -33,12 +33,11 @@ class MetricsUnreadable(SageMakerPreferencesError):
     """CloudWatch did not answer with the job's metrics; the message says what to check."""
 
 
-def client(hook_kwargs: Mapping[str, Any]) -> Any:
+def client(connection: Connection) -> Any:
     """A CloudWatch client for the task's connection, with this module's deadlines."""
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-    config = {**(hook_kwargs.get("config") or {}), **CALL_CONFIG}
-    return AwsBaseHook(**{**hook_kwargs, "config": config}, client_type="cloudwatch").conn
+    return AwsBaseHook(**connection.with_call_config(CALL_CONFIG).hook_arguments(), client_type="cloudwatch").conn
 
 
 def read(

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_sm_prefs.sagemaker.connection import Connection
+
 CALL_CONFIG = {"connect_timeout": 5, "read_timeout": 15, "retries": {"total_max_attempts": 3, "mode": "standard"}}
 MAX_PAGES = 20  # 2,000 plans: more than any account holds; a listing that never ends is cut here
 USABLE = frozenset({"Active"})
@@ -181,12 +183,11 @@ def call_failed(action: str, error: BaseException, *, buying: bool = False) -> s
     return f"{action} failed: {code}: {str(error)[:300]} ({hint}{'; nothing was bought' if buying else ''})"
 
 
-def client(hook_kwargs: Mapping[str, Any]) -> Any:
+def client(connection: Connection) -> Any:
     """A SageMaker client for the connection, with this module's deadlines."""
     from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
 
-    config = {**(hook_kwargs.get("config") or {}), **CALL_CONFIG}
-    return SageMakerPreferenceHook(**{**hook_kwargs, "config": config}).conn
+    return SageMakerPreferenceHook(**connection.with_call_config(CALL_CONFIG).hook_arguments()).conn
 
 
 def reservable_types() -> frozenset[str] | None:

@@ -153,7 +153,8 @@ def _keep_in_state_store(task_instance: Any, kept: JobClaim) -> None:
 
 
 def _bounded(claim: JobClaim) -> dict[str, Any]:
-    return {**claim.hook_kwargs, "config": {**(claim.botocore_config or {}), **STOP_CALL_CONFIG}}
+    """The claim's hook arguments with the listener's own short deadlines."""
+    return claim.connection.with_call_config(STOP_CALL_CONFIG).hook_arguments()
 
 
 def _stop(claim: JobClaim, why: str) -> None:

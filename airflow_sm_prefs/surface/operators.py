@@ -28,9 +28,9 @@ from airflow_sm_prefs.request.preferences import (
     job_name_problems,
     template_markers,
 )
+from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.surface import links
 from airflow_sm_prefs.surface.links import SageMakerConsoleLink, SageMakerLogsLink
-from airflow_sm_prefs.task import attempts
 from airflow_sm_prefs.task.outcomes import NoCapacityError
 from airflow_sm_prefs.wait.wait_event import WaitEnded
 
@@ -200,15 +200,15 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         return Preflight.of(self.job_kind, Preflight.arguments_of(self))
 
     @property
-    def hook_kwargs(self) -> dict[str, Any]:
-        """The connection settings, for this task's hook and its trigger's alike."""
-        return attempts.hook_kwargs(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
+    def connection(self) -> Connection:
+        """How this task, its trigger and the listener reach AWS: built once, from the rendered settings."""
+        return Connection(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
 
     @cached_property
     def hook(self) -> SageMakerPreferenceHook:
         from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
 
-        return SageMakerPreferenceHook(**self.hook_kwargs)
+        return SageMakerPreferenceHook(**self.connection.hook_arguments())
 
     @property
     def _region(self) -> str | None:
@@ -247,7 +247,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         self._life = TaskLife(
             self.job_kind,
             self.hook,
-            hook_kwargs=self.hook_kwargs,
+            connection=self.connection,
             region=self._region,
             waiting=waiting_of(self),
             certification=preflight.certification,
@@ -273,7 +273,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         preflight = self._preflight()
 
         def before_create(rendered: dict[str, Any]) -> Any:  # only when a job is to be created, not to reattach
-            account = Account.of(self.hook_kwargs, self._region, self.hook.conn_config.endpoint_url)
+            account = Account.of(self.connection.in_region(self._region), self.hook.conn_config.endpoint_url)
             return preflight.before_create(context, rendered, account, self.log)
 
         return self._carry_out(self._start_life(context, preflight).start(request, self.job_name, before_create))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_sm_prefs.sagemaker import offerings_shown, plan_purchase, training_plans
+from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.training_plans import fee_text
 from airflow_sm_prefs.surface import arguments
 from airflow_sm_prefs.surface.command_output import CommandError
@@ -83,7 +84,7 @@ def _connection(parser: argparse.ArgumentParser) -> None:
 
 
 def _client(args: argparse.Namespace, region: str | None = None) -> Any:
-    return training_plans.client({"aws_conn_id": args.aws_conn_id, "region_name": region or args.region})
+    return training_plans.client(Connection(aws_conn_id=args.aws_conn_id, region_name=region or args.region))
 
 
 def _failed(action: str, error: BaseException) -> PlanCommandError:

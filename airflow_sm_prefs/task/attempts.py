@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from airflow_sm_prefs.request.preferences import MAX_JOB_NAME
 from airflow_sm_prefs.sagemaker import job_status
+from airflow_sm_prefs.sagemaker.connection import Connection
 
 STATE_KEY = "sm_prefs_job"
 
@@ -29,13 +30,6 @@ FINISHED = "finished"
 KEPT = "kept"
 # Phases in which a worker holds the job in its slot: a final failure then is the worker's loss.
 WORKER_HELD = frozenset({SUBMITTING, SUBMITTED, BLOCKING})
-
-
-def hook_kwargs(
-    aws_conn_id: str | None, region_name: str | None, verify: bool | str | None, botocore_config: dict[str, Any] | None
-) -> dict[str, Any]:
-    """``SageMakerPreferenceHook`` arguments: how the task, its trigger and the listener all reach the job."""
-    return {"aws_conn_id": aws_conn_id, "region_name": region_name, "verify": verify, "config": botocore_config}
 
 
 @dataclass(frozen=True)
@@ -63,8 +57,9 @@ class JobClaim:
     kept_after_try: int | None = None
 
     @property
-    def hook_kwargs(self) -> dict[str, Any]:
-        return hook_kwargs(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
+    def connection(self) -> Connection:
+        """How code outside the task (the listener) reaches the job."""
+        return Connection(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
 
     @classmethod
     def from_stored(cls, raw: Any) -> JobClaim | None:

@@ -17,6 +17,7 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow_sm_prefs.preflight.runner import Prepared
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker import tagging
+from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.task import attempts
 
@@ -43,7 +44,7 @@ class Submission:
     hook: SageMakerPreferenceHook
     kind: JobKind
     # What code outside the task needs to find and stop the job (written into the claim).
-    connection: dict[str, Any]
+    connection: Connection
     stop_on_kill: bool
     resubmit_after_failure: bool
     retries: int
@@ -109,11 +110,11 @@ class Submission:
                 try_number=try_number,
                 submitted_at=(claim.submitted_at if claim and keeps_job else None) or pendulum.now("UTC").isoformat(),
                 job_kind=kind.name,
-                aws_conn_id=self.connection["aws_conn_id"],
-                region_name=self.connection["region_name"],
+                aws_conn_id=self.connection.aws_conn_id,
+                region_name=self.connection.region_name,
                 stop_on_kill=self.stop_on_kill,
-                verify=self.connection["verify"],
-                botocore_config=self.connection["config"],
+                verify=self.connection.verify,
+                botocore_config=self.connection.hook_arguments()["config"],
                 pending_until=prepared.pending_until if creates else (claim.pending_until if claim else None),
                 preflight=dict(prepared.decided) if creates else (claim.preflight if claim else None),
             )

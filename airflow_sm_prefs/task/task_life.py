@@ -33,6 +33,7 @@ from airflow.providers.common.compat.sdk import AirflowException
 from airflow_sm_prefs.preflight.runner import Prepared
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker import job_status
+from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.job_view import JobView, to_time
 from airflow_sm_prefs.task import attempts
 from airflow_sm_prefs.task.deadlines import wait_deadlines
@@ -106,7 +107,7 @@ class TaskLife:
         kind: JobKind,
         hook: SageMakerPreferenceHook,
         *,
-        hook_kwargs: dict[str, Any],
+        connection: Connection,
         region: str | None,
         waiting: Waiting,
         certification: Certification,
@@ -116,7 +117,7 @@ class TaskLife:
     ) -> None:
         self.kind = kind
         self.hook = hook
-        self.hook_kwargs = hook_kwargs
+        self.connection = connection
         self.region = region
         self.waiting = waiting
         self.certification = certification
@@ -140,7 +141,7 @@ class TaskLife:
             self.log,
             self.claims,
             self.certification,
-            connection={**self.hook_kwargs, "region_name": self.region},
+            connection=self.connection.in_region(self.region),
         )
 
     def start(
@@ -150,7 +151,7 @@ class TaskLife:
         submission = Submission(
             hook=self.hook,
             kind=self.kind,
-            connection={**self.hook_kwargs, "region_name": self.region},
+            connection=self.connection.in_region(self.region),
             stop_on_kill=self.waiting.stop_on_kill,
             resubmit_after_failure=self.waiting.resubmit_after_failure,
             retries=self.waiting.retries,
@@ -233,7 +234,7 @@ class TaskLife:
             from airflow_sm_prefs.wait.worker_logs import blocking_reader
 
             assert view.name is not None
-            observed = blocking_reader(self.hook_kwargs, self.kind, view.name, self.log, log_cursor)
+            observed = blocking_reader(self.connection, self.kind, view.name, self.log, log_cursor)
         outcome, view = blocking.wait(
             self.hook,
             view,
@@ -261,7 +262,7 @@ class TaskLife:
         trigger = SageMakerPreferenceJobTrigger(
             job_name=view.name,
             job_kind=self.kind.name,
-            hook_kwargs=self.hook_kwargs,
+            hook_kwargs=self.connection.hook_arguments(),
             wait_for="completion",
             deadline=wait.deadline,
             pending_deadline=wait.pending_deadline,
@@ -314,5 +315,5 @@ class TaskLife:
         if self.waiting.stream_logs and failed_after_start and view.name is not None:
             from airflow_sm_prefs.wait.worker_logs import last_lines, logs_client
 
-            tail = last_lines(logs_client(self.hook_kwargs), self.kind, view.name, self.log)
+            tail = last_lines(logs_client(self.connection), self.kind, view.name, self.log)
         return Done(self.outcome.finish(view, announced, tail), view)

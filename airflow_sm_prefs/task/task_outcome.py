@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -18,6 +18,7 @@ from airflow_sm_prefs.facts.job_facts import JobFacts
 from airflow_sm_prefs.facts.utilization import Utilization
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker import job_status, status_lines
+from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.task import attempts
 from airflow_sm_prefs.task.outcomes import FINISH_SUMMARY_FIELDS, outcome_error, with_log_tail
@@ -38,8 +39,8 @@ class TaskOutcome:
     log: logging.Logger | logging.LoggerAdapter[Any] | Any
     claims: attempts.ClaimStore  # the task instance's one store, shared with the rest of its life
     certification: Certification | None = None
-    # The connection's hook arguments, with the Region: where the job's CloudWatch metrics are read. None: not read.
-    connection: Mapping[str, Any] | None = None
+    # The connection, in the job's Region: where the job's CloudWatch metrics are read. None: not read.
+    connection: Connection | None = None
 
     def announce(self, view: JobView) -> None:
         """The chosen configuration, as soon as SageMaker chose it: a log line, an XCom, a metric."""

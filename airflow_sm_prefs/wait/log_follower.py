@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_sm_prefs.platform.printable import printable
-from airflow_sm_prefs.sagemaker.hooks import ErrorClass, classify, error_code, settings_key
+from airflow_sm_prefs.sagemaker.connection import Connection
+from airflow_sm_prefs.sagemaker.hooks import ErrorClass, classify, error_code
 from airflow_sm_prefs.wait.loop_shared import ClientFactory, LoopShared
 from airflow_sm_prefs.wait.polling import backoff_seconds
 from airflow_sm_prefs.wait.ratelimit import AdaptiveRateLimiter
@@ -200,16 +201,12 @@ class LogFollower(LoopShared):
         self.calls = 0
 
     @classmethod
-    def shared(
-        cls, log_group: str, hook_kwargs: dict[str, Any], client_factory: ClientFactory | None = None
-    ) -> LogFollower:
-        key = (settings_key(hook_kwargs), log_group)
+    def shared(cls, log_group: str, connection: Connection, client_factory: ClientFactory | None = None) -> LogFollower:
+        key = (connection.key, log_group)
 
         def make() -> LogFollower:
-            limiter = AdaptiveRateLimiter.shared(
-                (hook_kwargs.get("aws_conn_id"), hook_kwargs.get("region_name"), "logs"), rate=LOGS_CALLS_PER_SECOND
-            )
-            return cls(key, log_group, client_factory or _logs_client_factory(hook_kwargs), limiter)
+            limiter = AdaptiveRateLimiter.shared((*connection.rate_scope, "logs"), rate=LOGS_CALLS_PER_SECOND)
+            return cls(key, log_group, client_factory or _logs_client_factory(connection), limiter)
 
         return cls._shared_instance(key, make)
 
@@ -361,12 +358,12 @@ def unread_lines_note(job_name: str, log_group: str, seconds: float) -> str:
     )
 
 
-def _logs_client_factory(hook_kwargs: dict[str, Any]) -> ClientFactory:
+def _logs_client_factory(connection: Connection) -> ClientFactory:
     async def factory() -> Any:
         from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
         from airflow_sm_prefs.sagemaker.hooks import async_client
 
-        return await async_client(AwsBaseHook(client_type="logs", **hook_kwargs))
+        return await async_client(AwsBaseHook(client_type="logs", **connection.hook_arguments()))
 
     return factory

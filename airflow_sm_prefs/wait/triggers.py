@@ -13,6 +13,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_sm_prefs.platform import airflow_lines, supervisor_calls
 from airflow_sm_prefs.request.jobs import KINDS, JobKind
 from airflow_sm_prefs.sagemaker import status_lines
+from airflow_sm_prefs.sagemaker.connection import Connection
 
 if TYPE_CHECKING:
     from airflow_sm_prefs.wait.log_follower import LogCursor
@@ -39,9 +40,10 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
     holds only the Describe fields the operator reads (never the job's environment or hyperparameters, which
     may hold secrets).
 
-    :param hook_kwargs: the operator's connection settings (``aws_conn_id``, ``region_name``, ``verify``,
-        ``config``), so the trigger's clients are built exactly like the task's. ``aws_conn_id`` and
-        ``region_name`` alone are accepted for triggers serialized by 0.1.0.
+    :param hook_kwargs: the task's :class:`~airflow_sm_prefs.sagemaker.connection.Connection` as the hook's
+        arguments (``aws_conn_id``, ``region_name``, ``verify``, ``config``), the form every version serialized,
+        so the trigger's clients are built exactly like the task's. ``aws_conn_id`` and ``region_name`` alone
+        are accepted for triggers serialized by 0.1.0.
     :param stream_logs: show the job's CloudWatch log lines in the task log while it runs.
     :param log_cursor: where this try's log reading starts (a :class:`~airflow_sm_prefs.wait.log_follower.LogCursor`
         as JSON; default: the job's first line). The reading's progress is kept in the XCom
@@ -93,7 +95,9 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         self.job_kind = job_kind
         if hook_kwargs is None:  # a trigger serialized by 0.1.0, still waiting across an upgrade
             hook_kwargs = {"aws_conn_id": aws_conn_id or "aws_default", "region_name": region_name}
-        self.hook_kwargs = dict(hook_kwargs)
+        # Serialized as the hook's arguments, the form every version wrote: a trigger deferred before an upgrade
+        # is built again from it.
+        self.connection = Connection.of_hook_arguments(hook_kwargs)
         self.wait_for = wait_for
         self.deadline = deadline
         self.pending_deadline = pending_deadline
@@ -120,7 +124,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             {
                 "job_name": self.job_name,
                 "job_kind": self.job_kind,
-                "hook_kwargs": self.hook_kwargs,
+                "hook_kwargs": self.connection.hook_arguments(),
                 "wait_for": self.wait_for,
                 "deadline": self.deadline,
                 "pending_deadline": self.pending_deadline,
@@ -174,7 +178,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         await mask_connections(self.mask_connections)
 
         kind = self.kind
-        watcher = JobWatcher.shared(kind, self.hook_kwargs)
+        watcher = JobWatcher.shared(kind, self.connection)
         known = KnownState.from_json(self.known_state) if self.known_state else None
         last_signature = known.signature if known else None
         description: dict[str, Any] | None = None
@@ -279,7 +283,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         from airflow_sm_prefs.wait.log_follower import LogCursor, LogFollower
         from airflow_sm_prefs.wait.log_stream import TriggerLogStream
 
-        follower = LogFollower.shared(self.kind.log_group, self.hook_kwargs)
+        follower = LogFollower.shared(self.kind.log_group, self.connection)
         stream = TriggerLogStream(self.job_name, follower, self.log, self.task_instance, try_stream(self.task_instance))
         cursor = await stream.saved_cursor() or self.log_cursor or LogCursor()
         async with follower.follow(self.job_name, cursor, self.poll_interval) as queue:
@@ -314,7 +318,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
             )
             return
         self.log.info("A user ended the task (its state: %s): stopping SageMaker job %s", state, self.job_name)
-        await shared_hook(self.hook_kwargs).stop_job_async(self.kind, self.job_name, self.log)
+        await shared_hook(self.connection).stop_job_async(self.kind, self.job_name, self.log)
 
     async def _task_state(self) -> str | None:
         """The task instance's state as the Execution API says; None when it cannot say."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.hooks import (
     ErrorClass,
     SageMakerPreferenceHook,
@@ -31,7 +32,6 @@ from airflow_sm_prefs.sagemaker.hooks import (
     classify,
     is_transient,
     service_time,
-    settings_key,
     shared_hook,
 )
 from airflow_sm_prefs.sagemaker.job_view import JobView, jsonable
@@ -128,15 +128,15 @@ class JobWatcher(LoopShared):
     def shared(
         cls,
         kind: JobKind,
-        hook_kwargs: dict[str, Any],
+        connection: Connection,
         client_factory: ClientFactory | None = None,
     ) -> JobWatcher:
-        """The event loop's watcher for these connection settings and job kind (``hook_kwargs``: the hook's)."""
-        key = (settings_key(hook_kwargs), kind.name)
+        """The event loop's watcher for this connection and job kind."""
+        key = (connection.key, kind.name)
 
         def make() -> JobWatcher:
-            limiter = AdaptiveRateLimiter.shared((hook_kwargs.get("aws_conn_id"), hook_kwargs.get("region_name")))
-            return cls(key, kind, client_factory or _hook_client_factory(hook_kwargs), limiter)
+            limiter = AdaptiveRateLimiter.shared(connection.rate_scope)
+            return cls(key, kind, client_factory or _hook_client_factory(connection), limiter)
 
         return cls._shared_instance(key, make)
 
@@ -410,9 +410,9 @@ def _timestamp(value: Any) -> float | None:
     return None
 
 
-def _hook_client_factory(hook_kwargs: dict[str, Any]) -> ClientFactory:
+def _hook_client_factory(connection: Connection) -> ClientFactory:
     async def factory() -> Any:
-        return await async_client(shared_hook(hook_kwargs))
+        return await async_client(shared_hook(connection))
 
     return factory
 

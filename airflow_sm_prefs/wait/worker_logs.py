@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.wait.log_follower import (
     DRAIN_SECONDS,
     NOT_YET,
@@ -27,10 +28,10 @@ TAIL_LINES = 20
 TAIL_STREAMS = 8
 
 
-def logs_client(hook_kwargs: dict[str, Any]) -> Any:
+def logs_client(connection: Connection) -> Any:
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-    return AwsBaseHook(client_type="logs", **hook_kwargs).conn
+    return AwsBaseHook(client_type="logs", **connection.hook_arguments()).conn
 
 
 def last_lines(client: Any, kind: JobKind, job_name: str, log: Any, count: int = TAIL_LINES) -> list[str]:
@@ -137,10 +138,10 @@ def start_from_now(ti: Any, job_name: str, service_now: float | None, log: Any) 
 
 
 def blocking_reader(
-    hook_kwargs: dict[str, Any], kind: JobKind, job_name: str, log: Any, saved: LogCursor | None
+    connection: Connection, kind: JobKind, job_name: str, log: Any, saved: LogCursor | None
 ) -> Callable[[JobView], None]:
     """What a blocking wait calls with each view: show the job's new lines once it runs."""
-    reader = BlockingLogReader(logs_client(hook_kwargs), kind, job_name, log, saved or LogCursor())
+    reader = BlockingLogReader(logs_client(connection), kind, job_name, log, saved or LogCursor())
 
     def observed(view: JobView) -> None:
         if view.started is not None:

@@ -103,11 +103,12 @@ def test_verify_and_botocore_config_reach_the_trigger_and_the_claim(start_emulat
     with pytest.raises(TaskDeferred) as deferred:
         operator.execute(ctx)
     trigger = deferred.value.trigger
-    assert (trigger.hook_kwargs["verify"], trigger.hook_kwargs["config"]) == (False, settings)
-    assert trigger.serialize()[1]["hook_kwargs"] == trigger.hook_kwargs, "they survive the trip to the triggerer"
+    assert (trigger.connection.verify, trigger.connection.botocore_config) == (False, settings)
+    rebuilt = type(trigger)(**trigger.serialize()[1])
+    assert rebuilt.connection == trigger.connection, "they survive the trip to the triggerer"
     claim = ctx["task_state_store"][STATE_KEY]
     assert (claim["verify"], claim["botocore_config"]) == (False, settings)  # the listener's stop uses them too
-    client = SageMakerPreferenceHook(**trigger.hook_kwargs).conn
+    client = SageMakerPreferenceHook(**trigger.connection.hook_arguments()).conn
     assert (client.meta.config.connect_timeout, client.meta.config.retries["mode"]) == (7, "standard")
 
 

@@ -212,7 +212,7 @@ def test_serialize_carries_every_argument_the_constructor_takes():
     given = {
         "job_name": "j",
         "job_kind": "processing",
-        "hook_kwargs": {"aws_conn_id": "c", "region_name": "r"},
+        "hook_kwargs": {"aws_conn_id": "c", "region_name": "r", "verify": False, "config": {"connect_timeout": 5}},
         "wait_for": "selection",
         "deadline": "2026-12-01T00:00:00+00:00",
         "pending_deadline": "2026-11-30T12:00:00+00:00",
@@ -238,8 +238,18 @@ def test_serialize_carries_every_argument_the_constructor_takes():
 
 
 def test_a_trigger_serialized_by_0_1_0_still_builds_its_clients_from_the_same_connection():
+    from airflow_sm_prefs.sagemaker.connection import Connection
+
     legacy = SageMakerPreferenceJobTrigger(job_name="j", job_kind="training", aws_conn_id="c", region_name="r")
-    assert legacy.hook_kwargs == {"aws_conn_id": "c", "region_name": "r"}
+    assert legacy.connection == Connection(aws_conn_id="c", region_name="r")
+    # 0.2's first form, two of the hook's arguments: the others are the connection's own.
+    two_keys = SageMakerPreferenceJobTrigger(job_name="j", job_kind="training", hook_kwargs={"aws_conn_id": "c"})
+    assert two_keys.serialize()[1]["hook_kwargs"] == {
+        "aws_conn_id": "c",
+        "region_name": None,
+        "verify": None,
+        "config": None,
+    }
 
 
 def test_bad_arguments_are_rejected():
@@ -345,14 +355,15 @@ def test_triggers_on_one_connection_share_a_hook_renewed_after_a_while(monkeypat
     import time
 
     from airflow_sm_prefs.sagemaker import hooks
+    from airflow_sm_prefs.sagemaker.connection import Connection
 
-    kwargs = {"aws_conn_id": "a", "region_name": "us-east-1"}
-    first = hooks.shared_hook(kwargs)
-    assert hooks.shared_hook(dict(kwargs)) is first
-    assert hooks.shared_hook({**kwargs, "region_name": "eu-west-1"}) is not first
+    connection = Connection("a", "us-east-1")
+    first = hooks.shared_hook(connection)
+    assert hooks.shared_hook(Connection("a", "us-east-1")) is first
+    assert hooks.shared_hook(connection.in_region("eu-west-1")) is not first
     later = time.monotonic() + hooks.SHARED_HOOK_SECONDS + 1
     monkeypatch.setattr(time, "monotonic", lambda: later)
-    assert hooks.shared_hook(kwargs) is not first
+    assert hooks.shared_hook(connection) is not first
 
 
 # -- the deferral hold and the trigger's own announcement (apache/airflow#67287: docs/how-it-works.md) ----------

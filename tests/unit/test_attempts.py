@@ -265,11 +265,32 @@ def test_a_stored_claim_reads_back_from_json_text_and_advances_keeping_the_rest(
 
 
 def test_the_connection_settings_keep_the_hooks_own_argument_names():
-    from airflow_sm_prefs.task.attempts import hook_kwargs
+    from airflow_sm_prefs.sagemaker.connection import Connection
 
-    assert hook_kwargs("c", "eu-west-1", False, {"connect_timeout": 5}) == {
+    assert Connection("c", "eu-west-1", False, {"connect_timeout": 5}).hook_arguments() == {
         "aws_conn_id": "c",
         "region_name": "eu-west-1",
         "verify": False,
         "config": {"connect_timeout": 5},
     }
+
+
+def test_a_connection_does_not_change_under_its_holders():
+    """One value travels from the operator to the task, the trigger, the claim and every client: the caller's
+    dict changed later, a client's own deadlines, another Region, a hook's arguments edited: none reach it."""
+    from airflow_sm_prefs.sagemaker.connection import Connection
+
+    given = {"retries": {"max_attempts": 4}}
+    connection = Connection("c", "eu-west-1", None, given)
+    given["retries"]["max_attempts"] = 99
+    handed_out = connection.hook_arguments()
+    handed_out["config"]["retries"]["max_attempts"] = 1
+    bounded = connection.with_call_config({"connect_timeout": 5})
+    elsewhere = connection.in_region("us-east-1")
+    assert connection.hook_arguments()["config"] == {"retries": {"max_attempts": 4}}
+    assert bounded.hook_arguments()["config"] == {"retries": {"max_attempts": 4}, "connect_timeout": 5}
+    assert (elsewhere.region_name, connection.region_name) == ("us-east-1", "eu-west-1")
+    assert Connection.of_hook_arguments(connection.hook_arguments()) == connection
+    # What shares a hook, a watcher or a log reader: equal settings share, any difference does not.
+    assert connection.key == Connection("c", "eu-west-1", None, {"retries": {"max_attempts": 4}}).key
+    assert len({connection.key, bounded.key, elsewhere.key, Connection("c", "eu-west-1", False, given).key}) == 4

@@ -95,7 +95,9 @@ def test_the_client_keeps_the_connection_and_adds_short_deadlines(monkeypatch):
             self.conn = "client"
 
     monkeypatch.setattr("airflow.providers.amazon.aws.hooks.base_aws.AwsBaseHook", Hook)
-    connection = {"aws_conn_id": "team", "region_name": "eu-west-1", "verify": None, "config": {"user_agent": "x"}}
+    from airflow_sm_prefs.sagemaker.connection import Connection
+
+    connection = Connection("team", "eu-west-1", None, {"user_agent": "x"})
     assert host_metrics.client(connection) == "client"
     assert seen["client_type"] == "cloudwatch" and seen["aws_conn_id"] == "team"
     assert seen["config"] == {"user_agent": "x", **host_metrics.CALL_CONFIG}

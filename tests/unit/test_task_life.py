@@ -11,6 +11,7 @@ from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_sm_prefs.preflight.certification import Certification
 from airflow_sm_prefs.request.jobs import TRAINING
+from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.task import attempts
 from airflow_sm_prefs.task.outcomes import NoCapacityError
@@ -20,6 +21,7 @@ from airflow_sm_prefs.wait.wait_event import WaitEnded
 from tests.helpers import FakeTI, TaskLog
 
 DEADLINE = "2030-01-01T00:00:00+00:00"
+TEAM_AWS = Connection(aws_conn_id="team_aws")
 WAITING = Waiting(
     deferrable=True,
     check_interval=60.0,
@@ -95,7 +97,7 @@ def life(hook: FakeHook, waiting: Waiting = WAITING, claimed: str | None = "job-
     task = TaskLife(
         TRAINING,
         hook,
-        hook_kwargs={},
+        connection=Connection(),
         region="us-east-1",
         waiting=waiting,
         certification=Certification.judged(None, None, None),
@@ -331,7 +333,7 @@ def test_a_first_start_prepares_creates_claims_and_defers_on_the_new_job():
 
     hook = CreatingHook()
     task, context, _ = life(hook, claimed=None)
-    task.hook_kwargs = {"aws_conn_id": "team_aws", "verify": None, "config": None}
+    task.connection = TEAM_AWS
     prepared: list[dict[str, Any]] = []
 
     def preflight(request: dict[str, Any]) -> Prepared:
@@ -365,7 +367,7 @@ def worker_logs(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
     from airflow_sm_prefs.wait import worker_logs as module
 
     calls: dict[str, list] = {"last_lines": [], "start_from_now": [], "logs_client": []}
-    monkeypatch.setattr(module, "logs_client", lambda hook_kwargs: calls["logs_client"].append(hook_kwargs) or "logs")
+    monkeypatch.setattr(module, "logs_client", lambda connection: calls["logs_client"].append(connection) or "logs")
     monkeypatch.setattr(
         module,
         "last_lines",
@@ -380,12 +382,12 @@ def worker_logs(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
 def test_a_job_that_failed_after_starting_fails_the_task_with_its_last_log_lines(worker_logs):
     failed = described("job-a", "Failed", selected="ml.p4d.24xlarge", FailureReason="AlgorithmError", **STARTED)
     task, _, _ = life(FakeHook(), replace(WAITING, stream_logs=True))
-    task.hook_kwargs = {"aws_conn_id": "team_aws"}
+    task.connection = TEAM_AWS
     with pytest.raises(AirflowException) as raised:
         task.resume(ended(WaitOutcome.FINISHED, description=failed, announced=True), dict)
     assert str(raised.value).endswith("Last 2 lines of the job's log:\noom at step 9\nexit 1")
     assert worker_logs["last_lines"] == [("logs", TRAINING, "job-a")]
-    assert worker_logs["logs_client"] == [{"aws_conn_id": "team_aws"}]
+    assert worker_logs["logs_client"] == [TEAM_AWS]
 
 
 @pytest.mark.parametrize(
@@ -414,7 +416,7 @@ def test_a_retry_that_reattaches_to_a_running_job_shows_its_log_from_now_on(work
     hook = ReattachingHook()
     hook.jobs["job-a"] = described("job-a", selected="ml.p4d.24xlarge", **(STARTED if running else {}))
     task, context, _ = life(hook, replace(WAITING, stream_logs=True))
-    task.hook_kwargs = {"aws_conn_id": "team_aws", "verify": None, "config": None}
+    task.connection = TEAM_AWS
     context["task_state_store"][attempts.STATE_KEY]["phase"] = attempts.SUBMITTED
     step = task.start({}, "job-a", Prepared)
     assert isinstance(step, Defer) and hook.created == []
@@ -476,7 +478,7 @@ def test_a_resumed_wait_keeps_the_events_bounds_and_what_it_announced():
     step = task.resume(WaitEnded(WaitOutcome.SELECTED, "job-a", queued, False, DEADLINE, pending), dict)
     assert isinstance(step, Defer)
     assert (step.trigger.deadline, step.trigger.pending_deadline) == (DEADLINE, pending)
-    assert step.trigger.hook_kwargs == {}
+    assert step.trigger.connection == Connection()
     chosen = described("job-a", selected="ml.p4d.24xlarge")
     task, _, _ = life(FakeHook())
     step = task.resume(WaitEnded(WaitOutcome.SELECTED, "job-a", chosen, True, None, None), dict)
@@ -505,13 +507,13 @@ def test_a_streaming_task_hands_its_log_cursor_to_the_trigger_or_to_its_own_read
         FakeHook(described("job-a", selected="ml.p4d.24xlarge")), replace(WAITING, stream_logs=True)
     )
     context["ti"] = ti = PullCountingTI()
-    task.hook_kwargs = {"aws_conn_id": "team_aws"}
+    task.connection = TEAM_AWS
     step = _follow(task, {})
     # A fresh deferral: the cursor at the log's beginning, saved where the trigger reads it, and nothing pulled.
     assert isinstance(step, Defer) and step.trigger.log_cursor == LogCursor()
     assert ti.xcoms[CURSOR_XCOM_KEY] == LogCursor().to_json() == step.trigger.serialize()[1]["log_cursor"]
     assert step.trigger.stream_logs is True and getattr(ti, "missing", []) == []
-    assert step.trigger.hook_kwargs == {"aws_conn_id": "team_aws"}
+    assert step.trigger.connection == TEAM_AWS
     cursor = LogCursor(after=1_700_000_000_000, read_at_after=(("algo-1", 2),))
     task, _, _ = life(FakeHook(described("job-a", selected="ml.p4d.24xlarge")), replace(WAITING, stream_logs=True))
     task.log_cursor = cursor  # a reattached try's, from now on
@@ -519,8 +521,8 @@ def test_a_streaming_task_hands_its_log_cursor_to_the_trigger_or_to_its_own_read
 
     readers: list[tuple] = []
 
-    def reader(hook_kwargs, kind, name, log, saved):
-        readers.append((hook_kwargs, kind, name, saved, log is not None))
+    def reader(connection, kind, name, log, saved):
+        readers.append((connection, kind, name, saved, log is not None))
         return "the reader"
 
     waited: list[tuple] = []
@@ -537,12 +539,12 @@ def test_a_streaming_task_hands_its_log_cursor_to_the_trigger_or_to_its_own_read
         FakeHook(described("job-a", selected="ml.p4d.24xlarge")),
         replace(WAITING, stream_logs=True, deferrable=False),
     )
-    task.hook_kwargs = {"aws_conn_id": "team_aws"}
+    task.connection = TEAM_AWS
     task.log_cursor = cursor
     until = "2029-12-31T00:15:00+00:00"
     context["task_state_store"][attempts.STATE_KEY]["pending_until"] = until
     assert isinstance(_follow(task, {}), Done)
-    assert readers == [({"aws_conn_id": "team_aws"}, TRAINING, "job-a", cursor, True)]
+    assert readers == [(TEAM_AWS, TRAINING, "job-a", cursor, True)]
     (call,) = waited
     assert call[0] == "completion" and call[2] == until and call[3] == "the reader" and call[1] is not None
 
