@@ -8,8 +8,10 @@ what they dropped. A refusal never leaves a job behind: nothing is claimed or cr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_sm_prefs.preflight import certification, guardrails, registry
 from airflow_sm_prefs.preflight.certified import CertifiedOnly
@@ -21,7 +23,26 @@ from airflow_sm_prefs.request.preferences import RequestValidationError, templat
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-__all__ = ["Account", "Preflight", "Prepared"]
+    from airflow_sm_prefs.preflight.requirements import InstanceRequirements
+
+__all__ = ["Account", "Preflight", "PreflightArguments", "Prepared"]
+
+
+class PreflightArguments:
+    """The operator arguments the shipped checks read, declared once: the operators hold each as an attribute of
+    this type (Airflow renders the templated ones), which mypy and an IDE see. A check added to the registry
+    beyond these still reaches its argument through the operator's ``**kwargs``."""
+
+    on_violation: guardrails.OnViolation
+    max_hourly_cost_usd: float | str | None
+    max_cost_usd: float | str | None
+    quota_preflight: bool
+    requires: InstanceRequirements | Mapping[str, Any] | None
+    finish_by: datetime | str | None
+    workload: str | None
+    certified: certification.Mode | None
+    certification_registry: str | None
+    training_plans: Literal["auto"] | None
 
 
 @dataclass(frozen=True)
@@ -67,9 +88,16 @@ class Preflight:
         return registry.TEMPLATED_ARGUMENTS
 
     @staticmethod
-    def arguments_of(task: Any) -> dict[str, Any]:
-        """An operator's preflight arguments, as one value."""
+    def arguments_of(task: PreflightArguments) -> dict[str, Any]:
+        """An operator's preflight arguments, as one value (an argument no check of this version declares is
+        read as the operator's ``**kwargs`` set it)."""
         return {name: getattr(task, name, None) for name in registry.ARGUMENTS}
+
+    @staticmethod
+    def certification_of(kind: JobKind, given: Arguments) -> certification.Certification:
+        """What a resumed task needs of preflight: the certification its record names. The other arguments were
+        judged when the job was to be created, and nothing after that reads them."""
+        return CertifiedOnly.from_arguments(kind, given).certification
 
     @property
     def certification(self) -> certification.Certification:

@@ -18,7 +18,7 @@ from airflow.sdk import BaseOperator
 from airflow_sm_prefs.platform.redaction import SecretsRead
 from airflow_sm_prefs.preflight import certification, guardrails
 from airflow_sm_prefs.preflight.requirements import InstanceRequirements
-from airflow_sm_prefs.preflight.runner import Account, Preflight
+from airflow_sm_prefs.preflight.runner import Account, Preflight, PreflightArguments
 from airflow_sm_prefs.request import job_request
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING, JobKind
 from airflow_sm_prefs.request.preferences import (
@@ -48,7 +48,7 @@ DEFAULT_CHECK_INTERVAL = 60.0  # seconds; a queued job's state changes in minute
 __all__ = ["NoCapacityError", "SageMakerPreferenceProcessingOperator", "SageMakerPreferenceTrainingOperator"]
 
 
-class SageMakerPreferenceBaseOperator(BaseOperator):
+class SageMakerPreferenceBaseOperator(BaseOperator, PreflightArguments):
     """Shared implementation; use the training or processing subclass.
 
     :param config: the full ``CreateTrainingJob`` / ``CreateProcessingJob`` request (templated). Integer
@@ -119,7 +119,6 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json", "preferences": "json"}
     operator_extra_links = (SageMakerConsoleLink(), SageMakerLogsLink())
     ui_color = "#d6e9f8"
-    finish_by: datetime | str | None  # one of preflight's arguments, set with the others in __init__
 
     def __init__(
         self,
@@ -201,7 +200,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
 
     @property
     def connection(self) -> Connection:
-        """How this task, its trigger and the listener reach AWS: built once, from the rendered settings."""
+        """How this task, its trigger and the listener reach AWS, from the settings as rendered."""
         return Connection(self.aws_conn_id, self.region_name, self.verify, self.botocore_config)
 
     @cached_property
@@ -238,7 +237,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
         with secrets_read(context) as self._secrets_read:
             super()._do_render_template_fields(parent, *args, **kwargs)
 
-    def _start_life(self, context: Context, preflight: Preflight) -> TaskLife:
+    def _start_life(self, context: Context, certified: certification.Certification) -> TaskLife:
         from airflow_sm_prefs.task.task_life import TaskLife
 
         def persist_links(job_name: str) -> None:
@@ -250,7 +249,7 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             connection=self.connection,
             region=self._region,
             waiting=waiting_of(self),
-            certification=preflight.certification,
+            certification=certified,
             context=context,
             log=self.log,
             persist_links=persist_links,
@@ -276,11 +275,12 @@ class SageMakerPreferenceBaseOperator(BaseOperator):
             account = Account.of(self.connection.in_region(self._region), self.hook.conn_config.endpoint_url)
             return preflight.before_create(context, rendered, account, self.log)
 
-        return self._carry_out(self._start_life(context, preflight).start(request, self.job_name, before_create))
+        life = self._start_life(context, preflight.certification)
+        return self._carry_out(life.start(request, self.job_name, before_create))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         _refuse_an_unusable_connection(self.hook, "this host cannot see how the task's SageMaker job ended")
-        life = self._start_life(context, self._preflight())
+        life = self._start_life(context, Preflight.certification_of(self.job_kind, Preflight.arguments_of(self)))
         return self._carry_out(life.resume(WaitEnded.parse(event), self._rendered_request))
 
     @property

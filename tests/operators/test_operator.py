@@ -183,12 +183,23 @@ def test_selection_is_announced_then_the_wait_continues(start_emulator, aws_conn
     assert deferred.value.trigger.wait_for == "completion"
 
 
-def test_completion_returns_the_flat_record(start_emulator, aws_connection):
+def test_completion_returns_the_flat_record(start_emulator, aws_connection, monkeypatch):
+    from airflow_sm_prefs.preflight import registry
+
     server = start_emulator("gpu-shortage")
     operator = training_operator(aws_connection(server))
     ctx = context()
     with pytest.raises(TaskDeferred):
         operator.execute(ctx)
+    # Resumed, the task judges no preflight argument again but the certification its record names: a cost cap,
+    # a deadline or a quota setting was judged before the job was created, and the job exists.
+    judged: list[str] = []
+    for check in registry.CHECKS:
+        monkeypatch.setattr(
+            check,
+            "from_arguments",
+            classmethod(lambda cls, *a, _f=check.from_arguments: judged.append(cls.__name__) or _f(*a)),
+        )
     description = server.engine.describe("training", "eval-job")
     control(server.endpoint_url, "advance", {"seconds": 5000})
     description = server.engine.describe("training", "eval-job")
@@ -198,6 +209,7 @@ def test_completion_returns_the_flat_record(start_emulator, aws_connection):
         ctx, {"status": "finished", "job_name": "eval-job", "description": jsonable(description), "announced": True}
     )
     assert result["status"] == "Completed" and result["selected_rank"] == 1
+    assert judged == ["CertifiedOnly"]
     assert (
         result["selected_instance_count"] == 2 and result["billable_instance_seconds"] == 2 * result["billable_seconds"]
     )

@@ -97,6 +97,37 @@ def test_the_operator_names_in_its_signature_every_argument_of_the_shipped_check
     assert set(registry.TEMPLATED_ARGUMENTS) <= set(templated)
 
 
+def test_the_operator_holds_every_argument_of_the_shipped_checks_as_a_declared_attribute_of_its_type():
+    """Declared once (``PreflightArguments``), typed as the signature takes it: mypy and an IDE see what the
+    operator holds, and a value given to the operator is the attribute its check reads."""
+    import inspect
+
+    from airflow_sm_prefs import SageMakerPreferenceTrainingOperator
+    from airflow_sm_prefs.preflight.runner import Preflight, PreflightArguments
+
+    declared = inspect.get_annotations(PreflightArguments)
+    assert set(declared) == set(registry.ARGUMENTS)
+    parameters = inspect.signature(SageMakerPreferenceTrainingOperator.__init__).parameters
+    for name, annotation in declared.items():
+        assert parameters[name].annotation == annotation, name
+    assert issubclass(SageMakerPreferenceTrainingOperator, PreflightArguments)
+    task = SageMakerPreferenceTrainingOperator(
+        task_id="t",
+        config={},
+        preferences=[("ml.g5.xlarge", 1)],
+        max_cost_usd=12.5,
+        workload="llm-eval",
+        certified="off",
+    )
+    held = Preflight.arguments_of(task)
+    assert (task.max_cost_usd, task.workload, held["max_cost_usd"], held["certified"]) == (
+        12.5,
+        "llm-eval",
+        12.5,
+        "off",
+    )
+
+
 def test_the_checks_turned_on_follow_the_arguments():
     default = Preflight.of(TRAINING, {"on_violation": "fail", "quota_preflight": True})
     assert [type(c).__name__ for c in default.checks] == [
