@@ -16,8 +16,9 @@ from typing import Any
 
 from airflow_sm_prefs.preflight.check import Arguments, EntryCheck, Run
 from airflow_sm_prefs.preflight.entries import entries
-from airflow_sm_prefs.preflight.plans_first import PlansReader, pending_seconds, unusable
+from airflow_sm_prefs.preflight.plans_first import PlansReader, unusable
 from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.request.pending_limit import pending_limit
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class NamedPlansUsable(EntryCheck):
         found: dict[int, str] = {}
         reader = PlansReader(run.account.plans_client, run.log)
         now = dt.datetime.now(dt.UTC)
-        pending = pending_seconds(request, None, now)
+        pending = pending_limit(run.kind, request, start=now, max_pending=None, until=None).wait.total_seconds()
         for entry in entries(run.kind, request):
             for arn in entry.api.get("TrainingPlanArns") or []:
                 known, plan = reader.named(str(arn))

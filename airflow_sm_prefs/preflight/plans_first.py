@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +24,10 @@ from airflow_sm_prefs.facts.record import TrainingPlanChoice
 from airflow_sm_prefs.platform.formatting import format_seconds
 from airflow_sm_prefs.preflight.check import Arguments, Check, Listed, Run
 from airflow_sm_prefs.preflight.entries import Entry, entries
-from airflow_sm_prefs.request.jobs import DEFAULT_PENDING_SECONDS, JobKind
+from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.request.pending_limit import pending_limit
 from airflow_sm_prefs.request.preferences import RequestValidationError
+from airflow_sm_prefs.sagemaker.job_view import to_time
 from airflow_sm_prefs.sagemaker.training_plans import BECOMING_USABLE, USABLE, PlanState
 
 
@@ -60,22 +62,12 @@ class PlansFirst(Check):
         if account_plans is None:
             choice = PlanChoice(None, ("the account's training plans could not be read",))
         else:
-            until = pendulum.parse(listed.pending_until) if listed.pending_until else None
-            pending = pending_seconds(request, until if isinstance(until, dt.datetime) else None, now)
-            request, choice = put_first(run.kind, request, account_plans, now, pending)
+            until = to_time(listed.pending_until)
+            limit = pending_limit(run.kind, request, start=now, max_pending=None, until=until)
+            request, choice = put_first(run.kind, request, account_plans, now, limit.wait.total_seconds())
         for note in choice.notes:
             run.log.info("training_plans='auto': %s", note)
         return dataclasses.replace(listed, request=request, training_plan=choice.as_record())
-
-
-def pending_seconds(request: Mapping[str, Any], pending_until: dt.datetime | None, now: dt.datetime) -> float:
-    """How long the job may wait for capacity: its ``MaxPendingTimeInSeconds`` (or the two-day default), or
-    less where ``finish_by`` makes the task stop it sooner."""
-    stated = (request.get("StoppingCondition") or {}).get("MaxPendingTimeInSeconds")
-    bound = float(stated) if stated else float(DEFAULT_PENDING_SECONDS)
-    if pending_until is not None:
-        bound = min(bound, max(0.0, (pending_until - now).total_seconds()))
-    return bound
 
 
 def unusable(plan: PlanState, entry: Entry, now: dt.datetime, pending: float) -> str | None:

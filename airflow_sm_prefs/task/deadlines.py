@@ -1,19 +1,27 @@
-"""When a wait must end: the whole wait's deadline and, where SageMaker does not enforce one, the pending one."""
+"""When a wait must end: the whole wait's deadline and, where SageMaker does not enforce one, the pending one.
+
+Deadlines are times here and in every waiter (the trigger, the blocking wait); text only where they cross a
+boundary: a trigger's serialized arguments, its event, the claim."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 import pendulum
 
-from airflow_sm_prefs.request.jobs import DEFAULT_PENDING_SECONDS, JobKind
+from airflow_sm_prefs.request.jobs import JobKind
+from airflow_sm_prefs.request.pending_limit import pending_limit
 from airflow_sm_prefs.sagemaker.job_view import to_time
 
-DEFAULT_PENDING = timedelta(seconds=DEFAULT_PENDING_SECONDS)
 DEFAULT_RUNTIME = timedelta(days=1)  # SageMaker's default MaxRuntimeInSeconds
 DEADLINE_SLACK = timedelta(hours=1)  # provisioning, upload and stop time around the pending and run limits
+
+
+class WaitDeadlines(NamedTuple):
+    deadline: datetime
+    pending_deadline: datetime | None  # where the task, not SageMaker, stops a job still waiting
 
 
 def wait_deadlines(
@@ -24,8 +32,8 @@ def wait_deadlines(
     max_pending: int | None,
     wait_timeout: int | None,
     pending_until: str | None = None,
-) -> tuple[str, str | None]:
-    """(deadline, pending_deadline) as ISO-8601 strings, counted from the first submission.
+) -> WaitDeadlines:
+    """The wait's deadlines, counted from the first submission (``submitted_at``; default: now).
 
     The deadline is ``wait_timeout`` if given, else the pending limit + ``MaxRuntimeInSeconds`` + one hour.
     The pending deadline is set for kinds whose service enforces no pending limit (processing), and wherever
@@ -34,20 +42,15 @@ def wait_deadlines(
     start = to_time(submitted_at) or pendulum.now("UTC")
     stopping = request.get("StoppingCondition") or {}
     runtime = timedelta(seconds=stopping.get("MaxRuntimeInSeconds") or DEFAULT_RUNTIME.total_seconds())
-    pending_deadline = None
-    if kind.service_enforces_pending_limit:
-        pending_seconds = stopping.get("MaxPendingTimeInSeconds")
-        pending = timedelta(seconds=pending_seconds) if pending_seconds else DEFAULT_PENDING
-    else:
-        pending = timedelta(seconds=max_pending) if max_pending else DEFAULT_PENDING
-        pending_deadline = (start + pending).isoformat() if max_pending else None
-    until = to_time(pending_until)
-    if until is not None:
-        earlier = min(until, to_time(pending_deadline) or until)
-        pending_deadline = earlier.isoformat()
-        pending = min(pending, max(earlier - start, timedelta(0)))
+    pending = pending_limit(kind, request, start=start, max_pending=max_pending, until=to_time(pending_until))
     if wait_timeout is not None:
         deadline = start + timedelta(seconds=wait_timeout)
     else:
-        deadline = start + pending + runtime + DEADLINE_SLACK
-    return deadline.isoformat(), pending_deadline
+        deadline = start + pending.wait + runtime + DEADLINE_SLACK
+    return WaitDeadlines(deadline, pending.task_deadline)
+
+
+def default_deadline(kind: JobKind) -> datetime:
+    """The deadline of a wait that names none (an event from a trigger of a version that sent none): a job
+    submitted now with no limits of its own."""
+    return wait_deadlines(kind, {}, submitted_at=None, max_pending=None, wait_timeout=None).deadline

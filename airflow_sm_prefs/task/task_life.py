@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -36,7 +36,7 @@ from airflow_sm_prefs.sagemaker import job_status
 from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.job_view import JobView, to_time
 from airflow_sm_prefs.task import attempts
-from airflow_sm_prefs.task.deadlines import wait_deadlines
+from airflow_sm_prefs.task.deadlines import default_deadline, wait_deadlines
 from airflow_sm_prefs.task.outcomes import NoCapacityError, no_capacity_message, wait_timeout_message
 from airflow_sm_prefs.task.submission import Submission
 from airflow_sm_prefs.task.task_outcome import TaskOutcome, latest_view
@@ -95,8 +95,8 @@ class Wait(NamedTuple):
     """A wait in progress: what has been announced, and when it must end."""
 
     announced: bool
-    deadline: str
-    pending_deadline: str | None
+    deadline: datetime
+    pending_deadline: datetime | None
 
 
 class TaskLife:
@@ -187,10 +187,10 @@ class TaskLife:
         view = ended.view(self.kind)
         if view is None:  # a trigger that saw no change since the deferral (a quiet queue) sends no description
             view = latest_view(self.hook, JobView.parse(self.kind, {self.kind.name_field: ended.job_name}), self.log)
-        deadline = (
-            ended.deadline or wait_deadlines(self.kind, {}, submitted_at=None, max_pending=None, wait_timeout=None)[0]
+        # The event's text read once, as times; an event that names no deadline waits as a fresh job would.
+        wait = Wait(
+            ended.announced, to_time(ended.deadline) or default_deadline(self.kind), to_time(ended.pending_deadline)
         )
-        wait = Wait(ended.announced, deadline, ended.pending_deadline)
         return self._after(ended.outcome, view, wait, ended.message)
 
     def _follow(self, claim: attempts.JobClaim, request: Mapping[str, Any], reattached: bool = False) -> Step:
@@ -203,7 +203,7 @@ class TaskLife:
             from airflow_sm_prefs.wait.worker_logs import start_from_now
 
             self.log_cursor = start_from_now(self.context["ti"], claim.job_name, service_now, self.log)
-        deadline, pending_deadline = wait_deadlines(
+        deadlines = wait_deadlines(
             self.kind,
             request,
             submitted_at=claim.submitted_at,
@@ -217,7 +217,7 @@ class TaskLife:
         if announced:
             self.outcome.announce(view)
         self.claims.save(claim.advanced(attempts.DEFERRED if self.waiting.deferrable else attempts.BLOCKING))
-        return self._wait(view, Wait(announced, deadline, pending_deadline))
+        return self._wait(view, Wait(announced, *deadlines))
 
     def _wait(self, view: JobView, wait: Wait) -> Step:
         """Wait for the job's end: in the triggerer, which announces the selection itself, or in this slot,
@@ -264,8 +264,8 @@ class TaskLife:
             job_kind=self.kind.name,
             hook_kwargs=self.connection.hook_arguments(),
             wait_for="completion",
-            deadline=wait.deadline,
-            pending_deadline=wait.pending_deadline,
+            deadline=wait.deadline.isoformat(),  # the trigger's serialized form: text
+            pending_deadline=wait.pending_deadline.isoformat() if wait.pending_deadline else None,
             poll_interval=self.waiting.check_interval,
             stop_on_kill=self.waiting.stop_on_kill,
             known_state=KnownState.of(view).to_json(),
@@ -285,7 +285,7 @@ class TaskLife:
             if self.hold_seconds > 0
             else "as soon as it comes ([sm_prefs] deferral_hold_seconds = 0)",
         )
-        remaining = (to_time(wait.deadline) or now) - now
+        remaining = wait.deadline - now
         # A plain timedelta: the Task SDK's msgpack channel cannot encode pendulum's Duration.
         return Defer(trigger, timedelta(seconds=remaining.total_seconds()) + DEFER_TIMEOUT_MARGIN)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pendulum
@@ -24,8 +25,8 @@ def wait(
     view: JobView,
     *,
     wait_for: WaitFor,
-    deadline: str | None,
-    pending_deadline: str | None,
+    deadline: datetime | None,
+    pending_deadline: datetime | None,
     check_interval: float,
     log: logging.Logger | Any,
     sleep: Any = time.sleep,

@@ -7,10 +7,9 @@ take hours), imminent changes (provisioning, uploading, stopping) four times as 
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Literal
-
-import pendulum
 
 from airflow_sm_prefs.sagemaker import job_status
 from airflow_sm_prefs.sagemaker.job_view import JobView
@@ -60,24 +59,18 @@ def observe(view: JobView, wait_for: WaitFor) -> WaitOutcome | None:
 
 
 def next_limit(
-    now: pendulum.DateTime, deadline: str | None, pending_deadline: str | None, selected: bool
+    now: datetime, deadline: datetime | None, pending_deadline: datetime | None, selected: bool
 ) -> tuple[float | None, WaitOutcome]:
     """Seconds until the nearest limit that applies (None: no limit), and what reaching it means.
 
     The pending deadline applies only until SageMaker selects a preference.
     """
     limits: list[tuple[float, WaitOutcome]] = []
-    if deadline:
-        limits.append((_seconds_until(now, deadline), WaitOutcome.TIMEOUT))
-    if pending_deadline and not selected:
-        limits.append((_seconds_until(now, pending_deadline), WaitOutcome.PENDING_TIMEOUT))
+    if deadline is not None:
+        limits.append(((deadline - now).total_seconds(), WaitOutcome.TIMEOUT))
+    if pending_deadline is not None and not selected:
+        limits.append(((pending_deadline - now).total_seconds(), WaitOutcome.PENDING_TIMEOUT))
     if not limits:
         return None, WaitOutcome.TIMEOUT
     seconds, outcome = min(limits)
     return max(0.0, seconds), outcome
-
-
-def _seconds_until(now: pendulum.DateTime, moment: str) -> float:
-    parsed = pendulum.parse(moment)
-    assert isinstance(parsed, pendulum.DateTime)
-    return (parsed - now).total_seconds()

@@ -17,7 +17,7 @@ from airflow_sm_prefs.sagemaker.connection import Connection
 
 if TYPE_CHECKING:
     from airflow_sm_prefs.wait.log_follower import LogCursor
-from airflow_sm_prefs.sagemaker.job_view import JobView
+from airflow_sm_prefs.sagemaker.job_view import JobView, to_time
 from airflow_sm_prefs.wait import deferral_hold
 from airflow_sm_prefs.wait.announcement import announce_from_trigger
 from airflow_sm_prefs.wait.polling import WaitFor, WaitOutcome, next_limit, observe
@@ -101,6 +101,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         self.wait_for = wait_for
         self.deadline = deadline
         self.pending_deadline = pending_deadline
+        self._limits = (to_time(deadline), to_time(pending_deadline))  # read once, as times
         self.poll_interval = poll_interval
         self.stop_on_kill = stop_on_kill
         self.known_state = known_state
@@ -200,7 +201,7 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
                     if ready is not None and held_for <= 0:
                         yield self._event(ready, description, announced)
                         return
-                    timeout, limit = next_limit(now, self.deadline, self.pending_deadline, selected)
+                    timeout, limit = next_limit(now, *self._limits, selected)
                     if ready is not None:
                         timeout = held_for
                     pending = {waiting for waiting in (waiting_for_update, waiting_for_lines) if waiting is not None}

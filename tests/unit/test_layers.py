@@ -261,6 +261,7 @@ PARSE_TIME_MODULES = {
     "airflow_sm_prefs.reference.instance_catalogue",
     "airflow_sm_prefs.request.job_request",
     "airflow_sm_prefs.request.jobs",
+    "airflow_sm_prefs.request.pending_limit",
     "airflow_sm_prefs.request.preferences",
     "airflow_sm_prefs.request.friendly_preferences",
     "airflow_sm_prefs.sagemaker.botocore_model",

@@ -37,11 +37,24 @@ ENTRY = Entry(0, {"InstanceType": P5, "InstanceCount": 2}, P5, 2)
 
 
 def test_the_pending_bound_is_the_requests_the_default_or_finish_bys():
-    assert plans_first.pending_seconds({}, None, NOW) == 2 * 86400
-    assert plans_first.pending_seconds({"StoppingCondition": {"MaxPendingTimeInSeconds": 7200}}, None, NOW) == 7200
+    """The one rule preflight (which plan can take the job) and the task (when its wait ends) both read."""
+    from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
+    from airflow_sm_prefs.request.pending_limit import pending_limit
+
+    def seconds(request, until=None, kind=TRAINING, max_pending=None):
+        return pending_limit(kind, request, start=NOW, max_pending=max_pending, until=until).wait.total_seconds()
+
+    assert seconds({}) == 2 * 86400
+    assert seconds({"StoppingCondition": {"MaxPendingTimeInSeconds": 7200}}) == 7200
     sooner = NOW + dt.timedelta(minutes=30)
-    assert plans_first.pending_seconds({"StoppingCondition": {"MaxPendingTimeInSeconds": 7200}}, sooner, NOW) == 1800
-    assert plans_first.pending_seconds({}, NOW - dt.timedelta(hours=1), NOW) == 0
+    assert seconds({"StoppingCondition": {"MaxPendingTimeInSeconds": 7200}}, sooner) == 1800
+    assert seconds({}, NOW - dt.timedelta(hours=1)) == 0
+    # Processing: SageMaker enforces none, the task does (max_pending); the request's field is not the bound.
+    assert seconds({"StoppingCondition": {"MaxPendingTimeInSeconds": 7200}}, kind=PROCESSING) == 2 * 86400
+    assert seconds({}, kind=PROCESSING, max_pending=900) == 900
+    limit = pending_limit(PROCESSING, {}, start=NOW, max_pending=900, until=sooner)
+    assert limit.task_deadline == NOW + dt.timedelta(minutes=15), "the earlier of max_pending and finish_by"
+    assert pending_limit(TRAINING, {}, start=NOW, max_pending=900, until=None).task_deadline is None
 
 
 @pytest.mark.parametrize(

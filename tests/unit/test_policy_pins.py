@@ -90,7 +90,7 @@ def test_what_an_observation_means_for_each_wait():
 
 def test_the_nearest_limit_ends_a_wait_and_the_pending_one_only_before_a_selection():
     now = pendulum.datetime(2026, 12, 1, 0, 0, tz="UTC")
-    soon, later = "2026-12-01T00:10:00+00:00", "2026-12-01T01:00:00+00:00"
+    soon, later = now.add(minutes=10), now.add(hours=1)
     assert next_limit(now, None, None, False) == (None, WaitOutcome.TIMEOUT)
     assert next_limit(now, later, soon, False) == (600.0, WaitOutcome.PENDING_TIMEOUT)
     assert next_limit(now, later, soon, True) == (3600.0, WaitOutcome.TIMEOUT)
@@ -106,54 +106,55 @@ def test_the_nearest_limit_ends_a_wait_and_the_pending_one_only_before_a_selecti
 SUBMITTED = "2026-12-01T00:00:00+00:00"
 
 
+def _deadlines(*args: Any, **kwargs: Any) -> tuple[str, str | None]:
+    """``wait_deadlines``, times inside, as the trigger serializes them."""
+    deadline, pending = deadlines.wait_deadlines(*args, **kwargs)
+    assert isinstance(deadline, dt.datetime) and (pending is None or isinstance(pending, dt.datetime))
+    return deadline.isoformat(), pending.isoformat() if pending else None
+
+
 def test_the_wait_deadline_is_the_pending_and_run_limits_plus_an_hour():
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 7200, "MaxPendingTimeInSeconds": 3600}}
-    deadline, pending = deadlines.wait_deadlines(
-        TRAINING, request, submitted_at=SUBMITTED, max_pending=None, wait_timeout=None
-    )
+    deadline, pending = _deadlines(TRAINING, request, submitted_at=SUBMITTED, max_pending=None, wait_timeout=None)
     assert deadline == "2026-12-01T04:00:00+00:00"  # 1 h pending + 2 h run + 1 h slack
     assert pending is None, "SageMaker enforces a training job's pending limit"
 
 
 def test_without_limits_the_wait_lasts_two_days_pending_one_day_running_and_an_hour():
-    deadline, _ = deadlines.wait_deadlines(TRAINING, {}, submitted_at=SUBMITTED, max_pending=None, wait_timeout=None)
+    deadline, _ = _deadlines(TRAINING, {}, submitted_at=SUBMITTED, max_pending=None, wait_timeout=None)
     assert deadline == "2026-12-04T01:00:00+00:00"
 
 
 def test_a_processing_jobs_pending_limit_is_the_tasks_to_enforce():
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 600}}
-    deadline, pending = deadlines.wait_deadlines(
-        PROCESSING, request, submitted_at=SUBMITTED, max_pending=1800, wait_timeout=None
-    )
+    deadline, pending = _deadlines(PROCESSING, request, submitted_at=SUBMITTED, max_pending=1800, wait_timeout=None)
     assert (deadline, pending) == ("2026-12-01T01:40:00+00:00", "2026-12-01T00:30:00+00:00")
 
 
 def test_a_processing_job_without_max_pending_waits_two_days_and_the_task_enforces_none():
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 600}}
-    deadline, pending = deadlines.wait_deadlines(
-        PROCESSING, request, submitted_at=SUBMITTED, max_pending=None, wait_timeout=None
-    )
+    deadline, pending = _deadlines(PROCESSING, request, submitted_at=SUBMITTED, max_pending=None, wait_timeout=None)
     assert (deadline, pending) == ("2026-12-03T01:10:00+00:00", None)
 
 
 def test_the_earlier_of_max_pending_and_finish_by_bounds_a_processing_jobs_wait():
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 600}}
     later = "2026-12-01T02:00:00+00:00"
-    deadline, pending = deadlines.wait_deadlines(
+    deadline, pending = _deadlines(
         PROCESSING, request, submitted_at=SUBMITTED, max_pending=1800, wait_timeout=None, pending_until=later
     )
     assert (deadline, pending) == ("2026-12-01T01:40:00+00:00", "2026-12-01T00:30:00+00:00")
 
 
 def test_wait_timeout_replaces_the_derived_deadline():
-    deadline, _ = deadlines.wait_deadlines(TRAINING, {}, submitted_at=SUBMITTED, max_pending=None, wait_timeout=900)
+    deadline, _ = _deadlines(TRAINING, {}, submitted_at=SUBMITTED, max_pending=None, wait_timeout=900)
     assert deadline == "2026-12-01T00:15:00+00:00"
 
 
 def test_finish_by_brings_the_pending_deadline_forward_and_the_deadline_with_it():
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 3600, "MaxPendingTimeInSeconds": 86400}}
     until = "2026-12-01T02:00:00+00:00"
-    deadline, pending = deadlines.wait_deadlines(
+    deadline, pending = _deadlines(
         TRAINING, request, submitted_at=SUBMITTED, max_pending=None, wait_timeout=None, pending_until=until
     )
     assert (deadline, pending) == ("2026-12-01T04:00:00+00:00", until)

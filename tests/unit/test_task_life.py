@@ -256,12 +256,12 @@ def test_following_a_queued_job_defers_with_a_trigger_built_from_the_waiting_arg
     assert trigger.announce_selection is True and trigger.region == task.region
     # No event before the hold: the deferral plus [sm_prefs] deferral_hold_seconds (90 s by default).
     assert before <= pendulum.parse(trigger.deferred_at) <= after and trigger.hold_seconds == 90.0  # type: ignore[operator]
-    assert (trigger.deadline, trigger.pending_deadline) == (deadline, pending_deadline)
+    assert (trigger.deadline, trigger.pending_deadline) == (deadline.isoformat(), pending_deadline)
     assert (trigger.poll_interval, trigger.stop_on_kill, trigger.stream_logs) == (45.0, False, False)
     assert trigger.mask_variables == [["team_secrets", True]] and trigger.mask_connections == ["warehouse"]
     assert trigger.known_state is not None and trigger.log_cursor is None
-    remaining = pendulum.parse(deadline) - after  # type: ignore[operator]
-    assert remaining + DEFER_TIMEOUT_MARGIN <= step.timeout <= pendulum.parse(deadline) - before + DEFER_TIMEOUT_MARGIN  # type: ignore[operator]
+    remaining = deadline - after
+    assert remaining + DEFER_TIMEOUT_MARGIN <= step.timeout <= deadline - before + DEFER_TIMEOUT_MARGIN
     assert (task.active_job, linked, hook.described) == ("job-a", ["job-a"], ["job-a"])
     assert context["task_state_store"][attempts.STATE_KEY]["phase"] == attempts.DEFERRED
     assert "selection" not in context["ti"].xcoms, "nothing chosen yet: nothing announced"
@@ -435,8 +435,8 @@ def test_the_wait_is_bounded_by_the_claims_pending_until_and_the_tasks_timeout()
     expected = wait_deadlines(
         TRAINING, {}, submitted_at="2029-12-31T00:00:00+00:00", max_pending=1200, wait_timeout=5400, pending_until=until
     )
-    assert (step.trigger.deadline, step.trigger.pending_deadline) == expected
-    assert expected == ("2029-12-31T01:30:00+00:00", until)
+    assert (step.trigger.deadline, step.trigger.pending_deadline) == (expected[0].isoformat(), until)
+    assert expected == (pendulum.parse("2029-12-31T01:30:00+00:00"), pendulum.parse(until))
 
 
 def test_a_task_waiting_in_its_slot_says_so_in_its_claim():
@@ -546,7 +546,9 @@ def test_a_streaming_task_hands_its_log_cursor_to_the_trigger_or_to_its_own_read
     assert isinstance(_follow(task, {}), Done)
     assert readers == [(TEAM_AWS, TRAINING, "job-a", cursor, True)]
     (call,) = waited
-    assert call[0] == "completion" and call[2] == until and call[3] == "the reader" and call[1] is not None
+    assert (
+        call[0] == "completion" and call[2] == pendulum.parse(until) and call[3] == "the reader" and call[1] is not None
+    )
 
 
 class CountingStore(FakeStore):
