@@ -87,7 +87,7 @@ def _read_listed(
         if dag_id is not None:
             folder = safe_name(dag_id)
             listed = [
-                object_listing.Listed(f"{folder}/{item.key}", item.version, item.size)
+                object_listing.ListedObject(f"{folder}/{item.key}", item.version, item.size)
                 for item in object_listing.listing(root / folder)
             ]
         else:
@@ -95,14 +95,14 @@ def _read_listed(
     except FileNotFoundError:  # no ledger yet; any other failure is the store's, said by the caller
         listed = []
     wanted = None if dags is None else {safe_name(dag) for dag in dags}
-    by_folder: dict[str, list[object_listing.Listed]] = {}
+    by_folder: dict[str, list[object_listing.ListedObject]] = {}
     for item in listed:
         folder_name, _, rest = item.key.partition("/")
         if rest and (wanted is None or folder_name in wanted):
             by_folder.setdefault(folder_name, []).append(item)
     held = memo.objects(str(root), keep)
     files: dict[str, FileReading] = {}
-    to_fetch: list[object_listing.Listed] = []
+    to_fetch: list[object_listing.ListedObject] = []
     for folder_name, items in by_folder.items():
         for item in items:
             rest = item.key[len(folder_name) + 1 :]

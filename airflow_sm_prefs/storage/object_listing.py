@@ -25,7 +25,7 @@ CONCURRENT_FETCHES = 64
 
 
 @dataclass(frozen=True)
-class Listed:
+class ListedObject:
     """One object as the listing gave it: its key below the listed prefix, its version and its size."""
 
     key: str  # '/'-separated, relative to the prefix
@@ -34,7 +34,7 @@ class Listed:
     modified: float | None = None  # when the store last wrote it (seconds since the epoch), if it says
 
 
-def listing(root: Any) -> list[Listed]:
+def listing(root: Any) -> list[ListedObject]:
     """Every object below ``root`` (an ``ObjectStoragePath`` on a remote store), asked of the store now.
 
     One flat listing (no delimiter): S3 returns a thousand keys per request whatever the folders. fsspec keeps
@@ -52,7 +52,9 @@ def listing(root: Any) -> list[Listed]:
         if info.get("type") == "directory" or not str(name).startswith(prefix + "/"):
             continue
         key = str(name)[len(prefix) + 1 :]
-        objects.append(Listed(key, version_in(info), int(info.get("size") or 0), _seconds(info.get("LastModified"))))
+        objects.append(
+            ListedObject(key, version_in(info), int(info.get("size") or 0), _seconds(info.get("LastModified")))
+        )
     return objects
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing_extensions import TypedDict
 
 
-class FirstChoiceWait(TypedDict):
-    """How long the first choice would have taken (``counterfactual.FirstChoiceWait.as_json``)."""
+class FirstChoiceWaitJson(TypedDict):
+    """How long the first choice would have taken (``counterfactual.FirstChoiceWaitJson.as_json``)."""
 
     instance_type: str
     instance_count: int
@@ -68,7 +68,7 @@ class ReportRow(TypedDict):
     rank_counts: dict[str, int]
     pending_seconds_p50: float | None
     pending_seconds_p90: float | None
-    first_choice_wait: FirstChoiceWait | None
+    first_choice_wait: FirstChoiceWaitJson | None
     break_even_wait_seconds: float | None
     configurations: list[ConfigurationRow]
     verdict: str

@@ -31,7 +31,7 @@ from airflow_sm_prefs.request.preferences import (
 from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.surface import links
 from airflow_sm_prefs.surface.links import SageMakerConsoleLink, SageMakerLogsLink
-from airflow_sm_prefs.task.outcomes import NoCapacityError
+from airflow_sm_prefs.task.task_failures import NoCapacityError
 from airflow_sm_prefs.wait.wait_event import WaitEnded
 
 if TYPE_CHECKING:

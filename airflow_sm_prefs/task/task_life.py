@@ -37,8 +37,8 @@ from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.job_view import JobView, to_time
 from airflow_sm_prefs.task import attempts
 from airflow_sm_prefs.task.deadlines import default_deadline, wait_deadlines
-from airflow_sm_prefs.task.outcomes import NoCapacityError, no_capacity_message, wait_timeout_message
 from airflow_sm_prefs.task.submission import Submission
+from airflow_sm_prefs.task.task_failures import NoCapacityError, no_capacity_message, wait_timeout_message
 from airflow_sm_prefs.task.task_outcome import TaskOutcome, latest_view
 from airflow_sm_prefs.wait import deferral_hold
 from airflow_sm_prefs.wait.polling import WaitFor, WaitOutcome

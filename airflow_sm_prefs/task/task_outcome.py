@@ -21,7 +21,7 @@ from airflow_sm_prefs.sagemaker import job_status, status_lines
 from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.task import attempts
-from airflow_sm_prefs.task.outcomes import FINISH_SUMMARY_FIELDS, outcome_error, with_log_tail
+from airflow_sm_prefs.task.task_failures import FINISH_SUMMARY_FIELDS, ended_job_error, with_log_tail
 from airflow_sm_prefs.wait import announcement
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class TaskOutcome:
         if job_status.succeeded(result["status"]):
             return result
         self.context["ti"].xcom_push(key="record", value=result)
-        raise with_log_tail(outcome_error(view, result), log_tail)
+        raise with_log_tail(ended_job_error(view, result), log_tail)
 
     def record_in_ledger(self, facts: JobFacts) -> None:
         """The job's end, in the capacity ledger and as metrics; never a reason for the task to fail."""
@@ -155,7 +155,7 @@ class TaskOutcome:
         XCom) and say again why it ended."""
         result = self.record_of(self.facts_of(view), self.claims.load())
         self.context["ti"].xcom_push(key="record", value=result)
-        raise AirflowFailException(f"{outcome_error(view, result)} Not launched again: {reason}.")
+        raise AirflowFailException(f"{ended_job_error(view, result)} Not launched again: {reason}.")
 
     def abandon(
         self,

@@ -119,11 +119,11 @@ def test_the_report_route_answers_its_declared_shape_and_drops_nothing_the_repor
     ledger_with_two_dags, signed_in
 ):
     from airflow_sm_prefs.analysis import report
-    from airflow_sm_prefs.surface.capacity_models import ConfigurationRow, FirstChoiceWait, ReportRow
+    from airflow_sm_prefs.surface.capacity_models import ConfigurationRow, FirstChoiceWaitJson, ReportRow
 
     (row,) = signed_in.get("/capacity/report").json()
     assert set(row) == set(ReportRow.__annotations__)
-    assert set(row["first_choice_wait"] or {}) == set(FirstChoiceWait.__annotations__)
+    assert set(row["first_choice_wait"] or {}) == set(FirstChoiceWaitJson.__annotations__)
     assert row["configurations"] and all(set(c) == set(ConfigurationRow.__annotations__) for c in row["configurations"])
     computed = report.summarize(ledger_reading.read(dag_id="nightly").entries)
     assert [row] == json.loads(json.dumps(computed)), "the model neither drops nor changes a figure"

@@ -275,7 +275,7 @@ PARSE_TIME_MODULES = {
     "airflow_sm_prefs.surface.links",
     "airflow_sm_prefs.surface.operators",
     "airflow_sm_prefs.surface.provider_info",
-    "airflow_sm_prefs.task.outcomes",
+    "airflow_sm_prefs.task.task_failures",
     "airflow_sm_prefs.wait.polling",
     "airflow_sm_prefs.wait.wait_event",
 }

@@ -18,7 +18,7 @@ from airflow_sm_prefs.facts.job_facts import JobFacts
 from airflow_sm_prefs.request.jobs import TRAINING
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.surface.certification_dag import verdict
-from airflow_sm_prefs.task.outcomes import outcome_error
+from airflow_sm_prefs.task.task_failures import ended_job_error
 from airflow_sm_prefs.wait.log_follower import LogLine
 from tests.unit.test_record import training_description
 
@@ -49,7 +49,7 @@ STORES = {
     ),
     "the trigger event (next_kwargs)": lambda d: TRAINING.essentials(d),
     "the certification result": lambda d: verdict(record.build(JobFacts.of(_view(d), "us-east-1")), None),
-    "the task's error": lambda d: str(outcome_error(_view(d), record.build(JobFacts.of(_view(d), "us-east-1")))),
+    "the task's error": lambda d: str(ended_job_error(_view(d), record.build(JobFacts.of(_view(d), "us-east-1")))),
     "the progress line": lambda d: _view(d).status_message,
 }
 

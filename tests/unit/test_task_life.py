@@ -14,7 +14,7 @@ from airflow_sm_prefs.request.jobs import TRAINING
 from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.job_view import JobView
 from airflow_sm_prefs.task import attempts
-from airflow_sm_prefs.task.outcomes import NoCapacityError
+from airflow_sm_prefs.task.task_failures import NoCapacityError
 from airflow_sm_prefs.task.task_life import Defer, Done, TaskLife, Waiting
 from airflow_sm_prefs.wait.polling import WaitOutcome
 from airflow_sm_prefs.wait.wait_event import WaitEnded

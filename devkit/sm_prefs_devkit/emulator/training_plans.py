@@ -34,7 +34,7 @@ ARN_PREFIX = "arn:aws:sagemaker:{region}:{account}:training-plan/"
 
 
 @dataclass
-class Offering:
+class OfferingForSale:
     """An offering a search returned: what ``CreateTrainingPlan`` may buy until it starts or its capacity goes."""
 
     offering_id: str
@@ -95,7 +95,7 @@ class PlanBook:
         self.scenario = scenario
         self.origin = origin
         self.bought: dict[str, Plan] = {}
-        self.offerings: dict[str, Offering] = {}
+        self.offerings: dict[str, OfferingForSale] = {}
         self.given = {plan.arn: _given_plan(scenario, plan, origin) for plan in scenario.training_plans}
 
     def get(self, arn: str) -> Plan | None:
@@ -148,12 +148,14 @@ class PlanBook:
         offerings = [self._shown(offering, hours, request) for offering in found]
         return {"TrainingPlanOfferings": offerings}
 
-    def _carve(self, index: int, count: int, hours: int, after: float, before: float, region: str) -> list[Offering]:
+    def _carve(
+        self, index: int, count: int, hours: int, after: float, before: float, region: str
+    ) -> list[OfferingForSale]:
         block = self.scenario.plan_supply[index]
         opens = self.origin + block.start
         closes = self.origin + block.end
         start = math.ceil(max(after, opens) / HOUR) * HOUR  # plans start on the hour
-        found: list[Offering] = []
+        found: list[OfferingForSale] = []
         while len(found) < OFFERINGS_PER_SEARCH and start + hours * HOUR <= min(before, closes):
             end = start + hours * HOUR
             if block.count - self._sold(index, start, end) >= count:
@@ -162,7 +164,7 @@ class PlanBook:
                 found.append(
                     self.offerings.setdefault(
                         offering_id,
-                        Offering(
+                        OfferingForSale(
                             offering_id,
                             index,
                             region,
@@ -186,7 +188,7 @@ class PlanBook:
             if plan.supply == index and plan.start < end and (plan.end is None or start < plan.end)
         )
 
-    def _shown(self, offering: Offering, hours: int, request: dict[str, Any]) -> dict[str, Any]:
+    def _shown(self, offering: OfferingForSale, hours: int, request: dict[str, Any]) -> dict[str, Any]:
         shown: dict[str, Any] = {
             "TrainingPlanOfferingId": offering.offering_id,
             "TargetResources": [TRAINING_JOB],
@@ -335,7 +337,7 @@ class PlanBook:
             plan = Plan(**raw)
             self.bought[plan.arn] = plan
         for raw in state.get("offerings", []):
-            offering = Offering(**raw)
+            offering = OfferingForSale(**raw)
             self.offerings[offering.offering_id] = offering
 
 

@@ -1,4 +1,4 @@
-"""How a job's end becomes the task's end: the message a user needs, and the exception that fails the task."""
+"""How a job that did not complete fails the task: the message a user needs, and the exception that says it."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def with_log_tail(error: AirflowException, lines: Sequence[str]) -> AirflowExcep
     return type(error)(f"{error}\nLast {len(lines)} lines of the job's log:\n" + "\n".join(lines))
 
 
-def outcome_error(view: JobView, record: JobRecord) -> AirflowException:
+def ended_job_error(view: JobView, record: JobRecord) -> AirflowException:
     """Why a job that ended without completing failed the task, in the words a user needs."""
     status = record["status"]
     kind = view.kind.name
