@@ -39,6 +39,7 @@ from airflow_sm_prefs.analysis.counterfactual import Configuration, Timeline
 from airflow_sm_prefs.analysis.report import percentile
 from airflow_sm_prefs.analysis.survival import kaplan_meier
 from airflow_sm_prefs.errors.base import SageMakerPreferencesError
+from airflow_sm_prefs.request.jobs import KINDS
 from airflow_sm_prefs.sagemaker.training_plans import Offering
 
 SOLD_OUT_WAIT = 900.0  # a first choice that took longer than this to get counts as sold out that night
@@ -144,7 +145,8 @@ def groups(entries: Iterable[Mapping[str, Any]]) -> dict[tuple[str | None, Confi
     found: dict[tuple[str | None, Configuration], list[Mapping[str, Any]]] = defaultdict(list)
     for entry in entries:
         listed = counterfactual.listed(entry)
-        if entry.get("job_kind") == "training" and listed and counterfactual.created(entry) is not None:
+        kind = KINDS.get(str(entry.get("job_kind")))
+        if kind is not None and kind.takes_training_plans and listed and counterfactual.created(entry) is not None:
             found[(entry.get("region"), listed[0])].append(entry)
     return found
 

@@ -50,6 +50,10 @@ class JobKind:
     event_fields: tuple[str, ...]
     # Whether an entry may name a Flexible Training Plan (``TrainingPlanArns``): training only (P9).
     takes_training_plans: bool
+    # Where the job's container image is named in the request.
+    image_path: tuple[str, ...]
+    # The CloudWatch namespace of the instances' metrics (the same text as the log group, by AWS's choice).
+    metrics_namespace: str
 
     @property
     def create_method(self) -> str:
@@ -158,6 +162,8 @@ TRAINING = JobKind(
     instance_type_shape="TrainingInstanceType",
     summary_shows_selection=True,
     takes_training_plans=True,
+    image_path=("AlgorithmSpecification", "TrainingImage"),
+    metrics_namespace="/aws/sagemaker/TrainingJobs",
     input_uri_paths=(("InputDataConfig", "*", "DataSource", "S3DataSource", "S3Uri"),),
     request_output_uri_paths=(),
     described_output_uri_paths=(("ModelArtifacts", "S3ModelArtifacts"),),
@@ -198,6 +204,8 @@ PROCESSING = JobKind(
     instance_type_shape="ProcessingInstanceType",
     summary_shows_selection=False,
     takes_training_plans=False,
+    image_path=("AppSpecification", "ImageUri"),
+    metrics_namespace="/aws/sagemaker/ProcessingJobs",
     input_uri_paths=(("ProcessingInputs", "*", "S3Input", "S3Uri"),),
     request_output_uri_paths=(("ProcessingOutputConfig", "Outputs", "*", "S3Output", "S3Uri"),),
     described_output_uri_paths=(),

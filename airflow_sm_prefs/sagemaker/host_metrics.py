@@ -14,9 +14,9 @@ import datetime as dt
 from typing import Any
 
 from airflow_sm_prefs.errors.base import SageMakerPreferencesError
+from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker.connection import Connection
 
-NAMESPACES = {"training": "/aws/sagemaker/TrainingJobs", "processing": "/aws/sagemaker/ProcessingJobs"}
 METRICS = ("GPUUtilization", "GPUMemoryUtilization", "CPUUtilization", "MemoryUtilization")
 PERIOD_SECONDS = 60
 MAX_QUERIES_PER_CALL = 500  # CloudWatch's limit
@@ -41,7 +41,7 @@ def client(connection: Connection) -> Any:
 
 
 def read(
-    cloudwatch: Any, *, kind_name: str, job_name: str, hosts: int, started: dt.datetime, ended: dt.datetime
+    cloudwatch: Any, *, kind: JobKind, job_name: str, hosts: int, started: dt.datetime, ended: dt.datetime
 ) -> HostValues:
     """What each of the job's ``hosts`` published of each metric while it ran (average per minute)."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -51,7 +51,7 @@ def read(
             "Id": f"m{metric_index}h{host}",
             "MetricStat": {
                 "Metric": {
-                    "Namespace": NAMESPACES[kind_name],
+                    "Namespace": kind.metrics_namespace,
                     "MetricName": metric,
                     "Dimensions": [{"Name": "Host", "Value": f"{job_name}/algo-{host}"}],
                 },

@@ -28,9 +28,10 @@ def _slug(instance_type: str, count: int) -> str:
 
 
 def _image(kind: str, request: Mapping[str, Any]) -> str:
-    if kind == "training":
-        return str((request.get("AlgorithmSpecification") or {}).get("TrainingImage") or "")
-    return str((request.get("AppSpecification") or {}).get("ImageUri") or "")
+    from airflow_sm_prefs.request.jobs import KINDS
+
+    section, field = KINDS[kind].image_path
+    return str((request.get(section) or {}).get(field) or "")
 
 
 def _image_run(kind: str, job_name: str, aws_conn_id: str) -> str:
@@ -118,7 +119,11 @@ def certification_dag(
     if problems:
         raise RequestValidationError(problems)
     path = certification.registry_path(registry)
-    operator = SageMakerPreferenceTrainingOperator if kind == "training" else SageMakerPreferenceProcessingOperator
+    operator = next(
+        op
+        for op in (SageMakerPreferenceTrainingOperator, SageMakerPreferenceProcessingOperator)
+        if op.job_kind.name == kind
+    )
     runs = {}
     dag_kwargs.setdefault("schedule", None)
     dag_kwargs.setdefault("tags", ["sm-prefs-certification"])

@@ -86,7 +86,7 @@ class TaskOutcome:
         try:
             values = host_metrics.read(
                 host_metrics.client(self.connection),
-                kind_name=view.kind.name,
+                kind=view.kind,
                 job_name=view.name,
                 hosts=view.selected_count,
                 started=view.started,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.sagemaker import host_metrics
 
 STARTED = dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.UTC)
@@ -31,7 +32,7 @@ class FakeCloudWatch:
 
 def test_one_query_per_metric_and_host_over_the_run_and_the_publishing_lag():
     fake = FakeCloudWatch()
-    values = host_metrics.read(fake, kind_name="processing", job_name="prep", hosts=2, started=STARTED, ended=ENDED)
+    values = host_metrics.read(fake, kind=PROCESSING, job_name="prep", hosts=2, started=STARTED, ended=ENDED)
     (call,) = fake.calls
     assert (call["StartTime"], call["EndTime"]) == (STARTED, ENDED + dt.timedelta(minutes=5))
     assert [q["MetricStat"]["Metric"]["Dimensions"][0]["Value"] for q in call["MetricDataQueries"]] == [
@@ -49,17 +50,17 @@ def test_one_query_per_metric_and_host_over_the_run_and_the_publishing_lag():
 
 def test_pages_are_followed_and_bounded():
     fake = FakeCloudWatch(pages=3)
-    values = host_metrics.read(fake, kind_name="training", job_name="big", hosts=1, started=STARTED, ended=ENDED)
+    values = host_metrics.read(fake, kind=TRAINING, job_name="big", hosts=1, started=STARTED, ended=ENDED)
     assert len(fake.calls) == 3 and fake.calls[2]["NextToken"] == "page-2"
     assert values["GPUUtilization"] == [[1.0, 2.0, 3.0]]
     endless = FakeCloudWatch(pages=1_000)
-    host_metrics.read(endless, kind_name="training", job_name="big", hosts=1, started=STARTED, ended=ENDED)
+    host_metrics.read(endless, kind=TRAINING, job_name="big", hosts=1, started=STARTED, ended=ENDED)
     assert len(endless.calls) == host_metrics.MAX_PAGES == 5
 
 
 def test_a_job_past_the_calls_limit_is_read_on_its_first_hosts():
     fake = FakeCloudWatch()
-    values = host_metrics.read(fake, kind_name="training", job_name="huge", hosts=400, started=STARTED, ended=ENDED)
+    values = host_metrics.read(fake, kind=TRAINING, job_name="huge", hosts=400, started=STARTED, ended=ENDED)
     assert len(fake.calls[0]["MetricDataQueries"]) == 500 and len(values["CPUUtilization"]) == 125
 
 
@@ -81,7 +82,7 @@ def test_a_job_past_the_calls_limit_is_read_on_its_first_hosts():
 def test_a_failure_is_one_line_naming_what_to_check(error, said):
     with pytest.raises(host_metrics.MetricsUnreadable) as raised:
         host_metrics.read(
-            FakeCloudWatch(error=error), kind_name="training", job_name="j", hosts=1, started=STARTED, ended=ENDED
+            FakeCloudWatch(error=error), kind=TRAINING, job_name="j", hosts=1, started=STARTED, ended=ENDED
         )
     assert str(raised.value) == said
 

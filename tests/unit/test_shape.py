@@ -56,3 +56,15 @@ def test_no_pattern_is_anchored_with_a_dollar():
             ):
                 anchored.append(f"{module.relative_to(PACKAGE)}:{node.lineno}")
     assert anchored == []
+
+
+def test_the_kinds_differ_in_request_jobs_alone():
+    """``JobKind`` holds every way training and processing differ (fields, operations, the pending limit, plans,
+    the image, the metrics' namespace): elsewhere code asks the kind, never compares its name."""
+    import re
+
+    compared = re.compile(r"""[=!]=\s*["'](training|processing)["']|["'](training|processing)["']\s*[=!]=""")
+    offenders = sorted(
+        str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if compared.search(path.read_text())
+    )
+    assert offenders == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from airflow_sm_prefs.request.jobs import KINDS
 from sm_prefs_devkit.emulator.errors import UnknownOperationException, ValidationException, shorten
 from sm_prefs_devkit.emulator.service_model import to_epoch
 
@@ -29,7 +30,7 @@ TARGET_PREFIX = "GraniteServiceVersion20100801"
 SERVICE = "cloudwatch"
 KNOWN = ("GetMetricData",)
 WRITES: tuple[str, ...] = ()
-NAMESPACES = {"/aws/sagemaker/TrainingJobs": "training", "/aws/sagemaker/ProcessingJobs": "processing"}
+NAMESPACES = {kind.metrics_namespace: kind.name for kind in KINDS.values()}  # as the runtime asks for them
 GPU_METRICS = ("GPUUtilization", "GPUMemoryUtilization")
 CPU_METRICS = ("CPUUtilization",)
 METRICS = (*GPU_METRICS, *CPU_METRICS, "MemoryUtilization")
