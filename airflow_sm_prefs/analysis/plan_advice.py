@@ -367,6 +367,7 @@ def verdict(
 def advise(
     entries: Iterable[Mapping[str, Any]],
     offerings_of: Any,
+    *,
     horizon_days: float = 7.0,
     value_per_hour: float = 0.0,
     tasks: set[str] | None = None,

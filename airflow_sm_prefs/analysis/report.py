@@ -345,6 +345,7 @@ def _configurations(
 
 def summarize(
     entries: Iterable[LedgerEntry],
+    *,
     since: dt.datetime | None = None,
     dag_id: str | None = None,
     task_id: str | None = None,

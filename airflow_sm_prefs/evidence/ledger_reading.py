@@ -44,6 +44,7 @@ class Reading:
 
 def read(
     root: Any = None,
+    *,
     dag_id: str | None = None,
     dags: Collection[str] | None = None,
     fields: tuple[str, ...] | None = None,

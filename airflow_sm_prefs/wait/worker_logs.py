@@ -34,7 +34,7 @@ def logs_client(connection: Connection) -> Any:
     return AwsBaseHook(client_type="logs", **connection.hook_arguments()).conn
 
 
-def last_lines(client: Any, kind: JobKind, job_name: str, log: Any, count: int = TAIL_LINES) -> list[str]:
+def last_lines(client: Any, kind: JobKind, job_name: str, log: Any, *, count: int = TAIL_LINES) -> list[str]:
     """The job's last ``count`` lines over its first streams, oldest first; none (and a log line) if unreadable."""
     from airflow_sm_prefs.sagemaker.hooks import error_code
 
