@@ -291,6 +291,10 @@ def test_a_connection_does_not_change_under_its_holders():
     assert bounded.hook_arguments()["config"] == {"retries": {"max_attempts": 4}, "connect_timeout": 5}
     assert (elsewhere.region_name, connection.region_name) == ("us-east-1", "eu-west-1")
     assert Connection.of_hook_arguments(connection.hook_arguments()) == connection
+    for verify in (False, "/etc/ssl/team-ca.pem"):
+        checked = Connection("c", "eu-west-1", verify, None)
+        assert Connection.of_hook_arguments(checked.hook_arguments()) == checked
+    assert Connection.of_hook_arguments({}) == Connection("aws_default"), "0.1.0's trigger named no connection"
     # What shares a hook, a watcher or a log reader: equal settings share, any difference does not.
     assert connection.key == Connection("c", "eu-west-1", None, {"retries": {"max_attempts": 4}}).key
     assert len({connection.key, bounded.key, elsewhere.key, Connection("c", "eu-west-1", False, given).key}) == 4

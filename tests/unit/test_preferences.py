@@ -84,6 +84,30 @@ def test_friendly_forms_become_api_entries():
         to_api_entries([3.5])
 
 
+def test_a_plan_named_in_snake_case_is_one_plan_and_each_refusal_says_what_was_given():
+    assert to_api_entries([{"instance_type": "ml.p5.48xlarge", "count": 2, "training_plan_arn": PLAN}]) == [
+        {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "TrainingPlanArns": [PLAN]}
+    ]
+    refusals = {
+        "a mapping": (
+            {"ml.p5.48xlarge": 2},
+            "preferences is a mapping; give an ordered list such as "
+            "[('ml.p5.48xlarge', 2), ('ml.p4d.24xlarge', 4)] (a mapping's keys and values could mean types "
+            "and counts, or one preference's fields)",
+        ),
+        "a set": ({"ml.p5.48xlarge"}, "preferences is a set, which has no order; give a list, first choice first"),
+        "text": ("ml.p5.48xlarge", "preferences must be a list of preferences, first choice first; got str"),
+        "an odd entry": (
+            ["ml.g5.xlarge", 3.5],
+            "preference #2: expected InstancePreference, a mapping, a type name or (type, count); got float 3.5",
+        ),
+    }
+    for what, (given, said) in refusals.items():
+        with pytest.raises(RequestValidationError) as refused:
+            to_api_entries(given)
+        assert refused.value.problems == [said], what
+
+
 def test_rendered_integer_strings_are_cast_including_per_preference_counts():
     request = training_with(
         {"InstanceType": "ml.p5.48xlarge", "InstanceCount": "2"},
