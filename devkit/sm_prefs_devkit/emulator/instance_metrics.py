@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_sm_prefs.request.jobs import KINDS
 from sm_prefs_devkit.emulator.errors import UnknownOperationException, ValidationException, shorten
 from sm_prefs_devkit.emulator.service_model import to_epoch
 
@@ -30,7 +29,8 @@ TARGET_PREFIX = "GraniteServiceVersion20100801"
 SERVICE = "cloudwatch"
 KNOWN = ("GetMetricData",)
 WRITES: tuple[str, ...] = ()
-NAMESPACES = {kind.metrics_namespace: kind.name for kind in KINDS.values()}  # as the runtime asks for them
+# AWS's names, stated here: the emulator imports nothing of the package it stands in for (test_independence).
+NAMESPACES = {"/aws/sagemaker/TrainingJobs": "training", "/aws/sagemaker/ProcessingJobs": "processing"}
 GPU_METRICS = ("GPUUtilization", "GPUMemoryUtilization")
 CPU_METRICS = ("CPUUtilization",)
 METRICS = (*GPU_METRICS, *CPU_METRICS, "MemoryUtilization")
