@@ -11,9 +11,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow_sm_prefs.sagemaker import training_plans
 
@@ -24,9 +23,14 @@ SEARCH_KEPT_FOR = dt.timedelta(hours=1)  # one search per group and window an ho
 Query = dict[str, Any]  # instance_type, count, hours, after and before (ISO 8601), and the Region if not the default
 
 
-def search_and_remember(sagemaker: Any, query: Query) -> list[training_plans.Offering]:
+class Search(NamedTuple):
+    offerings: list[training_plans.Offering]
+    not_kept: OSError | None  # why this host could not keep them: ``plans reserve`` then asks to search again
+
+
+def search_and_remember(sagemaker: Any, query: Query) -> Search:
     """SageMaker's offerings for ``query``, each kept on this host with the query that found it, so ``plans
-    reserve`` can ask again for the same one."""
+    reserve`` can ask again for the same one; the command that searched says it when they could not be kept."""
     offerings = training_plans.search(
         sagemaker,
         instance_type=query["instance_type"],
@@ -35,8 +39,7 @@ def search_and_remember(sagemaker: Any, query: Query) -> list[training_plans.Off
         after=dt.datetime.fromisoformat(query["after"]),
         before=dt.datetime.fromisoformat(query["before"]),
     )
-    _remember(offerings, query)
-    return offerings
+    return Search(offerings, _remember(offerings, query))
 
 
 def shown_query(offering_id: str, now: dt.datetime) -> Query | None:
@@ -92,7 +95,7 @@ def _shown() -> dict[str, Any]:
     return kept if isinstance(kept, dict) else {}
 
 
-def _remember(offerings: list[training_plans.Offering], query: Query) -> None:
+def _remember(offerings: list[training_plans.Offering], query: Query) -> OSError | None:
     from airflow_sm_prefs.storage import object_storage
 
     now = dt.datetime.now(dt.UTC)
@@ -102,8 +105,9 @@ def _remember(offerings: list[training_plans.Offering], query: Query) -> None:
     newest = dict(sorted(kept.items(), key=lambda item: item[1]["shown_at"])[-KEPT_SEARCHES * 4 :])
     try:
         object_storage.replace_whole(_shown_file(), json.dumps(newest), prefix=".offerings-")
-    except OSError as error:  # reserve then says to search again
-        print(f"airflow-sm-prefs: warning: could not keep the offerings shown: {error}", file=sys.stderr)
+    except OSError as error:
+        return error
+    return None
 
 
 def _when(kept: dict[str, Any]) -> dt.datetime:

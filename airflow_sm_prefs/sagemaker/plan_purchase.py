@@ -64,7 +64,9 @@ def checked(offering_id: str, *, max_usd: float, name: str | None, client_for: C
         )
     sagemaker = client_for(query.get("region"))  # where the offering was shown
     try:
-        fresh = {offering.offering_id: offering for offering in offerings_shown.search_and_remember(sagemaker, query)}
+        # Whether they were kept again matters to no later command: this one buys now or says why not.
+        search = offerings_shown.search_and_remember(sagemaker, query)
+        fresh = {offering.offering_id: offering for offering in search.offerings}
     except Exception as error:
         raise PurchaseRefused(training_plans.call_failed("searching the offering again", error, buying=True)) from None
     offering = fresh.get(offering_id)

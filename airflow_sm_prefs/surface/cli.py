@@ -265,15 +265,10 @@ def build_parser(extensions: importlib.metadata.EntryPoints | None = None) -> ar
     from airflow_sm_prefs.surface import plans_commands, prices_commands
 
     prices_commands.add_commands(commands)
-    plans_commands.add_commands(commands, _saying, _read_ledger)
+    plans_commands.add_commands(commands, _read_ledger)
     for extension in _extensions() if extensions is None else extensions:
         extension.load()(commands)
     return parser
-
-
-def _saying(handler: Any) -> Any:
-    """A handler of ``plans_commands``, given the CLI's ``say``."""
-    return lambda args: int(handler(args, say))
 
 
 def _extensions() -> importlib.metadata.EntryPoints:

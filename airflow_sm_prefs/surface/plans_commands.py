@@ -20,28 +20,22 @@ from airflow_sm_prefs.sagemaker import offerings_shown, plan_purchase, training_
 from airflow_sm_prefs.sagemaker.connection import Connection
 from airflow_sm_prefs.sagemaker.training_plans import fee_text
 from airflow_sm_prefs.surface import arguments
-from airflow_sm_prefs.surface.command_output import CommandError
+from airflow_sm_prefs.surface.command_output import CommandError, say, warn
 
 
 class PlanCommandError(CommandError):
     """The command cannot go on: said in one line, exit status 2, nothing bought."""
 
 
-Say = Callable[[str], None]
-Handler = Callable[[argparse.Namespace, Say], int]
-
-
-def add_commands(
-    commands: Any, wrap: Callable[[Handler], Callable[[argparse.Namespace], int]], read_ledger: Callable[[], Any]
-) -> None:
-    """The ``plans`` command and its actions, added to the CLI's subparsers; ``wrap`` gives each handler the
-    CLI's way of saying a result and of failing in one line, ``read_ledger`` its reading of the ledger."""
+def add_commands(commands: Any, read_ledger: Callable[[], Any]) -> None:
+    """The ``plans`` command and its actions, added to the CLI's subparsers; ``read_ledger`` is the CLI's reading
+    of the ledger (with this host's cache and the fold)."""
     plans = commands.add_parser("plans", help="Flexible Training Plans: the account's, offerings, advice, reserve")
     actions = plans.add_subparsers(dest="plans_command", required=True)
     listing = actions.add_parser("list", help="the account's plans: status, instances in use, window, fee")
     _connection(listing)
     listing.add_argument("--format", choices=("table", "json"), default="table")
-    listing.set_defaults(handler=wrap(_list))
+    listing.set_defaults(handler=_list)
     offerings = actions.add_parser("offerings", help="what SageMaker would sell now for a type, count and window")
     _connection(offerings)
     offerings.add_argument("--instance-type", required=True)
@@ -52,7 +46,7 @@ def add_commands(
     )
     offerings.add_argument("--within", type=arguments.days, default=14, help="days from --after to the latest end (14)")
     offerings.add_argument("--format", choices=("table", "json"), default="table")
-    offerings.set_defaults(handler=wrap(_offerings))
+    offerings.set_defaults(handler=_offerings)
     advise = actions.add_parser("advise", help="when a plan would pay: the ledger's evidence against offerings")
     _connection(advise)
     advise.add_argument("--dag-id", type=arguments.airflow_id, default=None)
@@ -64,18 +58,18 @@ def add_commands(
         "--value-per-hour", type=arguments.amount_or_zero, default=0.0, help="USD an hour of delay costs (default 0)"
     )
     advise.add_argument("--format", choices=("table", "json"), default="table")
-    advise.set_defaults(handler=wrap(lambda args, say: _advise(args, say, read_ledger)))
+    advise.set_defaults(handler=lambda args: _advise(args, read_ledger))
     used = actions.add_parser("used", help="what each plan bought: instance-hours held and used, jobs served")
     _connection(used)
     used.add_argument("--format", choices=("table", "json"), default="table")
-    used.set_defaults(handler=wrap(lambda args, say: _used(args, say, read_ledger)))
+    used.set_defaults(handler=lambda args: _used(args, read_ledger))
     reserve = actions.add_parser("reserve", help="buy an offering shown by `plans offerings` or `plans advise`")
     _connection(reserve)
     reserve.add_argument("offering_id")
     reserve.add_argument("--max-usd", type=arguments.amount, required=True, help="the most its upfront fee may be")
     reserve.add_argument("--name", default=None, help="the plan's name (default: derived from type, count, start)")
     reserve.add_argument("--yes", action="store_true", help="buy without asking (for scripts)")
-    reserve.set_defaults(handler=wrap(_reserve))
+    reserve.set_defaults(handler=_reserve)
 
 
 def _connection(parser: argparse.ArgumentParser) -> None:
@@ -112,13 +106,10 @@ def _kept_for_the_page(save: Callable[[], None]) -> None:
     try:
         save()
     except Exception as error:  # the store's failure costs the page its freshness, never the command
-        print(
-            f"airflow-sm-prefs: warning: not kept for the Capacity page: {type(error).__name__}: {str(error)[:200]}",
-            file=sys.stderr,
-        )
+        warn(f"not kept for the Capacity page: {type(error).__name__}: {str(error)[:200]}")
 
 
-def _list(args: argparse.Namespace, say: Say) -> int:
+def _list(args: argparse.Namespace) -> int:
     plans, _ = _account_plans(args)
     if args.format == "json":
         say(json.dumps([plan.as_dict() for plan in plans], indent=2))
@@ -135,7 +126,7 @@ def _list(args: argparse.Namespace, say: Say) -> int:
     return 0
 
 
-def _used(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) -> int:
+def _used(args: argparse.Namespace, read_ledger: Callable[[], Any]) -> int:
     from airflow_sm_prefs.analysis import plan_usage
 
     plans, listed_at = _account_plans(args)
@@ -152,7 +143,7 @@ def window(after: dt.datetime | None, within: dt.timedelta) -> tuple[dt.datetime
     return start, start + within
 
 
-def _offerings(args: argparse.Namespace, say: Say) -> int:
+def _offerings(args: argparse.Namespace) -> int:
     after, before = window(args.after, dt.timedelta(days=args.within))
     query = {
         "instance_type": args.instance_type,
@@ -162,7 +153,7 @@ def _offerings(args: argparse.Namespace, say: Say) -> int:
         "before": before.isoformat(),
     }
     try:
-        offerings = offerings_shown.search_and_remember(_client(args), query)
+        offerings = _searched(_client(args), query)
     except Exception as error:
         raise _failed("searching training plan offerings", error) from None
     if args.format == "json":
@@ -183,7 +174,7 @@ MAX_SEARCHES = 10  # per run: the rest of the groups are advised without offerin
 SEARCH_SPACING_SECONDS = 0.5  # between two searches of one run: SearchTrainingPlanOfferings is rate-limited
 
 
-def _advise(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) -> int:
+def _advise(args: argparse.Namespace, read_ledger: Callable[[], Any]) -> int:
     from airflow_sm_prefs.analysis import plan_advice
 
     tasks = None
@@ -212,10 +203,9 @@ def _advise(args: argparse.Namespace, say: Say, read_ledger: Callable[[], Any]) 
 
         _kept_for_the_page(lambda: plan_snapshots.save_advice(advice, dt.datetime.now(dt.UTC)))
     if searches.skipped:
-        print(
-            f"airflow-sm-prefs: warning: {searches.skipped} group(s) advised without offerings: at most "
-            f"{MAX_SEARCHES} searches a run (narrow it with --dag-id)",
-            file=sys.stderr,
+        warn(
+            f"{searches.skipped} group(s) advised without offerings: at most {MAX_SEARCHES} searches a run "
+            "(narrow it with --dag-id)"
         )
     return 0
 
@@ -258,17 +248,24 @@ class _Searches:
             time.sleep(SEARCH_SPACING_SECONDS)
         self.made += 1
         try:
-            offerings = offerings_shown.search_and_remember(_client(self.args, region), query)
+            offerings = _searched(_client(self.args, region), query)
         except Exception as error:  # this group is advised without offerings; the others still are
             raise NoOfferings(str(_failed("the search for offerings", error))) from None
         offerings_shown.keep_search(query, offerings, now)
         return offerings
 
 
+def _searched(sagemaker: Any, query: offerings_shown.Query) -> list[training_plans.Offering]:
+    search = offerings_shown.search_and_remember(sagemaker, query)
+    if search.not_kept is not None:
+        warn(f"could not keep the offerings shown, so `plans reserve` cannot buy them: {search.not_kept}")
+    return search.offerings
+
+
 # -- reserve -------------------------------------------------------------------------------------------------
 
 
-def _reserve(args: argparse.Namespace, say: Say) -> int:
+def _reserve(args: argparse.Namespace) -> int:
     try:
         purchase = plan_purchase.checked(
             args.offering_id, max_usd=args.max_usd, name=args.name, client_for=lambda region: _client(args, region)

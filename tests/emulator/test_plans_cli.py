@@ -135,6 +135,39 @@ def test_reserve_refuses_an_offering_never_shown_here_or_gone_since(emulated, ca
     assert _bought(server) == 1  # theirs only
 
 
+def test_offerings_this_host_cannot_keep_are_shown_with_a_warning_and_cannot_be_bought(emulated, capsys, tmp_path):
+    server, conn = emulated
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "sm_prefs").write_text("a file where the cache folder goes")  # nothing can be kept
+    status, out, err = _run(capsys, "plans", "offerings", "--aws-conn-id", conn, "--instance-type", P5, "--count", "2")
+    assert status == 0 and "$1,440.00" in out
+    (said,) = [line for line in err.splitlines() if line.startswith("airflow-sm-prefs:")]
+    assert said.startswith(
+        "airflow-sm-prefs: warning: could not keep the offerings shown, so `plans reserve` cannot buy them: "
+    )
+    offering = out.split()[0]
+    status, _, err = _run(capsys, "plans", "reserve", offering, "--max-usd", "1500", "--yes", "--aws-conn-id", conn)
+    assert status == 2 and "was not shown on this host" in err and _bought(server) == 0
+
+
+def test_a_listing_the_page_cannot_keep_is_said_once_without_the_stores_password(emulated, capsys, monkeypatch):
+    from airflow_sm_prefs.evidence import plan_snapshots
+
+    def store_down(*_: object) -> None:
+        raise OSError("cannot write to http://ledger:hunter2@store.internal/plans.json")
+
+    monkeypatch.setattr(plan_snapshots, "save_plans", store_down)
+    _, conn = emulated
+    status, out, err = _run(capsys, "plans", "list", "--aws-conn-id", conn)
+    assert status == 0 and "No training plans in this account" in out
+    (said,) = [line for line in err.splitlines() if line.startswith("airflow-sm-prefs:")]
+    assert said == (
+        "airflow-sm-prefs: warning: not kept for the Capacity page: OSError: cannot write to "
+        "http://ledger:***@store.internal/plans.json"
+    )
+    assert "hunter2" not in out + err
+
+
 def test_a_refused_listing_is_one_line_naming_the_code(emulated, capsys):
     server, conn = emulated
     server.emulator.faults = parse_faults({"deny": ["ListTrainingPlans"]})
