@@ -92,10 +92,13 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest -q --numprocesses auto tests/unit
 
-# Every layer that starts no Airflow (unit, triggers, operators and the CLI against the emulator over HTTP), on
-# every core: about 9 minutes on 2. The first layer of `make test`, and the one to run before a commit.
+# Every layer that starts no Airflow (unit, triggers, operators and the CLI against the emulator over HTTP): about
+# 5 minutes on 2 cores, the one to run before a commit. Its tests mostly wait (on deadlines, the emulator's
+# clock, HTTP): at one worker a core it kept 2 cores 31 % busy (8:37), at two a core 61 % (5:08).
+CORES := $(shell nproc 2>/dev/null || echo 2)
+FAST_WORKERS ?= $(shell echo $$(( 2 * $(CORES) )))
 fast: venv
-	$(BIN)/pytest -q -ra --numprocesses auto -m "not airflow"
+	$(BIN)/pytest -q -ra --numprocesses $(FAST_WORKERS) -m "not airflow"
 
 # Debian's chromium for the end-to-end browser test (Playwright drives it; it downloads no browser).
 browser:
@@ -110,16 +113,18 @@ platform-%:
 	echo "== $*: $$($$venv/bin/python -c 'import airflow, botocore; print("Airflow", airflow.__version__, "botocore", botocore.__version__)' 2>/dev/null)" && \
 	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra --numprocesses 2 --dist loadfile $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
 
-# The layers that start no Airflow on every core; then the ones that do, two test modules at a time, side by side
-# with the platform matrix: a stack of Airflow processes mostly waits on Airflow and the emulator's clock, and two
-# of them left 2 cores 45 % idle (vmstat over a whole run), so the platforms' installs and tests fit beside them.
-# Each keeps its output together (--output-sync); nothing in either depends on how fast the other lets it run.
+# Then three things side by side: the layers that start no Airflow, the ones that do, and the platform matrix, one
+# platform at a time. All of them mostly wait (on Airflow, the emulator's clock, deadlines, the package index):
+# run one after another they kept 2 cores 31 % (fast layer) to 68 % (processes beside a platform) busy.
+# Each keeps its output together (--output-sync); nothing in any depends on how fast the others let it run.
 test: lint typecheck docs browser sdk-venv
-	$(MAKE) --no-print-directory fast
-	$(MAKE) --no-print-directory --output-sync=target -j2 process-layer platforms
+	$(MAKE) --no-print-directory --output-sync=target -j3 fast process-layer platforms
 
+# One test module per worker (a module shares one stack), the longest started first (tests/conftest.py,
+# SLOWEST_FIRST): a worker more than the cores, as a stack of Airflow processes mostly waits.
+PROCESS_WORKERS ?= $(shell echo $$(( $(CORES) + 1 )))
 process-layer: venv
-	$(BIN)/pytest -q -ra --durations=30 --numprocesses 2 --dist loadfile -m airflow
+	$(BIN)/pytest -q -ra --durations=30 --numprocesses $(PROCESS_WORKERS) --dist loadfile --no-loadscope-reorder -m airflow
 
 # The demo needs the runtime and the development kit, not the test group (linters, Playwright, Celery): a venv
 # `make test` installed already holds both.
