@@ -314,7 +314,6 @@ def waiting_of(task: SageMakerPreferenceBaseOperator) -> Waiting:
         resubmit_after_failure=task.resubmit_after_failure,
         stream_logs=task.stream_logs,
         retries=task.retries or 0,
-        pending_bound="in time to finish by finish_by" if task.finish_by is not None else "within max_pending",
         mask_variables=tuple(sorted(task._secrets_read.variables)),
         mask_connections=tuple(sorted(task._secrets_read.connections)),
     )

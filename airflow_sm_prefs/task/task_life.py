@@ -71,8 +71,6 @@ class Waiting:
     resubmit_after_failure: bool
     stream_logs: bool
     retries: int
-    # What the pending limit is called in the failure message.
-    pending_bound: str = "within max_pending"
     # The Variables the task's templates read, (key, read as JSON), and the connections: the trigger masks them.
     mask_variables: tuple[tuple[str, bool], ...] = ()
     mask_connections: tuple[str, ...] = ()
@@ -97,6 +95,17 @@ class Wait(NamedTuple):
     announced: bool
     deadline: datetime
     pending_deadline: datetime | None
+    pending_bound: str  # the pending deadline in the failure's words (``pending_bound``)
+
+
+def pending_bound(claim: attempts.JobClaim | None, pending_deadline: datetime | None) -> str:
+    """The bound a job waited for capacity within, in a failure's words: ``finish_by`` when its moment (the
+    claim's ``pending_until``; the task's pending deadline is the earlier of it and ``max_pending``'s) is the
+    pending deadline, else ``max_pending``. Judged from what this job was given, not the operator as it reads now."""
+    finish_by_moment = to_time(claim.pending_until) if claim is not None else None
+    if finish_by_moment is not None and finish_by_moment == pending_deadline:
+        return "in time to finish by finish_by"
+    return "within max_pending"
 
 
 class TaskLife:
@@ -188,9 +197,9 @@ class TaskLife:
         if view is None:  # a trigger that saw no change since the deferral (a quiet queue) sends no description
             view = latest_view(self.hook, JobView.parse(self.kind, {self.kind.name_field: ended.job_name}), self.log)
         # The event's text read once, as times; an event that names no deadline waits as a fresh job would.
-        wait = Wait(
-            ended.announced, to_time(ended.deadline) or default_deadline(self.kind), to_time(ended.pending_deadline)
-        )
+        pending_deadline = to_time(ended.pending_deadline)
+        deadline = to_time(ended.deadline) or default_deadline(self.kind)
+        wait = Wait(ended.announced, deadline, pending_deadline, pending_bound(claim, pending_deadline))
         return self._after(ended.outcome, view, wait, ended.message)
 
     def _follow(self, claim: attempts.JobClaim, request: Mapping[str, Any], reattached: bool = False) -> Step:
@@ -217,7 +226,7 @@ class TaskLife:
         if announced:
             self.outcome.announce(view)
         self.claims.save(claim.advanced(attempts.DEFERRED if self.waiting.deferrable else attempts.BLOCKING))
-        return self._wait(view, Wait(announced, *deadlines))
+        return self._wait(view, Wait(announced, *deadlines, pending_bound(claim, deadlines.pending_deadline)))
 
     def _wait(self, view: JobView, wait: Wait) -> Step:
         """Wait for the job's end: in the triggerer, which announces the selection itself, or in this slot,
@@ -301,7 +310,7 @@ class TaskLife:
             return self._finish(view, wait.announced)
         stop = self.waiting.stop_on_timeout
         if outcome is WaitOutcome.PENDING_TIMEOUT:
-            why = no_capacity_message(view, self.waiting.pending_bound)
+            why = no_capacity_message(view, wait.pending_bound)
             self.outcome.abandon(self.hook, view, error=NoCapacityError, message=why, stop=stop, left="queued")
         if outcome is WaitOutcome.TIMEOUT:
             self.outcome.abandon(

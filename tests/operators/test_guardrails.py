@@ -231,7 +231,13 @@ def test_finish_by_below_the_floor_is_enforced_by_the_task_and_kept_for_a_retry(
         retry.execute(context(FakeTI(try_number=2), store))
     assert pendulum.parse(again.value.trigger.pending_deadline) == until
     assert len(server.engine.jobs) == 1
-    event = {"status": "pending_timeout", "job_name": job.name, "description": {}, "announced": False}
+    event = {
+        "status": "pending_timeout",
+        "job_name": job.name,
+        "description": {},
+        "announced": False,
+        "pending_deadline": again.value.trigger.pending_deadline,  # as the trigger sends it back
+    }
     with pytest.raises(NoCapacityError, match="got no capacity in time to finish by finish_by"):
         retry.execute_complete(context(FakeTI(try_number=2), store), event)
 

@@ -135,3 +135,82 @@ def test_the_ledger_history_is_the_median_of_this_tasks_completed_runs_per_confi
     assert history("ml.p4d.24xlarge", 2) == (900.0, 3)
     assert history("ml.p5.48xlarge", 1) == (3000.0, 1)
     assert history("ml.p4d.24xlarge", 1) is None
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str]] = []
+
+    def info(self, message: str, *args: object) -> None:
+        self.said.append(("info", message % args))
+
+    def warning(self, message: str, *args: object) -> None:
+        self.said.append(("warning", message % args))
+
+
+def _run(kind, on_violation="drop"):
+    from types import SimpleNamespace
+
+    from airflow_sm_prefs.preflight.check import Run
+
+    ti = SimpleNamespace(dag_id="nightly", task_id="fine_tune")
+    return Run(kind, {"ti": ti}, account=None, log=_Log(), on_violation=on_violation)  # type: ignore[arg-type]
+
+
+def _p4d_took_ten_minutes(asked: list):
+    def history_of(dag_id: str, task_id: str, kind):
+        asked.append((dag_id, task_id, kind.name))
+        return lambda instance_type, count: (600.0, 3) if (instance_type, count) == ("ml.p4d.24xlarge", 2) else None
+
+    return history_of
+
+
+def test_the_check_is_on_only_with_a_deadline_and_reads_it_as_utc():
+    assert finish_by.FinishesBy.from_arguments(TRAINING, {}) is None
+    assert finish_by.FinishesBy.from_arguments(TRAINING, {"finish_by": None}) is None
+    templated = finish_by.FinishesBy.from_arguments(TRAINING, {"finish_by": "{{ data_interval_end }}"})
+    assert templated == finish_by.FinishesBy("{{ data_interval_end }}")
+    given = finish_by.FinishesBy.from_arguments(TRAINING, {"finish_by": "2026-11-30T06:00:00+01:00"})
+    assert given == finish_by.FinishesBy(pendulum.datetime(2026, 11, 30, 5, 0, tz="UTC"))
+    with pytest.raises(RequestValidationError, match="finish_by must be a datetime"):
+        finish_by.FinishesBy.from_arguments(TRAINING, {"finish_by": "tomorrow morning"})
+
+
+def test_before_create_drops_what_cannot_finish_and_sagemaker_holds_the_bound(monkeypatch):
+    from airflow_sm_prefs.preflight.check import Listed
+
+    asked: list = []
+    monkeypatch.setattr(finish_by, "ledger_history", _p4d_took_ten_minutes(asked))
+    run = _run(TRAINING)
+    given = training_request("x", GPU_PAIR)  # MaxRuntimeInSeconds 3600: the p5 cannot finish in 50 minutes
+    monkeypatch.setattr(pendulum, "now", lambda tz=None: NOW)
+    listed = finish_by.FinishesBy(NOW.add(minutes=50)).before_create(run, Listed.of(given))
+    assert asked == [("nightly", "fine_tune", "training")]
+    (dropped,) = listed.dropped
+    assert dropped["rank"] == 0 and dropped["reason"].startswith("preference #1 (1 x ml.p5.48xlarge): expected to")
+    assert [e["InstanceType"] for e in listed.request["ResourceConfig"]["InstancePreferences"]] == ["ml.p4d.24xlarge"]
+    assert listed.request["StoppingCondition"]["MaxPendingTimeInSeconds"] == 40 * 60 and listed.pending_until is None
+    assert given == training_request("x", GPU_PAIR)  # the caller's request is untouched
+    assert ("warning", f"Dropped {dropped['reason']}") in run.log.said
+    assert run.log.said[-1] == (
+        "info",
+        "finish_by=2026-11-30T02:50:00Z: the job may wait for capacity 40m00s, until 2026-11-30T02:40:00Z (the "
+        "longest expected run kept: 10m00s), as MaxPendingTimeInSeconds",
+    )
+
+
+def test_before_create_leaves_the_bound_to_the_task_for_processing_and_keeps_the_guardrails_reasons(monkeypatch):
+    from airflow_sm_prefs.preflight.check import Listed
+
+    monkeypatch.setattr(finish_by, "ledger_history", _p4d_took_ten_minutes([]))
+    run = _run(PROCESSING)
+    given = processing_request("x", GPU_PAIR)
+    objected = Listed.of(given).objected({0: "preference #1: over the cost cap"})
+    monkeypatch.setattr(pendulum, "now", lambda tz=None: NOW)
+    listed = finish_by.FinishesBy(NOW.add(hours=3)).before_create(run, objected)
+    # The guardrail dropped the first already: it is not judged again (its hour would leave 2 h), and keeps its
+    # own reason.
+    assert [(d["rank"], d["reason"]) for d in listed.dropped] == [(0, "preference #1: over the cost cap")]
+    assert "MaxPendingTimeInSeconds" not in listed.request.get("StoppingCondition", {})
+    assert listed.pending_until == "2026-11-30T04:50:00Z"
+    assert run.log.said[-1][1].endswith("(the longest expected run kept: 10m00s), enforced by this task")

@@ -194,3 +194,123 @@ def test_only_the_reserve_command_buys_a_plan():
         str(path.relative_to(package)) for path in package.rglob("*.py") if "plan_purchase" in path.read_text()
     )
     assert buyers == ["surface/plans_commands.py"]  # the reserve command, alone
+
+
+def test_training_plans_is_auto_or_off_and_for_training_alone():
+    from airflow_sm_prefs.request.jobs import PROCESSING
+    from airflow_sm_prefs.request.preferences import RequestValidationError
+
+    assert plans_first.PlansFirst.from_arguments(TRAINING, {}) is None
+    assert plans_first.PlansFirst.from_arguments(TRAINING, {"training_plans": "auto"}) == plans_first.PlansFirst()
+    with pytest.raises(RequestValidationError, match=r"training_plans must be 'auto' or None, got 'yes'"):
+        plans_first.PlansFirst.from_arguments(TRAINING, {"training_plans": "yes"})
+    with pytest.raises(RequestValidationError, match=r"training_plans='auto' is for training jobs: .* processing"):
+        plans_first.PlansFirst.from_arguments(PROCESSING, {"training_plans": "auto"})
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str]] = []
+
+    def info(self, message: str, *args: object) -> None:
+        self.said.append(("info", message % args))
+
+    def warning(self, message: str, *args: object) -> None:
+        self.said.append(("warning", message % args))
+
+
+def _run(plans_client):
+    from airflow_sm_prefs.preflight.check import Account, Run
+
+    account = Account("us-east-1", quota_client=lambda: None, cache_key=(), plans_client=plans_client)
+    return Run(TRAINING, {}, account, _Log(), "drop")  # type: ignore[arg-type]
+
+
+def _request():
+    from tests.helpers import training_request
+
+    return training_request("x", [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2}, ENTRY.api])
+
+
+def test_before_create_puts_the_plan_that_can_take_the_job_first_and_says_which(monkeypatch):
+    from airflow_sm_prefs.preflight.check import Listed
+    from airflow_sm_prefs.sagemaker import training_plans
+
+    made: list[str] = []
+    monkeypatch.setattr(training_plans, "account_plans", lambda client: [_plan("full", available=0), _plan("room")])
+    monkeypatch.setattr(plans_first.pendulum, "now", lambda tz=None: NOW)
+    run = _run(lambda: made.append("client") or "client")
+    listed = plans_first.PlansFirst().before_create(run, Listed.of(_request()))
+    first, second = listed.request["ResourceConfig"]["InstancePreferences"]
+    assert first == {**ENTRY.api, "TrainingPlanArns": [_plan("room").arn]} and "TrainingPlanArns" not in second
+    assert listed.training_plan == {
+        "plan_arn": _plan("room").arn,
+        # The roomiest plan is tried first: the full one is not looked at.
+        "notes": [
+            "training plan room put first for preference #2 (2 x ml.p5.48xlarge): 2 of its 2 reserved instances "
+            "free now"
+        ],
+    }
+    assert [said for level, said in run.log.said if level == "info"] == [
+        f"training_plans='auto': {note}" for note in listed.training_plan["notes"]
+    ]
+    assert made == ["client"]
+
+
+def test_before_create_weighs_a_plan_starting_against_finish_bys_bound(monkeypatch):
+    """A plan that becomes Active after the task's own pending deadline (finish_by) cannot take the job."""
+    from airflow_sm_prefs.preflight.check import Listed
+    from airflow_sm_prefs.sagemaker import training_plans
+
+    later = _plan("later", status="Scheduled", available=0, start=NOW + dt.timedelta(hours=2))
+    monkeypatch.setattr(training_plans, "account_plans", lambda client: [later])
+    monkeypatch.setattr(plans_first.pendulum, "now", lambda tz=None: NOW)
+    bounded = Listed.of(_request())
+    bounded = type(bounded)(bounded.given, bounded.request, pending_until=(NOW + dt.timedelta(hours=1)).isoformat())
+    listed = plans_first.PlansFirst().before_create(_run(lambda: "client"), bounded)
+    assert listed.request == _request() and listed.training_plan is not None
+    assert listed.training_plan["plan_arn"] is None
+    (note,) = listed.training_plan["notes"]
+    assert note.endswith("after the job would stop waiting (1h00m00s from now)")
+    unbounded = plans_first.PlansFirst().before_create(_run(lambda: "client"), Listed.of(_request()))
+    assert unbounded.training_plan is not None and unbounded.training_plan["plan_arn"] == later.arn
+
+
+def test_plans_that_cannot_be_read_cost_the_check_with_one_warning_never_the_task(monkeypatch):
+    from airflow_sm_prefs.preflight.check import Listed
+    from airflow_sm_prefs.sagemaker import training_plans
+
+    def denied(client):
+        raise PermissionError("AccessDeniedException: not authorized to perform sagemaker:ListTrainingPlans")
+
+    monkeypatch.setattr(training_plans, "account_plans", denied)
+    run = _run(lambda: "client")
+    listed = plans_first.PlansFirst().before_create(run, Listed.of(_request()))
+    assert listed.request == _request()
+    assert listed.training_plan == {"plan_arn": None, "notes": ["the account's training plans could not be read"]}
+    (warning,) = [said for level, said in run.log.said if level == "warning"]
+    assert warning.startswith(
+        "Training plans not checked: could not read them from SageMaker (PermissionError: AccessDeniedException"
+    )
+
+
+def test_a_named_plan_is_asked_for_once_per_create_call_and_a_failure_is_unknown(monkeypatch):
+    from airflow_sm_prefs.sagemaker import training_plans
+
+    asked: list[str] = []
+
+    def plan_named(client, arn):
+        asked.append(arn)
+        if arn.endswith("/broken"):
+            raise TimeoutError("read timed out")
+        return None if arn.endswith("/gone") else _plan("p")
+
+    monkeypatch.setattr(training_plans, "plan_named", plan_named)
+    clients: list[int] = []
+    reader = plans_first.PlansReader(lambda: clients.append(1) or "client", _Log())
+    arn = _plan("p").arn
+    assert reader.named(arn) == (True, _plan("p")) and reader.named(arn) == (True, _plan("p"))
+    assert reader.named(arn.replace("/p", "/gone")) == (True, None)
+    assert reader.named(arn.replace("/p", "/broken")) == (False, None)
+    assert asked == [arn, arn.replace("/p", "/gone"), arn.replace("/p", "/broken")] and clients == [1]
+    assert len(reader.log.said) == 1 and "TimeoutError: read timed out" in reader.log.said[0][1]

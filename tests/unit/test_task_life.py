@@ -171,11 +171,26 @@ def test_an_event_without_a_description_asks_sagemaker_and_falls_back_to_the_nam
     assert any("recording the last status seen" in m for m in log.messages)
 
 
-def test_no_capacity_in_time_stops_the_job_and_names_the_bound():
+FINISH_BY_MOMENT = "2030-01-01T00:30:00Z"  # finish_by's bound, kept with the claim as pending_until
+
+
+@pytest.mark.parametrize(
+    ("pending_deadline", "words"),
+    [
+        ("2030-01-01T00:30:00+00:00", "in time to finish by finish_by"),  # finish_by's moment passed
+        ("2030-01-01T00:15:00+00:00", "within max_pending"),  # max_pending's came first, finish_by or not
+        (None, "within max_pending"),  # an event from a trigger that sent no pending deadline
+    ],
+)
+def test_no_capacity_in_time_stops_the_job_and_names_the_bound_that_passed(pending_deadline, words):
     hook = FakeHook(described("job-a"))
-    task, context, _ = life(hook, replace(WAITING, pending_bound="in time to finish by finish_by"))
-    with pytest.raises(NoCapacityError, match=r"in time to finish by finish_by.*the job was stopped"):
-        task.resume(ended(WaitOutcome.PENDING_TIMEOUT, description=described("job-a")), dict)
+    task, context, _ = life(hook, replace(WAITING, max_pending=900))
+    context["task_state_store"][attempts.STATE_KEY]["pending_until"] = FINISH_BY_MOMENT
+    event = replace(
+        ended(WaitOutcome.PENDING_TIMEOUT, description=described("job-a")), pending_deadline=pending_deadline
+    )
+    with pytest.raises(NoCapacityError, match=rf"got no capacity {words} \(.*the job was stopped"):
+        task.resume(event, dict)
     assert hook.stopped == ["job-a"]
     assert context["ti"].xcoms["record"]["status"] == "Stopped"
 
