@@ -25,7 +25,7 @@ DOCS_STAMP := $(DOCS_VENV)/.installed-$(shell cat $(DOCS_CONSTRAINTS) | sha1sum 
 # campaign's user actions on a running Airflow (a deferred task marked failed, one cleared, a run marked
 # failed: each job stopped, no second job), the task instance tab clicked in the platform's own UI (an unmapped
 # and a mapped task), and the job's lines in the task log with task logs in CloudWatch;
-# two test modules at a time, as the main run does.
+# a test module a worker, as many workers as the fast layer (most of these are its tests).
 # MWAA 3.3.1 shares its Airflow line with the project's lock (.venv, which runs everything): only its botocore differs.
 PLATFORMS := mwaa-3.1.6 mwaa-3.2.1 mwaa-3.3.1
 DAGS_TEST := "tests/integration/test_dags_test.py::test_dag_falls_back_to_the_second_preference"
@@ -94,7 +94,8 @@ unit: venv
 
 # Every layer that starts no Airflow (unit, triggers, operators and the CLI against the emulator over HTTP): about
 # 5 minutes on 2 cores, the one to run before a commit. Its tests mostly wait (on deadlines, the emulator's
-# clock, HTTP): at one worker a core it kept 2 cores 31 % busy (8:37), at two a core 61 % (5:08).
+# clock, HTTP): at one worker a core it kept 2 cores 31 % busy (8:37), at two a core 61 % (5:08). The platform
+# matrix runs its share of these layers the same way.
 CORES := $(shell nproc 2>/dev/null || echo 2)
 FAST_WORKERS ?= $(shell echo $$(( 2 * $(CORES) )))
 fast: venv
@@ -111,14 +112,16 @@ platforms: $(PLATFORMS:%=platform-%)
 platform-%:
 	@venv=$$(tools/platform_env $*) && \
 	echo "== $*: $$($$venv/bin/python -c 'import airflow, botocore; print("Airflow", airflow.__version__, "botocore", botocore.__version__)' 2>/dev/null)" && \
-	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra --numprocesses 2 --dist loadfile $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
+	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra --numprocesses $(FAST_WORKERS) --dist loadfile $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
 
-# Then three things side by side: the layers that start no Airflow, the ones that do, and the platform matrix, one
-# platform at a time. All of them mostly wait (on Airflow, the emulator's clock, deadlines, the package index):
-# run one after another they kept 2 cores 31 % (fast layer) to 68 % (processes beside a platform) busy.
-# Each keeps its output together (--output-sync); nothing in any depends on how fast the others let it run.
+# The layers that start no Airflow first (about 5 minutes); then the ones that do beside the platform matrix, one
+# platform at a time, as two make jobs. Each part mostly waits (on Airflow, the emulator's clock, deadlines):
+# with two workers the processes beside a platform kept 2 cores 68 % busy, so they get a worker more. All three
+# at once kept the cores 100 % busy for 18 minutes and starved the fast layer's deadlines: it is not worth it.
+# Each keeps its output together (--output-sync); nothing in either depends on how fast the other lets it run.
 test: lint typecheck docs browser sdk-venv
-	$(MAKE) --no-print-directory --output-sync=target -j3 fast process-layer platforms
+	$(MAKE) --no-print-directory fast
+	$(MAKE) --no-print-directory --output-sync=target -j2 process-layer platforms
 
 # One test module per worker (a module shares one stack), the longest started first (tests/conftest.py,
 # SLOWEST_FIRST): a worker more than the cores, as a stack of Airflow processes mostly waits.

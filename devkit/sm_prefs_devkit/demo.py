@@ -261,30 +261,24 @@ def plans_chapter(stack: LocalStack) -> tuple[str, str]:
     """`airflow-sm-prefs plans advise`, then `plans reserve` of the offering it advises, capped at its fee: what
     both printed, and the name of the plan bought. The clock is then moved on until the plan is Active.
 
-    An offering starts on the hour, so SageMaker carves new ones each hour: the clock is first moved to just past
-    an hour, which leaves the commands most of a virtual hour (a real minute at the scenario's speed) to buy the
-    one advised. Were it gone all the same, it is searched for again, once, as a person would."""
+    An offering starts on the hour, so SageMaker carves new ones each hour: the emulator's clock stands still from
+    just past an hour while the commands run (a person buys within minutes; a busy machine may take longer than
+    a virtual hour, a real minute at the scenario's speed), then runs again."""
     import json
 
-    _clock_to_just_past_an_hour(stack)
-    said = [as_typed(["plans", "advise"], plans_command(stack, "plans", "advise"))]
-    advice = json.loads(plans_command(stack, "plans", "advise", "--format", "json"))
-    advised = [group for group in advice if group["verdict"] == "reserve"]
-    if not advised:
-        raise StackError("`airflow-sm-prefs plans advise` advised no plan: see what it printed above")
-    offering = advised[0]["offering"]
+    was = control(stack.emulator_url, "clock", {"speed": 0})["was"]
     try:
-        bought = _reserve(stack, offering, said)
-    except StackError as error:
-        if "no longer offers" not in str(error):
-            raise
         _clock_to_just_past_an_hour(stack)
-        search = ["--instance-type", offering["instance_type"], "--count", str(offering["instance_count"])]
-        search += ["--hours", f"{offering['duration_hours']:g}", "--format", "json"]
-        offering = json.loads(plans_command(stack, "plans", "offerings", *search))[0]
-        bought = _reserve(stack, offering, said)
-    plan = next(line for line in bought.splitlines() if line.startswith("ARN: ")).rpartition("/")[2]
-    _clock_to_active(stack, plan)
+        said = [as_typed(["plans", "advise"], plans_command(stack, "plans", "advise"))]
+        advice = json.loads(plans_command(stack, "plans", "advise", "--format", "json"))
+        advised = [group for group in advice if group["verdict"] == "reserve"]
+        if not advised:
+            raise StackError("`airflow-sm-prefs plans advise` advised no plan: see what it printed above")
+        bought = _reserve(stack, advised[0]["offering"], said)
+        plan = next(line for line in bought.splitlines() if line.startswith("ARN: ")).rpartition("/")[2]
+        _clock_to_active(stack, plan)
+    finally:
+        control(stack.emulator_url, "clock", {"speed": was})
     return "\n\n".join(said), plan
 
 

@@ -115,13 +115,16 @@ def test_amazon_provider_hook_creates_and_describes(start_emulator, aws_connecti
     assert description["ResourceConfig"]["SelectedInstanceType"] == "ml.p4d.24xlarge"
 
 
-def test_amazon_provider_hook_follows_logs_of_a_job_that_has_none_yet(start_emulator, aws_connection):
+def test_amazon_provider_hook_follows_logs_of_a_job_that_has_none_yet(start_emulator, aws_connection, tmp_path):
     """`print_log=True` asks CloudWatch Logs for the job's streams; a queued job has none, and the emulator
     answers like AWS for a log group that does not exist (it once answered UnknownOperationException, which
     crashed the provider)."""
     from airflow.providers.amazon.aws.hooks.sagemaker import LogState, SageMakerHook
 
-    server = start_emulator("all-busy-then-free")
+    # Sold out for good: the job is still queued however long a busy machine takes between the calls below.
+    scenario = tmp_path / "sold-out.yaml"
+    scenario.write_text("capacity: {ml.p5.48xlarge: 0, ml.p4d.24xlarge: 0}\n")
+    server = start_emulator(str(scenario))
     hook = SageMakerHook(aws_conn_id=aws_connection(server))
     hook.create_training_job(training_request("logged-job", GPU_PAIR), wait_for_completion=False, print_log=False)
     state, _, _ = hook.describe_training_job_with_log("logged-job", {}, [], 1, LogState.TAILING, {}, 0.0)

@@ -496,3 +496,66 @@ def test_each_job_draws_its_own_delay_from_the_range_the_same_on_every_run():
     assert scenario_module.parse({}).selection_delay_for("job") == 0.0
     with pytest.raises(scenario_module.ScenarioError, match="selection_delay_seconds"):
         scenario_module.parse({"selection_delay_seconds": [-1, 5]})
+
+
+AFTER_WAITING = """
+speed: 1
+capacity: {ml.p5.48xlarge: 0, ml.p4d.24xlarge: 0}
+events:
+  - at: 3600  # from an hour in: back half an hour after the first job listing ml.p4d.24xlarge began waiting
+    after_waiting: {instance_type: ml.p4d.24xlarge, seconds: 1800}
+    set_capacity: {ml.p4d.24xlarge: 4}
+"""
+
+
+def _pending_seconds(client, name: str) -> float:
+    described = client.describe_training_job(TrainingJobName=name)
+    started = next(t["StartTime"] for t in described["SecondaryStatusTransitions"] if t["Status"] == "Starting")
+    return (started - described["CreationTime"]).total_seconds()
+
+
+def test_an_event_after_a_wait_comes_that_long_after_the_first_job_listing_its_type_began_waiting(
+    start_emulator, tmp_path
+):
+    scenario = tmp_path / "after-waiting.yaml"
+    scenario.write_text(AFTER_WAITING)
+    state = tmp_path / "state.json"
+    server = start_emulator(str(scenario), state_file=state)
+    client = boto_client(server.endpoint_url)
+    p4d_alone = [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2}]
+    client.create_training_job(**training_request("too-early", p4d_alone))  # before `at`: arms nothing
+    control(server.endpoint_url, "advance", {"seconds": 4000})
+    client.create_training_job(
+        **training_request("other-type", [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}])
+    )
+    control(server.endpoint_url, "advance", {"seconds": 5000})  # however long the client took to create it
+    assert _resources(client.describe_training_job(TrainingJobName="too-early")).get("SelectedInstanceType") is None
+    client.create_training_job(**training_request("waits", GPU_PAIR))
+    server.stop()  # the armed event is kept across a restart
+    server = start_emulator(str(scenario), state_file=state)
+    client = boto_client(server.endpoint_url)
+    control(server.endpoint_url, "advance", {"seconds": 1799})
+    assert _resources(client.describe_training_job(TrainingJobName="waits")).get("SelectedInstanceType") is None
+    control(server.endpoint_url, "advance", {"seconds": 2})
+    for name in ("too-early", "waits"):
+        assert _resources(client.describe_training_job(TrainingJobName=name))["SelectedInstanceType"] == (
+            "ml.p4d.24xlarge"
+        )
+    assert abs(_pending_seconds(client, "waits") - 1800) < 1, "placed when the event came, half an hour in"
+    assert _resources(client.describe_training_job(TrainingJobName="other-type")).get("SelectedInstanceType") is None
+
+
+def test_the_clock_stops_while_a_client_does_several_things_and_still_moves_when_told(start_emulator):
+    server = start_emulator("nightly-weather")  # 60 virtual seconds a real second
+    said = control(server.endpoint_url, "clock", {"speed": 0})
+    assert (said["speed"], said["was"]) == (0, 60)
+    stopped = control(server.endpoint_url, "health")["virtual_time"]
+    time.sleep(0.5)  # 30 virtual seconds at the scenario's speed
+    assert control(server.endpoint_url, "health")["virtual_time"] == stopped
+    moved = control(server.endpoint_url, "advance", {"seconds": 3600})["virtual_time"]
+    assert moved == stopped + 3600
+    assert control(server.endpoint_url, "clock", {"speed": said["was"]})["was"] == 0
+    time.sleep(0.1)
+    assert control(server.endpoint_url, "health")["virtual_time"] > moved
+    with pytest.raises(Exception, match="400"):
+        control(server.endpoint_url, "clock", {"speed": -1})

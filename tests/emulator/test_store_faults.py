@@ -20,7 +20,9 @@ from tests.unit.test_report import entry
 
 pytestmark = pytest.mark.emulator
 
-DEADLINE = 4.0  # [sm_prefs] storage_timeout in these tests: two attempts of 2 s per request
+# [sm_prefs] storage_timeout while the store misbehaves: two attempts of 2 s per request. A store that answers
+# keeps the default (30 s), so a busy machine's slow answer is never taken for a fault.
+DEADLINE = 4.0
 FAULTS = ["refused", "blackhole", "reset", 403, 500, 503, "truncate"]
 # What the line says of each fault. A cut answer whose length is not in doubt may also time out; a reset that
 # lands while aiohttp is still connecting is reported by it as a failed connect, so either phrasing is true.
@@ -50,7 +52,6 @@ def store(start_emulator, monkeypatch, tmp_path):
         monkeypatch.delenv(f"AIRFLOW__SM_PREFS__{option}", raising=False)
     monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE", "s3://team-bucket/sm-prefs")
     monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_CONN_ID", "team_store")
-    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_TIMEOUT", str(DEADLINE))
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "home"))
     for name, rank, pending in (("a", 0, 7200), ("b", 1, 300), ("c", 1, 200)):
         assert ledger_writing.write(entry(name, rank, pending=pending))
@@ -63,10 +64,17 @@ def store(start_emulator, monkeypatch, tmp_path):
 
 
 def _apply(fault, proxy: FaultyStore, monkeypatch) -> None:
+    """The store fails with ``fault``, and the package waits for it ``DEADLINE`` at most."""
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__STORAGE_TIMEOUT", str(DEADLINE))
     if fault == "refused":  # nothing listens where the connection points
         proxy.stop()
     else:
         proxy.fault = fault
+
+
+def _heal(proxy: FaultyStore, monkeypatch) -> None:
+    proxy.fault = None
+    monkeypatch.delenv("AIRFLOW__SM_PREFS__STORAGE_TIMEOUT")
 
 
 def _one_line(capsys, argv: list[str]) -> tuple[int, str, float]:
@@ -169,15 +177,15 @@ def test_a_registry_write_the_store_refuses_says_why_within_the_deadline(store, 
 
 
 @pytest.mark.parametrize("fault", [f for f in FAULTS if f != "refused"])
-def test_an_entry_the_store_refused_is_kept_on_the_host_and_sent_with_the_next(store, fault, caplog):
+def test_an_entry_the_store_refused_is_kept_on_the_host_and_sent_with_the_next(store, fault, caplog, monkeypatch):
     proxy, _ = store
-    proxy.fault = fault
+    _apply(fault, proxy, monkeypatch)
     with caplog.at_level(logging.WARNING):
         assert ledger_writing.write(entry("d", 0, pending=60)) is False
     kept = ledger_writing.spool_folder() / "nightly" / "d.us-east-1.json"
     assert kept.is_file()
     assert any("kept on this host in" in record.getMessage() for record in caplog.records)
-    proxy.fault = None  # the store is back
+    _heal(proxy, monkeypatch)  # the store is back
     assert ledger_writing.write(entry("e", 1, pending=90)) is True
     names = sorted(e["job_name"] for e in ledger_reading.read().entries)
     assert names == ["a", "b", "c", "d", "e"], "the kept entry reached the ledger with the next one"
@@ -194,7 +202,7 @@ def test_the_capacity_page_keeps_its_last_page_and_says_since_when_the_store_fai
     first = client.get("/capacity")
     assert first.status_code == 200 and "fine_tune" in first.text and "Since " not in first.text
     proxy, _ = store
-    proxy.fault = fault
+    _apply(fault, proxy, monkeypatch)
     started = time.monotonic()
     failing = client.get("/capacity")
     assert time.monotonic() - started < 20 * DEADLINE

@@ -55,6 +55,15 @@ def handle(emulator: Emulator, method: str, path: str, body: dict[str, Any]) -> 
             engine.advance()
         emulator.save()
         return {"ok": True, "virtual_time": engine.clock.now()}
+    if method == "POST" and route == "clock":
+        # A client that must do several things at one virtual moment (the demo's advice, then its purchase)
+        # stops the clock meanwhile, however busy the machine; ``advance`` still moves it.
+        speed = scenario_module.validated(scenario_module.Speed, body["speed"], f"{route}.speed")
+        with engine.lock:
+            engine.advance()
+            was = engine.clock.speed
+            engine.clock.run_at(speed)
+        return {"ok": True, "speed": speed, "was": was}
     if method == "POST" and route == "faults":
         emulator.faults = scenario_module.parse_faults(body, "POST /_emulator/faults")
         return {"ok": True, "faults": asdict(emulator.faults)}

@@ -56,6 +56,8 @@ class SavedState(TypedDict):
     # The wall clock when ``now`` was read: the virtual clock goes on from there on restart (state files
     # before 0.4 have none, and resume at ``now``).
     saved_at: NotRequired[FiniteFloat]
+    # Scenario events still waiting for a job to wait (``after_waiting``), by index (before 0.6: none had one).
+    armed: NotRequired[list[int]]
 
 
 class Clock:
@@ -72,6 +74,11 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self._base += seconds
+
+    def run_at(self, speed: float) -> None:
+        """From now on, ``speed`` virtual seconds a real second (0: stopped until told again)."""
+        self._base, self._real_anchor = self.now(), time.monotonic()
+        self.speed = speed
 
 
 class Engine:
@@ -97,6 +104,7 @@ class Engine:
         self.plans = training_plans.PlanBook(scenario, self.clock.origin)
         self.calls: Counter[str] = Counter()
         self.version = 0
+        self.armed = {i for i, event in enumerate(scenario.events) if event.after_waiting is not None}
         if schedule_scenario:
             self._schedule_scenario()
 
@@ -104,7 +112,8 @@ class Engine:
 
     def _schedule_scenario(self) -> None:
         for index, event in enumerate(self.scenario.events):
-            self._push(self.clock.origin + event.at, "scenario_event", [index])
+            if index not in self.armed:
+                self._push(self.clock.origin + event.at, "scenario_event", [index])
         for at in self.plans.changes():
             self._push(at, "capacity_changed", [])
 
@@ -396,6 +405,13 @@ class Engine:
     def _wait_in_queue(self, kind: EmulatedKind, job: Job, now: float) -> None:
         job.pending = True
         self._transition(job, now, "Pending", WAITING_MESSAGE.format(types=job.candidate_types))
+        listed = {candidate.instance_type for candidate in job.candidate_objects()}
+        for index in sorted(self.armed):
+            event = self.scenario.events[index]
+            assert event.after_waiting is not None
+            if now >= self.clock.origin + event.at and event.after_waiting.instance_type in listed:
+                self.armed.discard(index)
+                self._push(now + event.after_waiting.seconds, "scenario_event", [index])
         if kind.times_out_pending:
             limit = (job.request.get("StoppingCondition") or {}).get("MaxPendingTimeInSeconds")
             if limit is None:
@@ -512,6 +528,7 @@ class Engine:
                 "plan_used": dict(self.plan_used),
                 "training_plans": self.plans.to_state(),
                 "jobs": [dataclasses.asdict(j) for j in self.jobs.values()],
+                "armed": sorted(self.armed),
             }
 
     @classmethod
@@ -538,6 +555,7 @@ class Engine:
         engine.held = Counter(saved["held"])
         engine.plan_used = Counter(saved["plan_used"])
         engine.plans.restore(saved.get("training_plans", {}))
+        engine.armed = set(saved.get("armed", engine.armed))
         return engine
 
     def snapshot(self) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ class ScenarioError(ValueError):
 _MAX_SECONDS = 1e9  # about 31 years
 _MAX_COUNT = 1_000_000
 Seconds = Annotated[StrictFloat, Field(ge=0, le=_MAX_SECONDS, allow_inf_nan=False)]
+Speed = Annotated[StrictFloat, Field(ge=0, le=1e6, allow_inf_nan=False)]  # virtual seconds a real one; 0: stopped
 Count = Annotated[StrictInt, Field(ge=0, le=_MAX_COUNT)]
 Rate = Annotated[StrictFloat, Field(ge=0, le=1, allow_inf_nan=False)]
 Name = Annotated[StrictStr, Field(min_length=1, max_length=256)]
@@ -50,9 +51,20 @@ _SETTINGS = ConfigDict(extra="forbid")
 
 
 @dataclass(frozen=True, config=_SETTINGS)
+class AfterWaiting:
+    """An event's moment set by the queue rather than the clock: ``seconds`` after the first job listing
+    ``instance_type`` began waiting for capacity (at or after the event's ``at``). How long that job waits is
+    then the scenario's, however long a busy client took to create it."""
+
+    instance_type: Name
+    seconds: Seconds
+
+
+@dataclass(frozen=True, config=_SETTINGS)
 class CapacityEvent:
     at: Seconds
     set_capacity: dict[Name, Count]
+    after_waiting: AfterWaiting | None = None
 
 
 @dataclass(frozen=True, config=_SETTINGS)
