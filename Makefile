@@ -41,7 +41,7 @@ PLATFORM_TESTS := tests/platforms tests/operators tests/triggers tests/unit/test
 PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST) $(USER_ACTIONS) $(TASK_TAB) \
 	$(CLOUDWATCH_TASK_LOGS) $(CLOUDWATCH_METRICS)
 
-.PHONY: mutation platforms process-layer venv demo-venv sdk-venv docs-venv docs lock browser test lint typecheck unit fast demo emulator bench faults stack production-faults clean
+.PHONY: mutation platforms platform-envs process-layer venv demo-venv sdk-venv docs-venv docs lock browser test lint typecheck unit fast demo emulator bench faults stack production-faults clean
 
 venv: $(STAMP)
 
@@ -109,18 +109,25 @@ browser:
 
 platforms: $(PLATFORMS:%=platform-%)
 
+# Each platform's environment alone (pip, a core at most), built beside the fast layer in `make test`.
+platform-envs: $(PLATFORMS:%=platform-env-%)
+
+platform-env-%:
+	@tools/platform_env $* > /dev/null
+
 platform-%:
 	@venv=$$(tools/platform_env $*) && \
 	echo "== $*: $$($$venv/bin/python -c 'import airflow, botocore; print("Airflow", airflow.__version__, "botocore", botocore.__version__)' 2>/dev/null)" && \
 	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra --numprocesses $(FAST_WORKERS) --dist loadfile $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
 
-# The layers that start no Airflow first (about 5 minutes); then the ones that do beside the platform matrix, one
-# platform at a time, as two make jobs. Each part mostly waits (on Airflow, the emulator's clock, deadlines):
-# with two workers the processes beside a platform kept 2 cores 68 % busy, so they get a worker more. All three
-# at once kept the cores 100 % busy for 18 minutes and starved the fast layer's deadlines: it is not worth it.
+# The layers that start no Airflow first (about 5 minutes, which keep 2 cores half busy), with the platforms'
+# environments installed beside them; then the layers that do beside the platform matrix, one platform at a time,
+# as two make jobs. Each part mostly waits (on Airflow, the emulator's clock, deadlines): with two workers the
+# processes beside a platform kept 2 cores 68 % busy, so they get a worker more. All three at once kept the
+# cores 100 % busy for 18 minutes and starved the fast layer's deadlines: it is not worth it.
 # Each keeps its output together (--output-sync); nothing in either depends on how fast the other lets it run.
 test: lint typecheck docs browser sdk-venv
-	$(MAKE) --no-print-directory fast
+	$(MAKE) --no-print-directory --output-sync=target -j2 fast platform-envs
 	$(MAKE) --no-print-directory --output-sync=target -j2 process-layer platforms
 
 # One test module per worker (a module shares one stack), the longest started first (tests/conftest.py,

@@ -113,12 +113,17 @@ async def test_throttling_and_5xx_are_ridden_out(start_emulator, aws_connection)
     boto_client(server.endpoint_url).create_training_job(**training_request("bumpy", GPU_PAIR))
     control(server.endpoint_url, "faults", {"throttle_rate": 0.5, "error_rate": 0.5})
     task = asyncio.ensure_future(_first_event(_trigger(aws_connection(server), "bumpy", wait_for="selection")))
-    await asyncio.sleep(1.5)
+    # Every call fails meanwhile (throttled or a 500): wait until two of them reached the emulator, however
+    # long a busy machine takes to start the trigger.
+    deadline = asyncio.get_running_loop().time() + 120
+    while server.engine.calls["DescribeTrainingJob"] < 2 and not task.done():
+        assert asyncio.get_running_loop().time() < deadline, "the trigger never asked SageMaker"
+        await asyncio.sleep(0.1)
     assert not task.done(), "errors must not end the wait"
     control(server.endpoint_url, "faults", {})
     payload = await task
     assert payload["status"] == "selected"
-    assert server.engine.calls["DescribeTrainingJob"] >= 2
+    assert server.engine.calls["DescribeTrainingJob"] >= 3, "two refused, then one answered"
 
 
 async def test_unobservable_job_is_an_error_event(start_emulator, aws_connection):
