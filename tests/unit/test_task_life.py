@@ -195,6 +195,14 @@ def test_no_capacity_in_time_stops_the_job_and_names_the_bound_that_passed(pendi
     assert context["ti"].xcoms["record"]["status"] == "Stopped"
 
 
+def test_a_wait_with_no_claim_to_read_names_max_pending():
+    """Airflow before 3.3 keeps the claim in XCom: a resume that finds none still words its failure."""
+    from airflow_sm_prefs.task.task_life import pending_bound
+
+    moment = pendulum.parse(FINISH_BY_MOMENT)
+    assert pending_bound(None, moment) == "within max_pending"
+
+
 def test_stop_on_timeout_false_leaves_the_job_running_and_says_so():
     hook = FakeHook(described("job-a", selected="ml.p4d.24xlarge"))
     task, _, _ = life(hook, replace(WAITING, stop_on_timeout=False))
