@@ -374,6 +374,9 @@ def test_triggers_on_one_connection_share_a_hook_renewed_after_a_while(monkeypat
 # -- the deferral hold and the trigger's own announcement (apache/airflow#67287: docs/how-it-works.md) ----------
 
 
+HOLD_SECONDS = 10
+
+
 async def test_an_event_is_held_until_the_hold_is_over_and_reports_the_jobs_latest_state(
     start_emulator, aws_connection
 ):
@@ -382,12 +385,20 @@ async def test_an_event_is_held_until_the_hold_is_over_and_reports_the_jobs_late
     server = start_emulator("ample")
     boto_client(server.endpoint_url).create_training_job(**training_request("held", GPU_PAIR))
     deferred_at = pendulum.now("UTC")
-    hold_until = deferred_at.add(seconds=3)
+    # Long enough for a trigger started on a busy machine to see the selection inside it (one started 4 s late
+    # under a CPU hog), short enough to wait out.
+    hold_until = deferred_at.add(seconds=HOLD_SECONDS)
     trigger = _trigger(
-        aws_connection(server), "held", wait_for="selection", deferred_at=deferred_at.isoformat(), hold_seconds=3
+        aws_connection(server),
+        "held",
+        wait_for="selection",
+        deferred_at=deferred_at.isoformat(),
+        hold_seconds=HOLD_SECONDS,
     )
     task = asyncio.ensure_future(_first_event(trigger))
-    await asyncio.sleep(1.0)
+    while server.engine.calls["DescribeTrainingJob"] < 1:  # the trigger has seen the job selected
+        assert pendulum.now("UTC") < hold_until, "the trigger did not look at the job inside the hold"
+        await asyncio.sleep(0.05)
     assert not task.done(), "an event was sent inside the hold"
     control(server.endpoint_url, "advance", {"seconds": 5000})
     payload = await task
