@@ -3,6 +3,7 @@ endpoint) and cost caps (the price table), refusing or dropping entries before a
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pendulum
@@ -204,7 +205,9 @@ def test_finish_by_sets_the_pending_bound_sagemaker_enforces(start_emulator, aws
     server = start_emulator("ample")
     operator = training_operator(aws_connection(server), finish_by="{{ data_interval_end.add(hours=6) }}")
     operator.finish_by = pendulum.now("UTC").add(hours=3).to_iso8601_string()  # as rendered
-    with pytest.raises(TaskDeferred):
+    # Deferred, or ended already: at 60x a busy machine may take the job's five virtual minutes to look at it
+    # after the create. What was sent is what counts.
+    with contextlib.suppress(TaskDeferred):
         operator.execute(context())
     (job,) = server.engine.jobs.values()
     # 3 hours left, the longest expected run (no history: MaxRuntimeInSeconds) is 1 hour.
