@@ -134,11 +134,18 @@ class TaskLog:
 
     def __init__(self) -> None:
         self.messages: list[str] = []
+        self.said: list[tuple[str, str]] = []  # (level, message), for a test that tells a warning from an info
 
-    def _record(self, message: str, *args: object, **_: object) -> None:
-        self.messages.append(message % args if args else message)
+    @staticmethod
+    def _at(level: str) -> Any:
+        def record(self: TaskLog, message: str, *args: object, **_: object) -> None:
+            text = message % args if args else message
+            self.messages.append(text)
+            self.said.append((level, text))
 
-    info = warning = debug = error = exception = _record
+        return record
+
+    info, warning, debug, error, exception = (_at("info"), _at("warning"), _at("debug"), _at("error"), _at("exception"))
 
     @property
     def lines(self) -> list[str]:

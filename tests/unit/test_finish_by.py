@@ -10,7 +10,7 @@ import pytest
 from airflow_sm_prefs.preflight import finish_by
 from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
 from airflow_sm_prefs.request.preferences import RequestValidationError
-from tests.helpers import GPU_PAIR, processing_request, training_request
+from tests.helpers import GPU_PAIR, TaskLog, processing_request, training_request
 
 NOW = pendulum.datetime(2026, 11, 30, 2, 0, tz="UTC")
 
@@ -137,24 +137,13 @@ def test_the_ledger_history_is_the_median_of_this_tasks_completed_runs_per_confi
     assert history("ml.p4d.24xlarge", 1) is None
 
 
-class _Log:
-    def __init__(self) -> None:
-        self.said: list[tuple[str, str]] = []
-
-    def info(self, message: str, *args: object) -> None:
-        self.said.append(("info", message % args))
-
-    def warning(self, message: str, *args: object) -> None:
-        self.said.append(("warning", message % args))
-
-
 def _run(kind, on_violation="drop"):
     from types import SimpleNamespace
 
     from airflow_sm_prefs.preflight.check import Run
 
     ti = SimpleNamespace(dag_id="nightly", task_id="fine_tune")
-    return Run(kind, {"ti": ti}, account=None, log=_Log(), on_violation=on_violation)  # type: ignore[arg-type]
+    return Run(kind, {"ti": ti}, account=None, log=TaskLog(), on_violation=on_violation)  # type: ignore[arg-type]
 
 
 def _p4d_took_ten_minutes(asked: list):

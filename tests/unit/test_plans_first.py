@@ -11,6 +11,7 @@ from airflow_sm_prefs.preflight import plans_first
 from airflow_sm_prefs.preflight.entries import Entry
 from airflow_sm_prefs.request.jobs import TRAINING
 from airflow_sm_prefs.sagemaker.training_plans import Offering, PlanState
+from tests.helpers import TaskLog
 
 NOW = dt.datetime(2026, 12, 4, 20, 0, tzinfo=dt.UTC)
 P5 = "ml.p5.48xlarge"
@@ -208,22 +209,11 @@ def test_training_plans_is_auto_or_off_and_for_training_alone():
         plans_first.PlansFirst.from_arguments(PROCESSING, {"training_plans": "auto"})
 
 
-class _Log:
-    def __init__(self) -> None:
-        self.said: list[tuple[str, str]] = []
-
-    def info(self, message: str, *args: object) -> None:
-        self.said.append(("info", message % args))
-
-    def warning(self, message: str, *args: object) -> None:
-        self.said.append(("warning", message % args))
-
-
 def _run(plans_client):
     from airflow_sm_prefs.preflight.check import Account, Run
 
     account = Account("us-east-1", quota_client=lambda: None, cache_key=(), plans_client=plans_client)
-    return Run(TRAINING, {}, account, _Log(), "drop")  # type: ignore[arg-type]
+    return Run(TRAINING, {}, account, TaskLog(), "drop")  # type: ignore[arg-type]
 
 
 def _request():
@@ -307,7 +297,7 @@ def test_a_named_plan_is_asked_for_once_per_create_call_and_a_failure_is_unknown
 
     monkeypatch.setattr(training_plans, "plan_named", plan_named)
     clients: list[int] = []
-    reader = plans_first.PlansReader(lambda: clients.append(1) or "client", _Log())
+    reader = plans_first.PlansReader(lambda: clients.append(1) or "client", TaskLog())
     arn = _plan("p").arn
     assert reader.named(arn) == (True, _plan("p")) and reader.named(arn) == (True, _plan("p"))
     assert reader.named(arn.replace("/p", "/gone")) == (True, None)
