@@ -13,7 +13,8 @@ import subprocess
 import time
 import urllib.request
 
-from sm_prefs_devkit.local_stack import emulator_command, free_port
+from sm_prefs_devkit.local_stack import emulator_command
+from sm_prefs_devkit.ports import free_port
 
 
 def _wait_ready(url: str) -> None:

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 from benchmarks.scenarios import publish
-from sm_prefs_devkit.local_stack import control, emulator_command, free_port
+from sm_prefs_devkit.local_stack import control, emulator_command
+from sm_prefs_devkit.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = """

@@ -14,7 +14,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TypeVar
+
+from sm_prefs_devkit.ports import free_port
 
 T = TypeVar("T")
 
@@ -51,12 +52,6 @@ def emulator_command(scenario: str | Path, port: int, state_file: Path | None = 
     command = [sys.executable, "-m", "airflow_sm_prefs.surface.cli", "emulator", "--scenario", str(scenario)]
     command += ["--port", str(port)]
     return command + (["--state-file", str(state_file)] if state_file is not None else [])
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(check: Callable[[], T], timeout: float, what: str, every: float = 1.0) -> T:

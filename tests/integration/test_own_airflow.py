@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+
+from sm_prefs_devkit.ports import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.emulator]
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,12 +39,6 @@ def readme_dag_as_the_page_says() -> str:
     return code.replace('"<your image>"', json.dumps(image.group(1))).replace(bucket.group(1), bucket.group(2))
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _user_environment(home: Path) -> dict[str, str]:
     """A user's shell: their HOME, the installed commands on PATH, nothing of this test run's Airflow or AWS."""
     kept = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "AWS_", "PYTHONPATH"))}
@@ -62,7 +57,7 @@ def _until_serving(emulator: subprocess.Popen[str], lines: list[str]) -> None:
 
 def test_readmes_dag_runs_in_your_own_airflow_as_the_page_says(tmp_path):
     start, configure, run = blocks_run_here(PAGE.read_text())
-    port = str(_free_port())
+    port = str(free_port())
     environment = _user_environment(tmp_path)
     emulator = subprocess.Popen(
         ["bash", "-c", "exec " + start.strip().replace(f"--port {PAGE_PORT}", f"--port {port}")],

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sm_prefs_devkit.local_stack import StackError, free_port
+from sm_prefs_devkit.local_stack import StackError
+from sm_prefs_devkit.ports import free_port
 
 PACKAGES = {"postgresql": "postgresql", "redis-server": "redis-server"}
 
