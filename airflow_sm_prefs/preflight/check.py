@@ -29,6 +29,7 @@ from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.sagemaker.connection import Connection
 
 if TYPE_CHECKING:
+    import pendulum
     from airflow.sdk import Context
 
 # The operator's preflight arguments by name, handed on as one value (a name not given reads as None).
@@ -79,7 +80,9 @@ class Prepared(NamedTuple):
     to the job records it too)."""
 
     request: dict[str, Any]
-    pending_until: str | None = None
+    # When the task itself must stop a job still waiting for capacity (SageMaker cannot: finish_by below its
+    # pending floor, or a processing job); a time here, text only in the claim and the job's tag.
+    pending_until: pendulum.DateTime | None = None
     dropped: tuple[DroppedPreference, ...] = ()
     uncertified: tuple[str, ...] = ()
     training_plan: TrainingPlanChoice | None = None
@@ -103,7 +106,7 @@ class Listed:
     objections: Mapping[int, str] = dataclasses.field(default_factory=dict)
     settled: bool = False
     dropped: tuple[DroppedPreference, ...] = ()
-    pending_until: str | None = None
+    pending_until: pendulum.DateTime | None = None
     uncertified: tuple[str, ...] = ()
     training_plan: TrainingPlanChoice | None = None
 

@@ -161,7 +161,7 @@ def plan(
 
 def applied(
     kind: JobKind, request: dict[str, Any], deadline: DeadlinePlan, now: pendulum.DateTime
-) -> tuple[dict[str, Any], str | None]:
+) -> tuple[dict[str, Any], pendulum.DateTime | None]:
     """The request with the pending bound set where SageMaker enforces it, and the moment the operator must
     stop a still-waiting job itself (None when SageMaker does it). A new request: the one given, which is the
     list as given when no guardrail dropped an entry, is never changed."""
@@ -177,7 +177,7 @@ def applied(
     ):
         stopping["MaxPendingTimeInSeconds"] = min(bound, SERVICE_MAX_PENDING)
         return request, None
-    return request, now.add(seconds=bound).to_iso8601_string()
+    return request, now.add(seconds=bound)
 
 
 def ledger_history(dag_id: str, task_id: str, kind: JobKind) -> RunTimeHistory:

@@ -27,7 +27,6 @@ from airflow_sm_prefs.preflight.entries import Entry, entries
 from airflow_sm_prefs.request.jobs import JobKind
 from airflow_sm_prefs.request.pending_limit import pending_limit
 from airflow_sm_prefs.request.preferences import RequestValidationError
-from airflow_sm_prefs.sagemaker.job_view import to_time
 from airflow_sm_prefs.sagemaker.training_plans import BECOMING_USABLE, USABLE, PlanState
 
 
@@ -62,8 +61,7 @@ class PlansFirst(Check):
         if account_plans is None:
             choice = PlanChoice(None, ("the account's training plans could not be read",))
         else:
-            until = to_time(listed.pending_until)
-            limit = pending_limit(run.kind, request, start=now, max_pending=None, until=until)
+            limit = pending_limit(run.kind, request, start=now, max_pending=None, until=listed.pending_until)
             request, choice = put_first(run.kind, request, account_plans, now, limit.wait.total_seconds())
         for note in choice.notes:
             run.log.info("training_plans='auto': %s", note)

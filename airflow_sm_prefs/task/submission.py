@@ -101,6 +101,7 @@ class Submission:
         if decision.action == "supersede" and claim is not None:
             self.hook.stop_job(kind, claim.job_name, self.log)
         keeps_job = claim is not None and decision.action in ("reattach", "finished")
+        pending_until = prepared.pending_until.to_iso8601_string() if prepared.pending_until else None
         claim = claims.save(
             attempts.JobClaim(
                 job_name=decision.job_name,
@@ -115,14 +116,14 @@ class Submission:
                 stop_on_kill=self.stop_on_kill,
                 verify=self.connection.verify,
                 botocore_config=self.connection.hook_arguments()["config"],
-                pending_until=prepared.pending_until if creates else (claim.pending_until if claim else None),
+                pending_until=pending_until if creates else (claim.pending_until if claim else None),
                 preflight=dict(prepared.decided) if creates else (claim.preflight if claim else None),
             )
         )
         if creates:
             ours = tagging.task_instance_tags(ti.dag_id, ti.task_id, ti.run_id, map_index, try_number)
-            if prepared.pending_until:
-                ours[tagging.PENDING_UNTIL] = prepared.pending_until
+            if pending_until:
+                ours[tagging.PENDING_UNTIL] = pending_until
             tags = tagging.with_task_instance_tags(request.get("Tags"), ours)
             self.create_or_reattach({**request, kind.name_field: decision.job_name, "Tags": tags})
         reattached = keeps_job and decision.action == "reattach"

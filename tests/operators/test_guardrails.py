@@ -226,6 +226,8 @@ def test_finish_by_below_the_floor_is_enforced_by_the_task_and_kept_for_a_retry(
     assert "MaxPendingTimeInSeconds" not in job.request["StoppingCondition"]
     until = pendulum.parse(deferred.value.trigger.pending_deadline)
     assert abs((until - now.add(minutes=20)).total_seconds()) < 60  # 80 minutes less an hour's expected run
+    tags = {tag["Key"]: tag["Value"] for tag in job.request["Tags"]}
+    assert pendulum.parse(tags["sm_prefs:pending_until"]) == until  # where a try with no claim to read finds it
     # A retry reattaches to the running job: the deadline is not judged again (nothing would fit by now),
     # and the bound the job was created with is kept.
     retry = training_operator(aws_connection(server))

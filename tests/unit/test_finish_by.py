@@ -59,14 +59,14 @@ def test_below_sagemakers_floor_the_task_enforces_the_bound_itself():
     sent, pending_until = finish_by.applied(TRAINING, request, deadline, NOW)
     assert deadline.pending_seconds == 20 * 60
     assert "MaxPendingTimeInSeconds" not in sent["StoppingCondition"]
-    assert pending_until == "2026-11-30T02:20:00Z"
+    assert pending_until == pendulum.datetime(2026, 11, 30, 2, 20)
 
 
 def test_processing_is_always_enforced_by_the_task():
     request = processing_request("p", [{"InstanceType": "ml.g5.12xlarge", "InstanceCount": 1}])
     deadline = finish_by.plan(PROCESSING, request, finish_by=NOW.add(hours=5), now=NOW, history=no_history)
     _, pending_until = finish_by.applied(PROCESSING, request, deadline, NOW)
-    assert pending_until == NOW.add(hours=4).to_iso8601_string()
+    assert pending_until == NOW.add(hours=4)
 
 
 def test_a_users_smaller_pending_limit_is_kept():
@@ -201,5 +201,5 @@ def test_before_create_leaves_the_bound_to_the_task_for_processing_and_keeps_the
     # own reason.
     assert [(d["rank"], d["reason"]) for d in listed.dropped] == [(0, "preference #1: over the cost cap")]
     assert "MaxPendingTimeInSeconds" not in listed.request.get("StoppingCondition", {})
-    assert listed.pending_until == "2026-11-30T04:50:00Z"
+    assert listed.pending_until == pendulum.datetime(2026, 11, 30, 4, 50)
     assert run.log.said[-1][1].endswith("(the longest expected run kept: 10m00s), enforced by this task")

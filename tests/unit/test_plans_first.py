@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pendulum
 import pytest
 
 from airflow_sm_prefs.preflight import plans_first
@@ -256,7 +257,8 @@ def test_before_create_weighs_a_plan_starting_against_finish_bys_bound(monkeypat
     monkeypatch.setattr(training_plans, "account_plans", lambda client: [later])
     monkeypatch.setattr(plans_first.pendulum, "now", lambda tz=None: NOW)
     bounded = Listed.of(_request())
-    bounded = type(bounded)(bounded.given, bounded.request, pending_until=(NOW + dt.timedelta(hours=1)).isoformat())
+    one_hour_on = pendulum.instance(NOW + dt.timedelta(hours=1))
+    bounded = type(bounded)(bounded.given, bounded.request, pending_until=one_hour_on)
     listed = plans_first.PlansFirst().before_create(_run(lambda: "client"), bounded)
     assert listed.request == _request() and listed.training_plan is not None
     assert listed.training_plan["plan_arn"] is None
