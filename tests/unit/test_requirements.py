@@ -174,6 +174,14 @@ def test_a_malformed_user_catalogue_names_the_file_and_the_entry(tmp_path, monke
     monkeypatch.setenv("AIRFLOW__SM_PREFS__INSTANCE_CATALOGUE", str(mine))
     with pytest.raises(instance_catalogue.CatalogueError, match=r"catalogue\.json: instances\.ml\.x\.vcpus"):
         instance_catalogue.current()
+    with pytest.raises(RequestValidationError, match=r"catalogue\.json: instances\.ml\.x\.vcpus") as refused:
+        SageMakerPreferenceTrainingOperator(
+            task_id="t",
+            config=training_request("x", None),
+            preferences=[("ml.p4d.24xlarge", 1)],
+            requires={"efa": True},
+        )
+    assert len(refused.value.problems) == 1, "a task's import names the file, as one problem of its request"
 
 
 def test_every_check_is_asked_and_an_entry_objected_to_twice_keeps_the_first_reason():
@@ -216,3 +224,160 @@ def test_every_check_is_asked_and_an_entry_objected_to_twice_keeps_the_first_rea
     assert log.messages == ["Dropped preference #2: too dear", "Dropped preference #3: short quota"]
     with pytest.raises(RequestValidationError, match="too dear"):
         enforce([Objects((1,), "too dear")], "fail", log)
+
+
+# -- the rule itself, field by field: each bound met exactly, each shortfall worded exactly ---------------------
+
+
+def _hardware(**changes):
+    from airflow_sm_prefs.reference.instance_catalogue import Hardware
+
+    four_a10g = {
+        "instance_type": "ml.test.12xlarge",
+        "vcpus": 8,
+        "memory_gib": 64.0,
+        "cpu_architecture": "x86_64",
+        "accelerator": "gpu",
+        "accelerator_model": "a10g",
+        "accelerators": 4,
+        "accelerator_memory_gib": 24.0,
+        "gpu_architecture": "ampere",
+        "efa_interfaces": 0,
+        "source": "a test",
+    }
+    return Hardware(**{**four_a10g, **changes})
+
+
+@pytest.mark.parametrize(
+    ("requires", "count", "changes", "missing"),
+    [
+        ({"min_gpu_memory_gib": 24}, 1, {}, []),
+        ({"min_gpu_memory_gib": 24.5}, 1, {}, ["24 GiB per accelerator, below min_gpu_memory_gib=24.5"]),
+        (
+            {"min_gpu_memory_gib": 1},
+            1,
+            {"accelerator_memory_gib": None},
+            ["unknown per accelerator, below min_gpu_memory_gib=1"],
+        ),
+        ({"min_total_gpus": 8}, 2, {}, []),
+        ({"min_total_gpus": 8}, 1, {}, ["4 x 1 = 4 accelerators, below min_total_gpus=8"]),
+        ({"min_vcpus": 8}, 1, {}, []),
+        ({"min_vcpus": 9}, 3, {}, ["8 vCPUs, below min_vcpus=9"]),  # per instance: a count does not add up
+        ({"min_memory_gib": 64}, 1, {}, []),
+        ({"min_memory_gib": 64.5}, 1, {}, ["64 GiB of memory, below min_memory_gib=64.5"]),
+        ({"cpu_architectures": ["arm64", "x86_64"]}, 1, {}, []),
+        ({"cpu_architectures": ["arm64"]}, 1, {}, ["CPU architecture x86_64 is not one of arm64"]),
+        ({"gpu_architectures": ["ampere"]}, 1, {}, []),
+        (
+            {"gpu_architectures": ["hopper", "blackwell"]},
+            1,
+            {"gpu_architecture": None},
+            ["GPU architecture none is not one of hopper, blackwell"],
+        ),
+        ({"efa": False}, 1, {}, []),
+        ({"efa": True}, 1, {"efa_interfaces": 1}, []),
+        ({"efa": True}, 1, {}, ["no EFA (Elastic Fabric Adapter) support"]),
+        ({"accelerator": "gpu"}, 1, {}, []),
+        ({"accelerator": "none"}, 1, {}, ["has 4 a10g accelerator(s), a CPU-only workload was asked"]),
+        ({"accelerator": "none"}, 1, {"accelerator": None, "accelerators": 0}, []),
+        ({"accelerator": "trainium"}, 1, {}, ["has no trainium (gpu)"]),
+        ({"accelerator": "trainium"}, 1, {"accelerator": None}, ["has no trainium (no accelerator)"]),
+    ],
+)
+def test_each_requirement_is_met_at_its_bound_and_a_shortfall_says_what_the_type_has(requires, count, changes, missing):
+    judged = requirements.judged(requires)
+    assert judged is not None
+    assert requirements.shortfalls(judged, _hardware(**changes), count) == missing
+
+
+def test_every_shortfall_of_one_type_is_named_in_the_order_requirements_are_listed():
+    everything = requirements.judged(
+        {
+            "accelerator": "none",
+            "min_gpu_memory_gib": 80,
+            "gpu_architectures": ["hopper"],
+            "min_total_gpus": 16,
+            "efa": True,
+            "min_vcpus": 96,
+            "min_memory_gib": 1024,
+            "cpu_architectures": ["arm64"],
+        }
+    )
+    assert everything is not None
+    assert [problem.split(" ")[-1] for problem in requirements.shortfalls(everything, _hardware(), 2)] == [
+        "asked",
+        "min_gpu_memory_gib=80",
+        "hopper",
+        "min_total_gpus=16",
+        "support",
+        "min_vcpus=96",
+        "min_memory_gib=1024",
+        "arm64",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("requires", "problems"),
+    [
+        ({"min_gpu_memory_gib": True}, ["requires.min_gpu_memory_gib must be a positive number of GiB, got True"]),
+        ({"min_memory_gib": 0}, ["requires.min_memory_gib must be a positive number of GiB, got 0"]),
+        ({"min_memory_gib": float("inf")}, ["requires.min_memory_gib must be a positive number of GiB, got inf"]),
+        ({"min_memory_gib": "64"}, ["requires.min_memory_gib must be a positive number of GiB, got '64'"]),
+        ({"min_vcpus": 0}, ["requires.min_vcpus must be a positive integer, got 0"]),
+        ({"min_vcpus": True}, ["requires.min_vcpus must be a positive integer, got True"]),
+        ({"cpu_architectures": [""]}, ["requires.cpu_architectures must be a non-empty list of names, got ('',)"]),
+        (
+            {"cpu_architectures": "x86_64"},
+            ["requires.cpu_architectures must be a non-empty list of names, got 'x86_64'"],
+        ),
+        (
+            {"gpu_architectures": ["hopper", 9]},
+            ["requires.gpu_architectures must be a non-empty list of names, got ('hopper', 9)"],
+        ),
+        ({"efa": 1}, ["requires.efa must be True or False, got 1"]),
+        (
+            {"min_vcpus": -2, "accelerator": "tpu"},
+            [
+                "requires.min_vcpus must be a positive integer, got -2",
+                "requires.accelerator must be one of gpu, trainium, inferentia, none; got 'tpu'",
+            ],
+        ),
+        (
+            {"min_gpus": 1, "arch": "x"},
+            [
+                "requires: unknown field(s) arch, min_gpus; known: accelerator, cpu_architectures, efa, "
+                "gpu_architectures, min_gpu_memory_gib, min_memory_gib, min_total_gpus, min_vcpus"
+            ],
+        ),
+        (("efa",), ["requires must be an InstanceRequirements or a dict of its fields, got tuple"]),
+    ],
+)
+def test_each_bad_requirement_is_one_problem_worded_exactly(requires, problems):
+    with pytest.raises(RequestValidationError) as refused:
+        requirements.judged(requires)
+    assert refused.value.problems == problems
+
+
+def test_requirements_given_as_a_value_are_checked_too_and_lists_become_tuples():
+    assert requirements.judged(None) is None
+    with pytest.raises(RequestValidationError, match="min_total_gpus must be a positive integer, got 0"):
+        requirements.judged(InstanceRequirements(min_total_gpus=0))
+    given = requirements.judged({"gpu_architectures": ["hopper"], "min_memory_gib": 0.5, "accelerator": "other"})
+    assert given == InstanceRequirements(gpu_architectures=("hopper",), min_memory_gib=0.5, accelerator="other")
+    assert given.as_dict() == {"gpu_architectures": ["hopper"], "min_memory_gib": 0.5, "accelerator": "other"}
+
+
+def test_an_entry_is_judged_by_its_own_type_and_count_and_one_the_catalogue_lacks_is_named():
+    catalogue = {"ml.test.12xlarge": _hardware()}
+    needs = InstanceRequirements(min_total_gpus=8)
+    listed = [
+        (0, "ml.test.12xlarge", 2, "preference #1 (2 x ml.test.12xlarge)"),
+        (1, "ml.test.12xlarge", 1, "preference #2 (1 x ml.test.12xlarge)"),
+        (2, "ml.unknown.xlarge", 4, "preference #3 (4 x ml.unknown.xlarge)"),
+    ]
+    assert requirements.violations(needs, listed, catalogue) == {
+        1: "preference #2 (1 x ml.test.12xlarge): 4 x 1 = 4 accelerators, below min_total_gpus=8 "
+        "(requires={'min_total_gpus': 8})",
+        2: "preference #3 (4 x ml.unknown.xlarge): ml.unknown.xlarge is not in the instance catalogue, so requires= "
+        "cannot be checked; add it to your catalogue file ([sm_prefs] instance_catalogue)",
+    }
