@@ -78,7 +78,7 @@ def _blocking(job_name: str, connection: Connection, server) -> dict[str, float]
 
     log = CountingLog()
     before = server.engine.calls.get("Logs_20140328.FilterLogEvents", 0)
-    reader = BlockingLogReader(logs_client(connection), TRAINING, job_name, log, LogCursor())
+    reader = BlockingLogReader(logs_client(connection), TRAINING, job_name, log=log, cursor=LogCursor())
     started = time.monotonic()
     reader.read(last=True)
     seconds = time.monotonic() - started

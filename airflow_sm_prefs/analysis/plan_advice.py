@@ -258,6 +258,7 @@ def _quantiles(points: Sequence[tuple[float, bool]]) -> tuple[float | None, floa
 def options(
     found: Demand,
     offering: Offering | None,
+    *,
     horizon_days: float,
     value_per_hour: float,
     no_offering: str = "SageMaker offered no plan for this window",
@@ -313,7 +314,9 @@ def options(
     result["offering"] = offering.as_dict()
     share_needed = break_even_share(fee / jobs if fee is not None else None, first, sold_out_night)
     result["break_even_share"] = None if share_needed is None else round(share_needed, 3)
-    result["verdict"], result["in_words"] = verdict(found, share_needed, fee, first, sold_out_night)
+    result["verdict"], result["in_words"] = verdict(
+        found, share_needed=share_needed, fee=fee, first=first, sold_out_night=sold_out_night
+    )
     return result
 
 
@@ -335,7 +338,12 @@ def break_even_share(fee_per_job: float | None, first: float | None, sold_out_ni
 
 
 def verdict(
-    found: Demand, share_needed: float | None, fee: float | None, first: float | None, sold_out_night: float | None
+    found: Demand,
+    *,
+    share_needed: float | None,
+    fee: float | None,
+    first: float | None,
+    sold_out_night: float | None,
 ) -> tuple[str, str]:
     """(``reserve`` | ``do not reserve`` | ``cannot tell`` | ``too little evidence`` | ``unknown cost``, words)."""
     name = found.first_choice[0]
@@ -387,7 +395,13 @@ def advise(
             offered = sorted(offerings_of(found.region, found.first_choice, found), key=_weighed_first)
         except NoOfferings as reason:
             offered, why = [], str(reason)
-        result = options(found, offered[0] if offered else None, horizon_days, value_per_hour, why)
+        result = options(
+            found,
+            offered[0] if offered else None,
+            horizon_days=horizon_days,
+            value_per_hour=value_per_hour,
+            no_offering=why,
+        )
         result["other_offerings"] = [offering.as_dict() for offering in offered[1:]]
         advice.append(result)
     return advice

@@ -50,13 +50,16 @@ def load(root: Any, keep: tuple[str, ...]) -> reading_memo.ReadingMemo:
         lists = saved["lists"]
         judged = ledger_files.judged_fields(keep)
         objects = {
-            key: (_text(version), _file_reading(key, rows, bad, keep, lists, memo.shared, judged))
+            key: (
+                _text(version),
+                _file_reading(key, rows, bad=bad, keep=keep, lists=lists, shared=memo.shared, judged=judged),
+            )
             for key, (version, rows, bad) in saved["objects"].items()
         }
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as error:  # only ever a saving
         log.info("Ignoring the ledger cache %s (%s); it will be written again", where, error)
         return memo
-    memo.hold(str(root), keep, objects, set(objects), None)
+    memo.hold(str(root), keep, fresh=objects, listed=set(objects), folders=None)
     memo.changed = False  # what the file holds: nothing to write back unless a reading changes it
     return memo
 
@@ -142,6 +145,7 @@ def _text(value: Any) -> str:
 def _file_reading(
     key: str,
     rows: list[Any],
+    *,
     bad: list[str],
     keep: tuple[str, ...],
     lists: list[Any],

@@ -45,7 +45,7 @@ def judged_fields(keep: tuple[str, ...]) -> frozenset[str] | None:
 
 
 def file_reading(
-    folder_name: str, file_name: str, body: bytes, keep: tuple[str, ...], shared: dict[Any, Any]
+    folder_name: str, file_name: str, body: bytes, *, keep: tuple[str, ...], shared: dict[Any, Any]
 ) -> FileReading:
     """The entries of one file's bytes: a month's lines (``.jsonl``) or a job's object. ``shared``: one copy of
     each list, Region and DAG id across files and readings."""
@@ -118,7 +118,7 @@ def read_folder(folder: Any, keep: tuple[str, ...], shared: dict[Any, Any], sign
         except untrusted_files.UntrustedFileError as error:
             files.append(FileReading([], [str(error).replace(str(path), path.name)]))
             continue
-        files.append(file_reading(folder.name, path.name, body, keep, shared))
+        files.append(file_reading(folder.name, path.name, body, keep=keep, shared=shared))
     return folder_of(files, signature)
 
 

@@ -59,7 +59,14 @@ def read(
     root = root if root is not None else location()
     keep = fields or tuple(LedgerEntry.__annotations__)
     if not object_storage.on_local_disk(root):
-        return _read_listed(root, dag_id, dags, keep, memo if memo is not None else ReadingMemo(), memo is not None)
+        return _read_listed(
+            root,
+            dag_id=dag_id,
+            dags=dags,
+            keep=keep,
+            memo=memo if memo is not None else ReadingMemo(),
+            kept=memo is not None,
+        )
     by_job: dict[JobKey, LedgerEntry] = {}
     bad: list[str] = []
     signature: list[Any] = []
@@ -77,7 +84,13 @@ def read(
 
 
 def _read_listed(
-    root: Any, dag_id: str | None, dags: Collection[str] | None, keep: tuple[str, ...], memo: ReadingMemo, kept: bool
+    root: Any,
+    *,
+    dag_id: str | None,
+    dags: Collection[str] | None,
+    keep: tuple[str, ...],
+    memo: ReadingMemo,
+    kept: bool,
 ) -> Reading:
     """``read`` on object storage: one listing of the ledger (or of the one DAG's folder); each object the memo
     holds at the ETag listed is taken from it, the others fetched concurrently. ``kept``: the memo is the
@@ -129,9 +142,11 @@ def _read_listed(
         if len(body) > limit:
             files[item.key] = FileReading([], [f"{rest}: more than the {limit} bytes allowed"])
         else:
-            files[item.key] = file_reading(folder_name, rest.rpartition("/")[2], body, keep, memo.shared)
+            files[item.key] = file_reading(folder_name, rest.rpartition("/")[2], body, keep=keep, shared=memo.shared)
         fresh[item.key] = (item.version, files[item.key])
-    memo.hold(str(root), keep, fresh, set(files), {safe_name(dag_id)} if dag_id is not None else wanted)
+    memo.hold(
+        str(root), keep, fresh=fresh, listed=set(files), folders={safe_name(dag_id)} if dag_id is not None else wanted
+    )
     by_job: dict[JobKey, LedgerEntry] = {}
     bad: list[str] = []
     signature = []

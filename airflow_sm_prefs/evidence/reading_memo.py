@@ -49,6 +49,7 @@ class ReadingMemo:
         self,
         root: str,
         keep: tuple[str, ...],
+        *,
         fresh: dict[str, tuple[str, FileReading]],
         listed: set[str],
         folders: set[str] | None,

@@ -31,7 +31,7 @@ class CostCaps:
 
 
 def cost_violations(
-    kind: JobKind, request: Mapping[str, Any], caps: CostCaps, table: PriceTable, region: str | None
+    kind: JobKind, request: Mapping[str, Any], caps: CostCaps, *, table: PriceTable, region: str | None
 ) -> dict[int, str]:
     """Entries above a cost cap, or that cannot be checked against one for want of a price."""
     found: dict[int, str] = {}
@@ -86,7 +86,7 @@ class WithinCostCaps(EntryCheck):
         # The price table is read only when a cap is set: it may be on object storage.
         from airflow_sm_prefs.reference import prices
 
-        return cost_violations(run.kind, request, self.caps, prices.current(), run.account.region)
+        return cost_violations(run.kind, request, self.caps, table=prices.current(), region=run.account.region)
 
 
 def _limit(value: Any, name: str, problems: list[str]) -> float | None:

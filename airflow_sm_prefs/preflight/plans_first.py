@@ -62,7 +62,7 @@ class PlansFirst(Check):
             choice = PlanChoice(None, ("the account's training plans could not be read",))
         else:
             limit = pending_limit(run.kind, request, start=now, max_pending=None, until=listed.pending_until)
-            request, choice = put_first(run.kind, request, account_plans, now, limit.wait.total_seconds())
+            request, choice = put_first(run.kind, request, account_plans, now=now, pending=limit.wait.total_seconds())
         for note in choice.notes:
             run.log.info("training_plans='auto': %s", note)
         return dataclasses.replace(listed, request=request, training_plan=choice.as_record())
@@ -110,7 +110,7 @@ class PlanChoice:
 
 
 def put_first(
-    kind: JobKind, request: dict[str, Any], plans: Sequence[PlanState], now: dt.datetime, pending: float
+    kind: JobKind, request: dict[str, Any], plans: Sequence[PlanState], *, now: dt.datetime, pending: float
 ) -> tuple[dict[str, Any], PlanChoice]:
     """The request with the first plan that can take the job put first, on the entry of its type; unchanged
     when none can, with the reasons."""

@@ -42,7 +42,7 @@ class Hardware:
     source: str
 
 
-def _number(raw: dict[str, Any], key: str, where: str, integer: bool = False, optional: bool = False) -> Any:
+def _number(raw: dict[str, Any], key: str, where: str, *, integer: bool = False, optional: bool = False) -> Any:
     value: Any = raw.get(key)
     if value is None and optional:
         return None

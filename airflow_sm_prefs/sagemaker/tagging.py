@@ -37,7 +37,7 @@ def tag_value(text: str) -> str:
 
 
 def task_instance_tags(
-    dag_id: str, task_id: str, run_id: str, map_index: int, try_number: int | None = None
+    dag_id: str, task_id: str, run_id: str, map_index: int, *, try_number: int | None = None
 ) -> dict[str, str]:
     tags = {
         DAG_ID: tag_value(dag_id),

@@ -50,7 +50,7 @@ def escape_log_group(log_group: str) -> str:
     return log_group.replace("/", "$252F")
 
 
-def persist(context: Any, task: Any, kind: JobKind, region: str | None, partition: str, job_name: str) -> None:
+def persist(context: Any, task: Any, kind: JobKind, job_name: str, *, region: str | None, partition: str) -> None:
     """Both links of the task instance's job, kept in XCom before the task waits."""
     common = {"region_name": region, "aws_partition": partition, "job_name": job_name}
     SageMakerConsoleLink.persist(context, task, console_fragment=kind.console_fragment, **common)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from airflow.sdk import BaseOperator
@@ -240,9 +240,9 @@ class SageMakerPreferenceBaseOperator(BaseOperator, PreflightArguments):
     def _start_life(self, context: Context, certified: certification.Certification) -> TaskLife:
         from airflow_sm_prefs.task.task_life import TaskLife
 
-        def persist_links(job_name: str) -> None:
-            links.persist(context, self, self.job_kind, self._region, self.hook.conn_partition, job_name)
-
+        persist_links = partial(
+            links.persist, context, self, self.job_kind, region=self._region, partition=self.hook.conn_partition
+        )
         self._life = TaskLife(
             self.job_kind,
             self.hook,

@@ -145,9 +145,9 @@ def decide(
     claim: JobClaim | None,
     base_name: str,
     live_status: str | None,
+    *,
     first_try: int,
     resubmit_after_failure: bool,
-    *,
     try_number: int | None = None,
 ) -> Decision:
     """What this execution should do, given the stored claim and the claimed job's live status.

@@ -55,6 +55,7 @@ class Submission:
         self,
         context: Context,
         request: dict[str, Any],
+        *,
         job_name: str | None,
         outcome: TaskOutcome,
         prepare: Callable[[dict[str, Any]], Prepared] | None = None,
@@ -86,8 +87,8 @@ class Submission:
             claim,
             base_name,
             live.get(kind.status_field) if live else None,
-            first_try,
-            self.resubmit_after_failure,
+            first_try=first_try,
+            resubmit_after_failure=self.resubmit_after_failure,
             try_number=try_number,
         )
         self.log.info("SageMaker %s job %s: %s (%s)", kind.name, decision.job_name, decision.action, decision.reason)
@@ -121,7 +122,7 @@ class Submission:
             )
         )
         if creates:
-            ours = tagging.task_instance_tags(ti.dag_id, ti.task_id, ti.run_id, map_index, try_number)
+            ours = tagging.task_instance_tags(ti.dag_id, ti.task_id, ti.run_id, map_index, try_number=try_number)
             if pending_until:
                 ours[tagging.PENDING_UNTIL] = pending_until
             tags = tagging.with_task_instance_tags(request.get("Tags"), ours)

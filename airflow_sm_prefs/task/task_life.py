@@ -167,7 +167,7 @@ class TaskLife:
             log=self.log,
             claims=self.claims,
         )
-        submitted = submission.submit(self.context, request, job_name, self.outcome, prepare=preflight)
+        submitted = submission.submit(self.context, request, job_name=job_name, outcome=self.outcome, prepare=preflight)
         return self._follow(submitted.claim, submitted.request, reattached=submitted.reattached)
 
     def resume(self, ended: WaitEnded, rendered_request: Callable[[], Mapping[str, Any]]) -> Step:
@@ -243,7 +243,7 @@ class TaskLife:
             from airflow_sm_prefs.wait.worker_logs import blocking_reader
 
             assert view.name is not None
-            observed = blocking_reader(self.connection, self.kind, view.name, self.log, log_cursor)
+            observed = blocking_reader(self.connection, self.kind, view.name, log=self.log, saved=log_cursor)
         outcome, view = blocking.wait(
             self.hook,
             view,

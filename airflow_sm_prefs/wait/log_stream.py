@@ -27,6 +27,7 @@ class TriggerLogStream:
         self,
         job_name: str,
         follower: LogFollower,
+        *,
         task_log: Any,
         task_instance: Any,
         try_stream: TryStream | None = None,

@@ -285,7 +285,13 @@ class SageMakerPreferenceJobTrigger(BaseTrigger):
         from airflow_sm_prefs.wait.log_stream import TriggerLogStream
 
         follower = LogFollower.shared(self.kind.log_group, self.connection)
-        stream = TriggerLogStream(self.job_name, follower, self.log, self.task_instance, try_stream(self.task_instance))
+        stream = TriggerLogStream(
+            self.job_name,
+            follower,
+            task_log=self.log,
+            task_instance=self.task_instance,
+            try_stream=try_stream(self.task_instance),
+        )
         cursor = await stream.saved_cursor() or self.log_cursor or LogCursor()
         async with follower.follow(self.job_name, cursor, self.poll_interval) as queue:
             stream.queue = queue

@@ -66,7 +66,9 @@ class BlockingLogReader:
     """A blocking wait's log reading: each call shows the lines written since the last, for at most
     ``DRAIN_SECONDS``; a listing cut there goes on at the next call, from the page it stopped at."""
 
-    def __init__(self, client: Any, kind: JobKind, job_name: str, log: logging.Logger | Any, cursor: LogCursor) -> None:
+    def __init__(
+        self, client: Any, kind: JobKind, job_name: str, *, log: logging.Logger | Any, cursor: LogCursor
+    ) -> None:
         self.client = client
         self.kind = kind
         self.job_name = job_name
@@ -138,10 +140,10 @@ def start_from_now(ti: Any, job_name: str, service_now: float | None, log: Any) 
 
 
 def blocking_reader(
-    connection: Connection, kind: JobKind, job_name: str, log: Any, saved: LogCursor | None
+    connection: Connection, kind: JobKind, job_name: str, *, log: Any, saved: LogCursor | None
 ) -> Callable[[JobView], None]:
     """What a blocking wait calls with each view: show the job's new lines once it runs."""
-    reader = BlockingLogReader(logs_client(connection), kind, job_name, log, saved or LogCursor())
+    reader = BlockingLogReader(logs_client(connection), kind, job_name, log=log, cursor=saved or LogCursor())
 
     def observed(view: JobView) -> None:
         if view.started is not None:

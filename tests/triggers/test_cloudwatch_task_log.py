@@ -100,7 +100,9 @@ async def test_a_stream_that_cannot_be_written_leaves_the_lines_in_the_triggers_
     # The group does not exist: CloudWatch refuses the stream, and the lines must not be lost.
     target = TryStream("no-such-group", "us-east-1", "attempt=1.log", aws_connection(server))
     task_log = TaskLog()
-    stream = TriggerLogStream("job", LogFollower.__new__(LogFollower), task_log, None, target)
+    stream = TriggerLogStream(
+        "job", LogFollower.__new__(LogFollower), task_log=task_log, task_instance=None, try_stream=target
+    )
     await stream.show(LogBatch(lines=(LogLine("job/algo-1-1", "kept", 1),)))
     await stream.show(LogBatch(lines=(LogLine("job/algo-1-1", "and kept", 2),)))
     assert "could not put the job's lines" in task_log.messages[0]
@@ -113,7 +115,9 @@ async def test_with_a_try_stream_the_triggers_own_log_gets_none_of_the_lines(sta
     boto_client(server.endpoint_url, service="logs").create_log_group(logGroupName=GROUP)
     target = TryStream(GROUP, "us-east-1", "attempt=1.log", aws_connection(server))
     task_log = TaskLog()
-    stream = TriggerLogStream("job", LogFollower.__new__(LogFollower), task_log, None, target)
+    stream = TriggerLogStream(
+        "job", LogFollower.__new__(LogFollower), task_log=task_log, task_instance=None, try_stream=target
+    )
     await stream.show(LogBatch(lines=(LogLine("job/algo-1-1", "once", 1),)))
     await stream.show(LogBatch(unavailable="AccessDenied"))
     assert task_log.messages == []

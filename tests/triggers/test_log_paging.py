@@ -140,7 +140,7 @@ async def test_a_reader_started_again_from_its_cursor_shows_no_line_twice():
 def test_the_blocking_reader_reads_a_long_log_whole():
     logs = _long_log()
     task_log = TaskLog()
-    BlockingLogReader(logs, TRAINING, "job", task_log, LogCursor()).read()
+    BlockingLogReader(logs, TRAINING, "job", log=task_log, cursor=LogCursor()).read()
     assert len(task_log.messages) == 100_016 and logs.calls == 101
     assert len(set(task_log.messages)) == 100_016
 
@@ -150,7 +150,7 @@ def test_the_blocking_reader_goes_on_from_the_page_its_bound_stopped_it_at(monke
     logs = CloudWatchLogs()
     logs.write(3500, at=1000)
     task_log = TaskLog()
-    reader = BlockingLogReader(logs, TRAINING, "job", task_log, LogCursor())
+    reader = BlockingLogReader(logs, TRAINING, "job", log=task_log, cursor=LogCursor())
     reader.read()
     assert len(task_log.messages) == 1000, "one page, then the bound; nothing said while the job runs"
     reader.read(last=True)
@@ -166,7 +166,7 @@ def test_the_blocking_reader_pages_the_same_way():
     logs.write(2500, at=1000)
     logs.write(1, at=1001, prefix="after")
     task_log = TaskLog()
-    reader = BlockingLogReader(logs, TRAINING, "job", task_log, LogCursor())
+    reader = BlockingLogReader(logs, TRAINING, "job", log=task_log, cursor=LogCursor())
     reader.read()
     assert len(task_log.messages) == 2501 and task_log.messages[-1].endswith("after 2500")
     reader.read()

@@ -34,7 +34,9 @@ def claim(phase: str, try_number: int = 1, generation: int = 1) -> JobClaim:
 
 
 def test_first_execution_creates_the_base_name():
-    assert decide(None, "base", None, 1, True) == Decision("create", "base", 1, "no earlier job for this task instance")
+    assert decide(None, "base", None, first_try=1, resubmit_after_failure=True) == Decision(
+        "create", "base", 1, "no earlier job for this task instance"
+    )
 
 
 @pytest.mark.parametrize(
@@ -46,47 +48,61 @@ def test_first_execution_creates_the_base_name():
     ],
 )
 def test_a_retry_reattaches_to_its_running_job(claimed_by_try, first_try):
-    decision = decide(claim(DEFERRED, try_number=claimed_by_try), "base", "InProgress", first_try, True)
+    decision = decide(
+        claim(DEFERRED, try_number=claimed_by_try),
+        "base",
+        "InProgress",
+        first_try=first_try,
+        resubmit_after_failure=True,
+    )
     assert decision == Decision("reattach", "base", 1, "job base is still InProgress")
 
 
 def test_a_claim_whose_create_never_happened_creates_the_same_name():
-    decision = decide(claim(SUBMITTING), "base", None, 1, True)
+    decision = decide(claim(SUBMITTING), "base", None, first_try=1, resubmit_after_failure=True)
     assert decision == Decision("create", "base", 1, "job base was claimed but never created")
-    second = decide(claim(SUBMITTING, generation=2), "base", None, 1, True)
+    second = decide(claim(SUBMITTING, generation=2), "base", None, first_try=1, resubmit_after_failure=True)
     assert (second.job_name, second.generation) == ("base-r2", 2), "the same generation, not the next"
 
 
 def test_a_completed_job_is_reported_not_relaunched_by_a_retry():
     # Even when the task saw the outcome and Airflow failed the try anyway: the retry must not relaunch.
-    decision = decide(claim(FINISHED, try_number=1, generation=2), "base", "Completed", 1, True)
+    decision = decide(
+        claim(FINISHED, try_number=1, generation=2), "base", "Completed", first_try=1, resubmit_after_failure=True
+    )
     assert decision == Decision("finished", "base-r2", 2, "job base-r2 already completed")
 
 
 def test_clearing_a_task_whose_job_completed_runs_the_next_generation():
-    decision = decide(claim(FINISHED, try_number=1), "base", "Completed", 2, True)
+    decision = decide(claim(FINISHED, try_number=1), "base", "Completed", first_try=2, resubmit_after_failure=True)
     assert decision == Decision(
         "create", "base-r2", 2, "the task was cleared after job base completed; starting generation 2"
     )
 
 
 def test_a_stopping_job_is_never_reattached():
-    decision = decide(claim(RESUMED), "base", "Stopping", 1, True)
+    decision = decide(claim(RESUMED), "base", "Stopping", first_try=1, resubmit_after_failure=True)
     assert (decision.action, decision.job_name) == ("create", "base-r2")
 
 
 @pytest.mark.parametrize("status", ["Failed", "Stopped"])
 def test_a_failed_job_starts_the_next_generation_or_fails_by_policy(status):
-    decision = decide(claim(RESUMED), "base", status, 1, True)
+    decision = decide(claim(RESUMED), "base", status, first_try=1, resubmit_after_failure=True)
     assert decision == Decision("create", "base-r2", 2, f"job base ended {status}; starting generation 2")
-    refused = decide(claim(RESUMED, generation=3), "base", status, 1, False)
+    refused = decide(claim(RESUMED, generation=3), "base", status, first_try=1, resubmit_after_failure=False)
     assert refused == Decision("fail", "base-r3", 3, f"job base-r3 ended {status} and resubmit_after_failure is off")
 
 
 @pytest.mark.parametrize(("claimed_by_try", "first_try"), [(1, 2), (2, 4)])
 def test_a_clear_while_the_job_runs_supersedes_it(claimed_by_try, first_try):
     # The claim predates the first try since the clear: the user asked for a fresh run.
-    decision = decide(claim(DEFERRED, try_number=claimed_by_try), "base", "InProgress", first_try, True)
+    decision = decide(
+        claim(DEFERRED, try_number=claimed_by_try),
+        "base",
+        "InProgress",
+        first_try=first_try,
+        resubmit_after_failure=True,
+    )
     assert decision == Decision(
         "supersede",
         "base-r2",
@@ -102,26 +118,42 @@ def kept(after_try: int) -> JobClaim:
 
 def test_a_clear_right_after_a_try_whose_job_was_kept_reattaches_to_it():
     """Try 2 was failed by Airflow's race while its job ran; the user clears it (try 3, first since the clear)."""
-    decision = decide(kept(after_try=2), "base", "InProgress", 3, True, try_number=3)
+    decision = decide(kept(after_try=2), "base", "InProgress", first_try=3, resubmit_after_failure=True, try_number=3)
     assert decision == Decision("reattach", "base", 1, "job base is still InProgress, kept running after try 2 failed")
 
 
 def test_a_clear_right_after_a_try_whose_kept_job_completed_records_it_instead_of_running_again():
-    decision = decide(kept(after_try=2), "base", "Completed", 3, True, try_number=3)
+    decision = decide(kept(after_try=2), "base", "Completed", first_try=3, resubmit_after_failure=True, try_number=3)
     assert decision == Decision("finished", "base", 1, "job base already completed")
 
 
 def test_a_kept_jobs_failure_follows_the_failure_policy():
-    assert decide(kept(after_try=2), "base", "Failed", 3, False, try_number=3).action == "fail"
-    assert decide(kept(after_try=2), "base", "Failed", 3, True, try_number=3).action == "create"
+    assert (
+        decide(kept(after_try=2), "base", "Failed", first_try=3, resubmit_after_failure=False, try_number=3).action
+        == "fail"
+    )
+    assert (
+        decide(kept(after_try=2), "base", "Failed", first_try=3, resubmit_after_failure=True, try_number=3).action
+        == "create"
+    )
 
 
 @pytest.mark.parametrize("try_number", [4, 5, None])
 def test_the_mark_counts_only_for_the_try_right_after_the_one_that_failed(try_number):
     """Before 3.3 the mark is a tag that stays on the job: a later clear (after the reattaching try finished) is
     a user's request for a fresh run again."""
-    assert decide(kept(after_try=2), "base", "InProgress", 4, True, try_number=try_number).action == "supersede"
-    assert decide(kept(after_try=2), "base", "Completed", 4, True, try_number=try_number).action == "create"
+    assert (
+        decide(
+            kept(after_try=2), "base", "InProgress", first_try=4, resubmit_after_failure=True, try_number=try_number
+        ).action
+        == "supersede"
+    )
+    assert (
+        decide(
+            kept(after_try=2), "base", "Completed", first_try=4, resubmit_after_failure=True, try_number=try_number
+        ).action
+        == "create"
+    )
 
 
 @pytest.mark.parametrize(

@@ -28,33 +28,33 @@ def _request(runtime: int = 7200, *entries: tuple[str, int]) -> dict[str, Any]:
 def test_no_cap_checks_nothing_not_even_a_missing_price():
     unpriced = _request(3600, ("ml.g5.48xlarge", 1))
     assert CostCaps().any is False
-    assert cost_violations(TRAINING, unpriced, CostCaps(), PRICED, "us-east-1") == {}
+    assert cost_violations(TRAINING, unpriced, CostCaps(), table=PRICED, region="us-east-1") == {}
 
 
 def test_the_hourly_cap_is_the_price_times_the_count_and_a_price_at_the_cap_passes():
-    found = cost_violations(TRAINING, _request(), CostCaps(max_hourly_cost_usd=25.0), PRICED, "us-east-1")
+    found = cost_violations(TRAINING, _request(), CostCaps(max_hourly_cost_usd=25.0), table=PRICED, region="us-east-1")
     assert found == {
         0: "preference #1 (2 x ml.p5.48xlarge): costs $200.00 an hour ($100 x 2), above max_hourly_cost_usd=$25.00"
     }, "2 x $12.50 is exactly the cap: not above it"
     assert CostCaps(max_hourly_cost_usd=25.0).any
-    below = cost_violations(TRAINING, _request(), CostCaps(max_hourly_cost_usd=24.99), PRICED, "us-east-1")
+    below = cost_violations(TRAINING, _request(), CostCaps(max_hourly_cost_usd=24.99), table=PRICED, region="us-east-1")
     assert set(below) == {0, 1}
 
 
 def test_the_total_cap_is_the_hourly_cost_over_the_longest_run_allowed():
     caps = CostCaps(max_cost_usd=50.0)
     assert caps.any
-    found = cost_violations(TRAINING, _request(7200), caps, PRICED, "us-east-1")
+    found = cost_violations(TRAINING, _request(7200), caps, table=PRICED, region="us-east-1")
     assert found == {
         0: "preference #1 (2 x ml.p5.48xlarge): may cost $400.00 ($200.00 an hour for MaxRuntimeInSeconds=7200), "
         "above max_cost_usd=$50.00"
     }, "2 x $12.50 for 2 hours is exactly $50: not above it"
-    assert set(cost_violations(TRAINING, _request(7201), caps, PRICED, "us-east-1")) == {0, 1}
+    assert set(cost_violations(TRAINING, _request(7201), caps, table=PRICED, region="us-east-1")) == {0, 1}
 
 
 def test_the_hourly_reason_is_given_first_when_both_caps_are_passed():
     caps = CostCaps(max_hourly_cost_usd=1.0, max_cost_usd=1.0)
-    found = cost_violations(TRAINING, _request(), caps, PRICED, "us-east-1")
+    found = cost_violations(TRAINING, _request(), caps, table=PRICED, region="us-east-1")
     assert all("max_hourly_cost_usd" in reason and "max_cost_usd" not in reason for reason in found.values())
 
 
@@ -67,7 +67,7 @@ def test_an_entry_without_a_price_cannot_be_checked_and_is_objected_to(region, k
         },
         "StoppingCondition": {"MaxRuntimeInSeconds": 60},
     }
-    found = cost_violations(kind, request, CostCaps(max_cost_usd=1000.0), PRICED, region)
+    found = cost_violations(kind, request, CostCaps(max_cost_usd=1000.0), table=PRICED, region=region)
     assert found == {
         0: f"preference #1 (1 x ml.p4d.24xlarge): no on-demand price for ml.p4d.24xlarge ({kind.name}) in {region} "
         "in the price table, so its cost cannot be checked against the cap; run `airflow-sm-prefs prices refresh` "

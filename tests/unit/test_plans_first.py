@@ -106,7 +106,7 @@ def test_the_roomiest_active_plan_is_put_first_on_the_earliest_entry_that_fits()
         _plan("some-room", total=4, available=2),
         _plan("more-room", total=4, available=3),
     ]
-    changed, choice = plans_first.put_first(TRAINING, request, plans, NOW, 86400)
+    changed, choice = plans_first.put_first(TRAINING, request, plans, now=NOW, pending=86400)
     assert choice.plan_arn is not None and choice.plan_arn.endswith("/more-room")
     assert changed["ResourceConfig"]["InstancePreferences"] == [
         {"InstanceType": P5, "InstanceCount": 2, "TrainingPlanArns": [choice.plan_arn]},
@@ -125,7 +125,7 @@ def test_a_list_that_names_a_plan_is_left_as_written():
             "InstancePreferences": [{"InstanceType": P5, "InstanceCount": 1, "TrainingPlanArns": [_plan("mine").arn]}]
         }
     }
-    changed, choice = plans_first.put_first(TRAINING, request, [_plan("other")], NOW, 86400)
+    changed, choice = plans_first.put_first(TRAINING, request, [_plan("other")], now=NOW, pending=86400)
     assert changed is request and choice.plan_arn is None
     assert choice.notes == ("the list already names a training plan; it is left as written",)
 
@@ -137,7 +137,7 @@ def test_a_uniform_count_is_kept_on_the_entry_moved_first():
             "InstancePreferences": [{"InstanceType": "ml.g5.48xlarge"}, {"InstanceType": P5}],
         }
     }
-    changed, choice = plans_first.put_first(TRAINING, request, [_plan()], NOW, 86400)
+    changed, choice = plans_first.put_first(TRAINING, request, [_plan()], now=NOW, pending=86400)
     assert changed["ResourceConfig"] == {
         "InstanceCount": 2,
         "InstancePreferences": [

@@ -219,8 +219,8 @@ def _request() -> dict[str, Any]:
 def test_a_plan_backed_entry_is_exempt_from_the_cost_caps():
     caps = cost_caps.CostCaps(max_hourly_cost_usd=50.0)
     priced = prices.parse(table({"us-east-1": {"training": {"ml.p5.48xlarge": 100, "ml.p4d.24xlarge": 10}}}), "t")
-    assert set(cost_caps.cost_violations(TRAINING, _request(), caps, priced, "us-east-1")) == {0}
-    assert cost_caps.cost_violations(TRAINING, _with_plan(_request()), caps, priced, "us-east-1") == {}
+    assert set(cost_caps.cost_violations(TRAINING, _request(), caps, table=priced, region="us-east-1")) == {0}
+    assert cost_caps.cost_violations(TRAINING, _with_plan(_request()), caps, table=priced, region="us-east-1") == {}
 
 
 def test_a_plan_backed_job_has_no_on_demand_cost_and_a_job_without_capacity_cost_nothing():
