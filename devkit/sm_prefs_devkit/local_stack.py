@@ -32,7 +32,6 @@ T = TypeVar("T")
 HEALTHY_PARTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 SERVER_ERROR_RETRIES = 4  # tries after the first, for a 5xx answer of the REST API
-MIN_FILE_PROCESS_INTERVAL = 600  # seconds between parses of an unchanged DAG file
 
 
 class StackError(RuntimeError):
@@ -172,10 +171,6 @@ class LocalStack:
                 "AIRFLOW__API__WORKERS": "1",
                 "AIRFLOW__API__BASE_URL": self.api_url,
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-                # A file is parsed again once changed (the processor compares its mtime, Airflow 3.1 to 3.3), so the
-                # periodic re-parse (30 s by default) only burns CPU here: several stacks side by side were
-                # CPU-bound, and each one's DAG processor took up to 8.5 % of a core re-parsing unchanged folders.
-                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": str(MIN_FILE_PROCESS_INTERVAL),
                 "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
                 "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(connection),
                 "SM_PREFS_SUMMARY_DIR": str(self.workdir),
