@@ -18,12 +18,6 @@ pytestmark = pytest.mark.emulator
 P5, P4D, G6, G5 = ("ml.p5.48xlarge", 1), ("ml.p4d.24xlarge", 2), ("ml.g6.48xlarge", 1), ("ml.g5.12xlarge", 1)
 
 
-@pytest.fixture
-def ledger_folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
-    return tmp_path / "ledger"
-
-
 def _run(conn_id: str, night: int, preferences: list[Any], output: str = "s3://bucket/output") -> str | None:
     """One night's task instance, blocking; the failure's message, or None when the job completed."""
     config = training_request(f"eval-{night}") | {"OutputDataConfig": {"S3OutputPath": output}}

@@ -594,10 +594,9 @@ def test_stream_logs_must_be_a_boolean():
         training_operator("aws_default", stream_logs="yes")
 
 
-def test_every_ended_job_is_recorded_in_the_capacity_ledger(start_emulator, aws_connection, tmp_path, monkeypatch):
+def test_every_ended_job_is_recorded_in_the_capacity_ledger(start_emulator, aws_connection):
     from airflow_sm_prefs.evidence import ledger_reading
 
-    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
     server = start_emulator("incompatible-fallback")
     failing = training_operator(
         aws_connection(server), preferences=[("ml.p5.48xlarge", 1), ("ml.g5.48xlarge", 2)], deferrable=False

@@ -21,12 +21,6 @@ pytestmark = pytest.mark.emulator
 P5, P4D, G5 = ("ml.p5.48xlarge", 1), ("ml.p4d.24xlarge", 2), ("ml.g5.48xlarge", 1)
 
 
-@pytest.fixture
-def ledger_folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}/ledger")
-    return tmp_path / "ledger"
-
-
 def _run(conn_id: str, night: int, preferences: list) -> dict:
     config = training_request(f"eval-{night}")
     operator = training_operator(conn_id, config=config, preferences=preferences, deferrable=False)
