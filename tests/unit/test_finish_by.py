@@ -203,3 +203,66 @@ def test_before_create_leaves_the_bound_to_the_task_for_processing_and_keeps_the
     assert "MaxPendingTimeInSeconds" not in listed.request.get("StoppingCondition", {})
     assert listed.pending_until == pendulum.datetime(2026, 11, 30, 4, 50)
     assert run.log.said[-1][1].endswith("(the longest expected run kept: 10m00s), enforced by this task")
+
+
+def test_an_entry_expected_to_run_exactly_the_time_left_cannot_finish_and_a_past_deadline_leaves_none():
+    request = training_request("x", GPU_PAIR)  # MaxRuntimeInSeconds 3600
+    with pytest.raises(RequestValidationError) as refused:
+        finish_by.plan(TRAINING, request, finish_by=NOW.add(hours=1), now=NOW, history=no_history)
+    assert refused.value.problems[0] == (
+        "no preference can finish by finish_by=2026-11-30T03:00:00Z (1h00m00s from now)"
+    )
+    with pytest.raises(RequestValidationError) as past:
+        finish_by.plan(TRAINING, request, finish_by=NOW.subtract(minutes=5), now=NOW, history=no_history)
+    assert past.value.problems[:2] == [
+        "no preference can finish by finish_by=2026-11-30T01:55:00Z (0s from now)",
+        "preference #1 (1 x ml.p5.48xlarge): expected to run 1h00m00s (MaxRuntimeInSeconds, as the ledger has no "
+        "completed job of this task on it), and only 0s remain until finish_by=2026-11-30T01:55:00Z",
+    ]
+
+
+def test_sagemaker_holds_a_bound_of_exactly_its_floor_and_a_request_without_a_stopping_condition_gets_one():
+    request = training_request("x", GPU_PAIR)
+    del request["StoppingCondition"]  # MaxRuntimeInSeconds then defaults to a day: the ledger says ten minutes
+    deadline = finish_by.plan(
+        TRAINING, request, finish_by=NOW.add(minutes=40), now=NOW, history=lambda t, c: (600.0, 3)
+    )
+    assert deadline.pending_seconds == finish_by.SERVICE_MIN_PENDING == 1800
+    sent, pending_until = finish_by.applied(TRAINING, request, deadline, NOW)
+    assert sent["StoppingCondition"] == {"MaxPendingTimeInSeconds": 1800} and pending_until is None
+    assert "StoppingCondition" not in request
+
+
+def test_before_create_reads_the_clock_in_utc_itself():
+    """No frozen clock here: the check's own ``now`` (a zone SageMaker's and the ledger's times are in)."""
+    from airflow_sm_prefs.preflight.check import Listed
+
+    run = _run(TRAINING)
+    deadline = pendulum.now("UTC").add(hours=5)
+    finish_by_check = finish_by.FinishesBy(deadline)
+    listed = _without_history(finish_by_check, run, Listed.of(training_request("x", GPU_PAIR)))
+    bound = listed.request["StoppingCondition"]["MaxPendingTimeInSeconds"]
+    assert 4 * 3600 - 60 <= bound <= 4 * 3600
+
+
+def _without_history(check, run, listed):
+    import unittest.mock
+
+    with unittest.mock.patch.object(finish_by, "ledger_history", lambda dag_id, task_id, kind: no_history):
+        return check.before_create(run, listed)
+
+
+def test_the_ledger_history_reads_only_this_dags_completed_runs_that_say_what_ran(tmp_path, monkeypatch):
+    from airflow_sm_prefs.evidence import ledger_writing
+    from tests.unit.test_report import entry
+
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__LEDGER_PATH", f"file://{tmp_path}")
+    unmeasured = entry("a", 1, run=None)  # completed, yet with no run time: read past, not stopped at
+    another_dags = {**entry("b", 1, run=60.0), "dag_id": "weekly"}
+    no_count = {**entry("c", 1, run=300.0), "selected_instance_count": None}
+    for written in (unmeasured, another_dags, entry("d", 1, run=700.0), no_count):
+        assert ledger_writing.write(written)  # type: ignore[arg-type]
+    history = finish_by.ledger_history("nightly", "fine_tune", TRAINING)
+    assert history("ml.p4d.24xlarge", 2) == (700.0, 1)
+    assert history("ml.p4d.24xlarge", 0) == (300.0, 1), "a count the ledger lacks is read as 0, never as 1"
+    assert history("ml.p4d.24xlarge", 1) is None

@@ -306,3 +306,59 @@ def test_a_named_plan_is_asked_for_once_per_create_call_and_a_failure_is_unknown
     assert reader.named(arn.replace("/p", "/broken")) == (False, None)
     assert asked == [arn, arn.replace("/p", "/gone"), arn.replace("/p", "/broken")] and clients == [1]
     assert len(reader.log.said) == 1 and "TimeoutError: read timed out" in reader.log.said[0][1]
+
+
+def test_a_plan_expired_with_no_end_says_so_and_one_starting_exactly_when_the_wait_ends_can_take_the_job():
+    assert plans_first.unusable(_plan(status="Expired", end=None), ENTRY, NOW, 3600) == "expired"
+    at_the_bound = _plan(status="Scheduled", available=0, start=NOW + dt.timedelta(hours=2))
+    assert plans_first.unusable(at_the_bound, ENTRY, NOW, 2 * 3600) is None
+    assert plans_first.unusable(at_the_bound, ENTRY, NOW, 2 * 3600 - 1) is not None
+
+
+def test_of_plans_starting_later_the_soonest_is_put_first_and_its_start_is_said():
+    request = {"ResourceConfig": {"InstancePreferences": [{"InstanceType": P5, "InstanceCount": 2}]}}
+    plans = [
+        _plan("a-later", status="Scheduled", available=0, start=NOW + dt.timedelta(hours=3)),
+        _plan("b-sooner", status="Scheduled", available=0, start=NOW + dt.timedelta(hours=1)),
+    ]
+    _, choice = plans_first.put_first(TRAINING, request, plans, now=NOW, pending=86400)
+    assert choice.plan_arn is not None and choice.plan_arn.endswith("/b-sooner")
+    assert choice.notes == (
+        f"training plan b-sooner put first for preference #1 (2 x {P5}): 0 of its 2 reserved instances free from "
+        f"{(NOW + dt.timedelta(hours=1)).isoformat()}",
+    )
+
+
+def test_with_no_plan_for_any_listed_type_the_note_names_the_types_once_each():
+    request = {
+        "ResourceConfig": {
+            "InstancePreferences": [
+                {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1},
+                {"InstanceType": P5, "InstanceCount": 1},
+            ]
+        }
+    }
+    changed, choice = plans_first.put_first(
+        TRAINING, request, [_plan(instance_type="ml.p4d.24xlarge")], now=NOW, pending=86400
+    )
+    assert changed is request and choice.plan_arn is None
+    assert choice.notes == ("no training plan of the account reserves a listed type (ml.g5.48xlarge, ml.p5.48xlarge)",)
+
+
+def test_plans_that_cannot_be_read_are_one_warning_naming_the_permissions_and_the_error_cut_short(monkeypatch):
+    from airflow_sm_prefs.sagemaker import training_plans
+
+    def denied(client):
+        raise PermissionError("x" * 300)
+
+    monkeypatch.setattr(training_plans, "account_plans", denied)
+    log = TaskLog()
+    assert plans_first.PlansReader(lambda: "client", log).account_plans() is None
+    assert log.said == [
+        (
+            "warning",
+            f"Training plans not checked: could not read them from SageMaker (PermissionError: {'x' * 200}); check "
+            "the connection's sagemaker:ListTrainingPlans and sagemaker:DescribeTrainingPlan permissions. SageMaker "
+            "still skips a plan that cannot take the job.",
+        )
+    ]

@@ -29,6 +29,7 @@ from tests.validation_cases import (
     G5,
     M5,
     P5,
+    PLAN,
     PROCESSING_CASES,
     TRAINING_CASES,
     processing_with,
@@ -203,6 +204,10 @@ TRAINING_MORE = {
         training_with(P5, SelectedInstanceCount=1),
         ["ResourceConfig.SelectedInstanceCount is reported by SageMaker, not sent to it [R20]"],
     ),
+    "one plan ARN given as text, not a list": (
+        training_with({**P5, "TrainingPlanArns": PLAN}),
+        ["preference #1 (ml.p5.48xlarge): TrainingPlanArns must hold exactly one training plan ARN [R11]"],
+    ),
     "a plan ARN of 49 characters": (
         training_with({**P5, "TrainingPlanArns": ["x" * 49]}),
         [f"preference #1 (ml.p5.48xlarge): training plan ARN {'x' * 49!r} must be 50 to 2048 characters [R15/R16]"],
@@ -235,6 +240,10 @@ PROCESSING_MORE = {
     "a selected type sent": (
         processing_with(M5, SelectedInstanceType="ml.m5.xlarge"),
         ["ClusterConfig.SelectedInstanceType is reported by SageMaker, not sent to it"],
+    ),
+    "a selected count sent": (
+        processing_with(M5, SelectedInstanceCount=1),
+        ["ClusterConfig.SelectedInstanceCount is reported by SageMaker, not sent to it"],
     ),
     "a job-level count above a hundred": (
         processing_request("job", [{"InstanceType": "ml.m5.xlarge"}], InstanceCount=101),

@@ -266,7 +266,7 @@ def _hardware(**changes):
         ({"min_memory_gib": 64}, 1, {}, []),
         ({"min_memory_gib": 64.5}, 1, {}, ["64 GiB of memory, below min_memory_gib=64.5"]),
         ({"cpu_architectures": ["arm64", "x86_64"]}, 1, {}, []),
-        ({"cpu_architectures": ["arm64"]}, 1, {}, ["CPU architecture x86_64 is not one of arm64"]),
+        ({"cpu_architectures": ["arm64", "riscv64"]}, 1, {}, ["CPU architecture x86_64 is not one of arm64, riscv64"]),
         ({"gpu_architectures": ["ampere"]}, 1, {}, []),
         (
             {"gpu_architectures": ["hopper", "blackwell"]},
@@ -360,6 +360,8 @@ def test_each_bad_requirement_is_one_problem_worded_exactly(requires, problems):
 
 def test_requirements_given_as_a_value_are_checked_too_and_lists_become_tuples():
     assert requirements.judged(None) is None
+    one = {"min_total_gpus": 1, "min_vcpus": 1, "min_gpu_memory_gib": 0.5, "min_memory_gib": 1}
+    assert requirements.judged(one) == InstanceRequirements(**one), "the smallest positive values are positive"
     with pytest.raises(RequestValidationError, match="min_total_gpus must be a positive integer, got 0"):
         requirements.judged(InstanceRequirements(min_total_gpus=0))
     given = requirements.judged({"gpu_architectures": ["hopper"], "min_memory_gib": 0.5, "accelerator": "other"})
@@ -371,13 +373,18 @@ def test_an_entry_is_judged_by_its_own_type_and_count_and_one_the_catalogue_lack
     catalogue = {"ml.test.12xlarge": _hardware()}
     needs = InstanceRequirements(min_total_gpus=8)
     listed = [
-        (0, "ml.test.12xlarge", 2, "preference #1 (2 x ml.test.12xlarge)"),
-        (1, "ml.test.12xlarge", 1, "preference #2 (1 x ml.test.12xlarge)"),
-        (2, "ml.unknown.xlarge", 4, "preference #3 (4 x ml.unknown.xlarge)"),
+        (0, "ml.unknown.xlarge", 4, "preference #1 (4 x ml.unknown.xlarge)"),
+        (1, "ml.test.12xlarge", 2, "preference #2 (2 x ml.test.12xlarge)"),
+        (2, "ml.test.12xlarge", 1, "preference #3 (1 x ml.test.12xlarge)"),
     ]
     assert requirements.violations(needs, listed, catalogue) == {
-        1: "preference #2 (1 x ml.test.12xlarge): 4 x 1 = 4 accelerators, below min_total_gpus=8 "
-        "(requires={'min_total_gpus': 8})",
-        2: "preference #3 (4 x ml.unknown.xlarge): ml.unknown.xlarge is not in the instance catalogue, so requires= "
+        0: "preference #1 (4 x ml.unknown.xlarge): ml.unknown.xlarge is not in the instance catalogue, so requires= "
         "cannot be checked; add it to your catalogue file ([sm_prefs] instance_catalogue)",
+        2: "preference #3 (1 x ml.test.12xlarge): 4 x 1 = 4 accelerators, below min_total_gpus=8 "
+        "(requires={'min_total_gpus': 8})",
+    }
+    two_short = InstanceRequirements(min_vcpus=16, efa=True)
+    assert requirements.violations(two_short, listed[2:], catalogue) == {
+        2: "preference #3 (1 x ml.test.12xlarge): no EFA (Elastic Fabric Adapter) support; 8 vCPUs, below "
+        "min_vcpus=16 (requires={'efa': True, 'min_vcpus': 16})"
     }
