@@ -262,7 +262,7 @@ def test_following_a_queued_job_defers_with_a_trigger_built_from_the_waiting_arg
         mask_connections=("warehouse",),
     )
     hook = FakeHook(described("job-a"))
-    task, context, _ = life(hook, waiting)
+    task, context, log = life(hook, waiting)
     linked: list[str] = []
     task.persist_links = linked.append
     request = {"StoppingCondition": {"MaxRuntimeInSeconds": 7200, "MaxPendingTimeInSeconds": 1800}}
@@ -276,7 +276,7 @@ def test_following_a_queued_job_defers_with_a_trigger_built_from_the_waiting_arg
     )
     # One deferral for the whole wait: the trigger announces the selection itself, without resuming the task.
     assert (trigger.job_name, trigger.job_kind, trigger.wait_for) == ("job-a", "training", "completion")
-    assert trigger.announce_selection is True and trigger.region == task.region
+    assert trigger.announce_selection is True and trigger.region == "us-east-1"
     # No event before the hold: the deferral plus [sm_prefs] deferral_hold_seconds (90 s by default).
     assert before <= pendulum.parse(trigger.deferred_at) <= after and trigger.hold_seconds == 90.0  # type: ignore[operator]
     assert (trigger.deadline, trigger.pending_deadline) == (deadline.isoformat(), pending_deadline)
@@ -288,6 +288,11 @@ def test_following_a_queued_job_defers_with_a_trigger_built_from_the_waiting_arg
     assert (task.active_job, linked, hook.described) == ("job-a", ["job-a"], ["job-a"])
     assert context["task_state_store"][attempts.STATE_KEY]["phase"] == attempts.DEFERRED
     assert "selection" not in context["ti"].xcoms, "nothing chosen yet: nothing announced"
+    assert log.said[-1] == (
+        "info",
+        "Deferring: the job's end resumes the task, no sooner than 90 s from now ([sm_prefs] "
+        "deferral_hold_seconds: Airflow must first take this try's exit)",
+    )
 
 
 def test_following_a_job_that_already_chose_announces_it_and_waits_for_the_end():
@@ -355,7 +360,8 @@ def test_a_first_start_prepares_creates_claims_and_defers_on_the_new_job():
     from airflow_sm_prefs.preflight.runner import Prepared
 
     hook = CreatingHook()
-    task, context, _ = life(hook, claimed=None)
+    task, context, _ = life(hook, replace(WAITING, stop_on_kill=False), claimed=None)
+    assert task.active_job is None, "nothing to stop before a job exists"
     task.connection = TEAM_AWS
     prepared: list[dict[str, Any]] = []
 
@@ -374,6 +380,8 @@ def test_a_first_start_prepares_creates_claims_and_defers_on_the_new_job():
         "training",
     )
     assert claim.preflight is not None and claim.preflight["dropped_preferences"][0]["reason"] == "r"
+    # What the listener and a retry read from the claim: the waiting arguments and where the job lives.
+    assert (claim.stop_on_kill, claim.aws_conn_id, claim.region_name) == (False, "team_aws", "us-east-1")
     assert task.active_job == "eval-job"
     again = task.start({"StoppingCondition": {"MaxRuntimeInSeconds": 600}}, "eval-job", preflight)
     assert isinstance(again, Defer) and len(hook.created) == 1 and len(prepared) == 1, "reattached, not judged again"
@@ -609,3 +617,55 @@ def test_the_record_holds_what_preflight_decided_read_with_the_claim_once(outcom
     assert kept["uncertified_preferences"] == decided["uncertified_preferences"]
     # One read to follow the claimed job, one as the task marks it finished; the record uses that one.
     assert store.reads == 2
+
+
+@pytest.mark.parametrize(
+    ("configured", "hold", "words"),
+    [
+        ("0", 0.0, "as soon as it comes ([sm_prefs] deferral_hold_seconds = 0)"),
+        (
+            "1",
+            1.0,
+            "no sooner than 1 s from now ([sm_prefs] deferral_hold_seconds: Airflow must first take this try's exit)",
+        ),
+    ],
+)
+def test_the_deferral_says_when_the_jobs_end_can_resume_the_task(monkeypatch, configured, hold, words):
+    monkeypatch.setenv("AIRFLOW__SM_PREFS__DEFERRAL_HOLD_SECONDS", configured)
+    task, _, log = life(FakeHook(described("job-a")))
+    step = _follow(task, {})
+    assert isinstance(step, Defer) and step.trigger.hold_seconds == hold
+    assert log.said[-1] == ("info", f"Deferring: the job's end resumes the task, {words}")
+
+
+def test_a_task_that_waits_in_its_slot_holds_nothing_back():
+    blocking, _, _ = life(FakeHook(), replace(WAITING, deferrable=False))
+    assert blocking.hold_seconds == 0.0
+
+
+def test_a_blocking_wait_announces_the_selection_when_it_happens_once_and_keeps_its_slot_claimed():
+    """Downstream tasks and the UI read the selection while the job runs: announced at the look that saw it,
+    not at the end, and only once; the claim still says the task waits in its slot."""
+    announced_at_each_look: list[bool] = []
+    phase_at_each_look: list[str] = []
+
+    class SelectingHook(FakeHook):
+        def describe_job(self, kind: Any, name: str) -> dict[str, Any]:
+            assert kind is TRAINING
+            announced_at_each_look.append("selection" in context["ti"].xcoms)
+            phase_at_each_look.append(context["task_state_store"][attempts.STATE_KEY]["phase"])
+            looks = len(announced_at_each_look)
+            chosen = described(name, selected="ml.p4d.24xlarge")
+            if looks == 2:
+                self.jobs[name] = chosen
+            elif looks > 2:
+                self.jobs[name] = {**chosen, "TrainingJobStatus": "Completed", "SecondaryStatus": "Completed"}
+            return super().describe_job(kind, name)
+
+    hook = SelectingHook(described("job-a"))
+    task, context, log = life(hook, replace(WAITING, deferrable=False, check_interval=0.01))
+    step = _follow(task, {})
+    assert isinstance(step, Done) and step.record["status"] == "Completed"
+    assert announced_at_each_look[0] is False and announced_at_each_look[-1] is True
+    assert phase_at_each_look[-1] == attempts.BLOCKING
+    assert len([line for line in log.messages if line.startswith("SageMaker selected")]) == 1, log.messages
