@@ -12,6 +12,7 @@ one warning, never the task: SageMaker still decides at placement.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Sequence
@@ -144,18 +145,11 @@ def _chosen(plan: PlanState, entry: Entry) -> str:
 
 
 def _moved_first(kind: JobKind, request: dict[str, Any], entry: Entry, plan: PlanState) -> dict[str, Any]:
-    resources = kind.resources(request)
+    """A new request, the one given left as it is, with ``entry`` first and on ``plan``."""
+    changed = copy.deepcopy(request)
+    resources = kind.ensure_resources(changed)
     others = [api for rank, api in enumerate(resources["InstancePreferences"]) if rank != entry.rank]
-    changed = {**request}
-    path = kind.resources_path
-    container = changed
-    for key in path[:-1]:
-        container[key] = {**container[key]}
-        container = container[key]
-    container[path[-1]] = {
-        **resources,
-        "InstancePreferences": [{**entry.api, "TrainingPlanArns": [plan.arn]}, *others],
-    }
+    resources["InstancePreferences"] = [{**entry.api, "TrainingPlanArns": [plan.arn]}, *others]
     return changed
 
 
