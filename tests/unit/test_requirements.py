@@ -388,3 +388,23 @@ def test_an_entry_is_judged_by_its_own_type_and_count_and_one_the_catalogue_lack
         2: "preference #3 (1 x ml.test.12xlarge): no EFA (Elastic Fabric Adapter) support; 8 vCPUs, below "
         "min_vcpus=16 (requires={'efa': True, 'min_vcpus': 16})"
     }
+
+
+def test_before_create_the_check_judges_the_rendered_list_of_the_runs_kind():
+    from airflow_sm_prefs.preflight.check import Run
+    from airflow_sm_prefs.request.jobs import PROCESSING, TRAINING
+    from tests.helpers import TaskLog
+
+    check = requirements.MeetsRequirements(InstanceRequirements(min_gpu_memory_gib=40))
+    listed = [
+        {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1},
+        {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1},
+    ]
+    for kind, request in ((TRAINING, training_request("x", listed)), (PROCESSING, processing_request("x", listed))):
+        run = Run(kind, {}, None, TaskLog(), "drop")  # type: ignore[arg-type]
+        (reason,) = check.violations(run, request).values()
+        assert list(check.violations(run, request)) == [1], kind.name
+        assert reason == (
+            "preference #2 (1 x ml.g5.48xlarge): 22.35 GiB per accelerator, below min_gpu_memory_gib=40 "
+            "(requires={'min_gpu_memory_gib': 40})"
+        )
