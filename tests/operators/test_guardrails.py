@@ -15,7 +15,6 @@ from airflow_sm_prefs.request.preferences import RequestValidationError
 from airflow_sm_prefs.surface.operators import NoCapacityError
 from airflow_sm_prefs.task.attempts import STATE_KEY
 from sm_prefs_devkit.emulator.scenario import parse_faults
-from sm_prefs_devkit.local_stack import control
 from tests.helpers import FakeTI
 from tests.operators.test_operator import (
     FakeStore,
@@ -216,10 +215,9 @@ def test_finish_by_sets_the_pending_bound_sagemaker_enforces(start_emulator, aws
 
 
 def test_finish_by_below_the_floor_is_enforced_by_the_task_and_kept_for_a_retry(start_emulator, aws_connection):
-    server = start_emulator("all-busy-then-free")
     # The scenario frees capacity ten virtual minutes after it starts (ten seconds here): a busy machine can take
     # that long to create the job, which then never waits. With the clock stopped, it waits for this test.
-    control(server.endpoint_url, "clock", {"speed": 0})
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     operator = training_operator(aws_connection(server))
     now = pendulum.now("UTC")
     operator.finish_by = now.add(minutes=80)

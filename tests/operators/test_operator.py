@@ -225,7 +225,7 @@ def test_blocking_mode_runs_to_completion(start_emulator, aws_connection):
 
 
 def test_a_retry_reattaches_instead_of_launching_again(start_emulator, aws_connection):
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)
     operator = training_operator(aws_connection(server))
     store = FakeStore()
     with pytest.raises(TaskDeferred):
@@ -242,7 +242,7 @@ def test_without_a_state_store_the_job_is_found_in_sagemaker_and_the_name_still_
 ):
     from airflow_sm_prefs.sagemaker.hooks import SageMakerPreferenceHook
 
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)
     config = training_request("", None)
     config.pop("TrainingJobName")
     operator = training_operator(aws_connection(server), config=config)
@@ -261,7 +261,7 @@ def test_without_a_state_store_the_job_is_found_in_sagemaker_and_the_name_still_
 
 def test_without_a_state_store_or_the_jobs_tags_a_clear_is_taken_for_a_retry(start_emulator, aws_connection):
     """Without sagemaker:ListTags the try that created the job is unknown: reattach, never launch again."""
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)
     operator = training_operator(aws_connection(server))
     with pytest.raises(TaskDeferred):
         operator.execute(context(FakeTI(try_number=1), claims="sagemaker"))
@@ -338,7 +338,7 @@ def test_after_a_failed_job_a_retry_starts_the_next_generation(start_emulator, a
 
 @CLAIMS
 def test_a_clear_while_deferred_stops_the_old_job_and_starts_afresh(start_emulator, aws_connection, claims):
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)
     operator = training_operator(aws_connection(server))
     store = FakeStore()
     with pytest.raises(TaskDeferred):
@@ -353,7 +353,7 @@ def test_a_clear_while_deferred_stops_the_old_job_and_starts_afresh(start_emulat
 def test_an_event_about_an_earlier_generation_is_ignored(start_emulator, aws_connection, claims):
     """SQLite reuses a deleted trigger's id, so the old try's trigger can resume the new try with its event.
     Before Airflow 3.3 the resumed try finds the generation it follows in its own XCom."""
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)
     operator = training_operator(aws_connection(server))
     store = FakeStore()
     with pytest.raises(TaskDeferred):
@@ -374,7 +374,7 @@ def test_an_event_about_an_earlier_generation_is_ignored(start_emulator, aws_con
 @CLAIMS
 def test_a_retry_of_a_deferred_try_that_airflow_failed_reattaches(start_emulator, aws_connection, claims):
     """Airflow can fail a deferred try itself (apache/airflow#66374): that is a retry, not a user's clear."""
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)
     operator = training_operator(aws_connection(server), retries=1)
     store = FakeStore()
     with pytest.raises(TaskDeferred):
@@ -413,7 +413,7 @@ def test_a_clear_after_a_failure_the_listener_could_not_attribute_reattaches(
 
     if claims == "store" and not airflow_lines.has_task_state_store():
         pytest.skip("Airflow before 3.3 has no task state store")
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)
     operator = training_operator(aws_connection(server))
     store = FakeStore()
     first = FakeTI(try_number=1)
@@ -574,15 +574,12 @@ def test_stream_logs_off_reads_no_log(start_emulator, aws_connection):
 
 
 def test_a_reattaching_retry_shows_only_lines_written_from_then_on(start_emulator, aws_connection):
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)  # "from now" is SageMaker's now
     operator = training_operator(aws_connection(server))
     store = FakeStore()
     with pytest.raises(TaskDeferred):
         operator.execute(context(FakeTI(try_number=1), store))
     control(server.endpoint_url, "advance", {"seconds": 120})  # running and logging
-    # "From now" is SageMaker's now: stopped here, as five virtual seconds are 83 ms at 60x, less than a busy
-    # machine takes between the retry's look and this test's.
-    control(server.endpoint_url, "clock", {"speed": 0})
     second = FakeTI(try_number=2)
     with pytest.raises(TaskDeferred) as deferred:
         operator.execute(context(second, store))
