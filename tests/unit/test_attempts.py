@@ -39,6 +39,17 @@ def test_first_execution_creates_the_base_name():
     )
 
 
+def _while_the_job_runs(claimed_by_try: int, first_try: int) -> Decision:
+    """What a try decides about the job a deferred try claimed, the job still InProgress."""
+    return decide(
+        claim(DEFERRED, try_number=claimed_by_try),
+        "base",
+        "InProgress",
+        first_try=first_try,
+        resubmit_after_failure=True,
+    )
+
+
 @pytest.mark.parametrize(
     ("claimed_by_try", "first_try"),
     [
@@ -48,13 +59,7 @@ def test_first_execution_creates_the_base_name():
     ],
 )
 def test_a_retry_reattaches_to_its_running_job(claimed_by_try, first_try):
-    decision = decide(
-        claim(DEFERRED, try_number=claimed_by_try),
-        "base",
-        "InProgress",
-        first_try=first_try,
-        resubmit_after_failure=True,
-    )
+    decision = _while_the_job_runs(claimed_by_try, first_try)
     assert decision == Decision("reattach", "base", 1, "job base is still InProgress")
 
 
@@ -96,13 +101,7 @@ def test_a_failed_job_starts_the_next_generation_or_fails_by_policy(status):
 @pytest.mark.parametrize(("claimed_by_try", "first_try"), [(1, 2), (2, 4)])
 def test_a_clear_while_the_job_runs_supersedes_it(claimed_by_try, first_try):
     # The claim predates the first try since the clear: the user asked for a fresh run.
-    decision = decide(
-        claim(DEFERRED, try_number=claimed_by_try),
-        "base",
-        "InProgress",
-        first_try=first_try,
-        resubmit_after_failure=True,
-    )
+    decision = _while_the_job_runs(claimed_by_try, first_try)
     assert decision == Decision(
         "supersede",
         "base-r2",

@@ -233,23 +233,15 @@ def test_sagemaker_holds_a_bound_of_exactly_its_floor_and_a_request_without_a_st
     assert "StoppingCondition" not in request
 
 
-def test_before_create_reads_the_clock_in_utc_itself():
+def test_before_create_reads_the_clock_in_utc_itself(monkeypatch):
     """No frozen clock here: the check's own ``now`` (a zone SageMaker's and the ledger's times are in)."""
     from airflow_sm_prefs.preflight.check import Listed
 
-    run = _run(TRAINING)
+    monkeypatch.setattr(finish_by, "ledger_history", lambda dag_id, task_id, kind: no_history)
     deadline = pendulum.now("UTC").add(hours=5)
-    finish_by_check = finish_by.FinishesBy(deadline)
-    listed = _without_history(finish_by_check, run, Listed.of(training_request("x", GPU_PAIR)))
+    listed = finish_by.FinishesBy(deadline).before_create(_run(TRAINING), Listed.of(training_request("x", GPU_PAIR)))
     bound = listed.request["StoppingCondition"]["MaxPendingTimeInSeconds"]
     assert 4 * 3600 - 60 <= bound <= 4 * 3600
-
-
-def _without_history(check, run, listed):
-    import unittest.mock
-
-    with unittest.mock.patch.object(finish_by, "ledger_history", lambda dag_id, task_id, kind: no_history):
-        return check.before_create(run, listed)
 
 
 def test_the_ledger_history_reads_only_this_dags_completed_runs_that_say_what_ran(tmp_path, monkeypatch):
