@@ -64,6 +64,15 @@ def _no_hook_shared_across_tests() -> Iterator[None]:
 TEST_BUCKETS: Mapping[str, Sequence[str]] = {"bucket": ()}
 
 
+def _slow_machine_factor() -> float:
+    """``SM_PREFS_TEST_SLOW_MACHINE=10`` runs every emulator's clock ten times faster, which is what a machine ten
+    times slower looks like to a test: virtual time that passes between two of its calls. A test that passes so
+    does not lean on the machine's speed (docs/development.md, "Tests under load")."""
+    import os
+
+    return float(os.environ.get("SM_PREFS_TEST_SLOW_MACHINE", "1"))
+
+
 @pytest.fixture
 def start_emulator() -> Iterator[Callable[..., EmulatorServer]]:
     """Start an emulator on an ephemeral loopback port; every server is stopped after the test."""
@@ -81,7 +90,11 @@ def start_emulator() -> Iterator[Callable[..., EmulatorServer]]:
         """``clock_stopped``: virtual time moves only when the test advances it. At 60x a job runs its ten
         virtual minutes in ten real seconds, which a busy machine can spend between two of a test's calls."""
         loaded = load(scenario)
-        loaded = dataclasses.replace(loaded, buckets={**loaded.buckets, **TEST_BUCKETS, **(buckets or {})})
+        loaded = dataclasses.replace(
+            loaded,
+            buckets={**loaded.buckets, **TEST_BUCKETS, **(buckets or {})},
+            speed=loaded.speed * _slow_machine_factor(),
+        )
         server = EmulatorServer(loaded, **kwargs).start()  # type: ignore[arg-type]
         servers.append(server)
         if clock_stopped:

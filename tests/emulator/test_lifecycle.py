@@ -70,7 +70,7 @@ def test_job_completes_with_billing_and_transitions(start_emulator):
 
 
 def test_queued_job_starts_on_highest_ranked_type_when_capacity_appears(start_emulator):
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     client = boto_client(server.endpoint_url)
     preferences = [
         {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
@@ -520,7 +520,7 @@ def test_an_event_after_a_wait_comes_that_long_after_the_first_job_listing_its_t
     scenario = tmp_path / "after-waiting.yaml"
     scenario.write_text(AFTER_WAITING)
     state = tmp_path / "state.json"
-    server = start_emulator(str(scenario), state_file=state)
+    server = start_emulator(str(scenario), state_file=state, clock_stopped=True)
     client = boto_client(server.endpoint_url)
     p4d_alone = [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2}]
     client.create_training_job(**training_request("too-early", p4d_alone))  # before `at`: arms nothing
@@ -531,10 +531,13 @@ def test_an_event_after_a_wait_comes_that_long_after_the_first_job_listing_its_t
     control(server.endpoint_url, "advance", {"seconds": 5000})  # however long the client took to create it
     assert _resources(client.describe_training_job(TrainingJobName="too-early")).get("SelectedInstanceType") is None
     client.create_training_job(**training_request("waits", GPU_PAIR))
+    began_waiting = client.describe_training_job(TrainingJobName="waits")["CreationTime"].timestamp()
     server.stop()  # the armed event is kept across a restart
-    server = start_emulator(str(scenario), state_file=state)
+    server = start_emulator(str(scenario), state_file=state, clock_stopped=True)
     client = boto_client(server.endpoint_url)
-    control(server.endpoint_url, "advance", {"seconds": 1799})
+    # The clock moved while the emulator was down, as long as the restart took: count from where it stands.
+    waited = control(server.endpoint_url, "health")["virtual_time"] - began_waiting
+    control(server.endpoint_url, "advance", {"seconds": 1799 - waited})
     assert _resources(client.describe_training_job(TrainingJobName="waits")).get("SelectedInstanceType") is None
     control(server.endpoint_url, "advance", {"seconds": 2})
     for name in ("too-early", "waits"):
@@ -548,7 +551,7 @@ def test_an_event_after_a_wait_comes_that_long_after_the_first_job_listing_its_t
 def test_the_clock_stops_while_a_client_does_several_things_and_still_moves_when_told(start_emulator):
     server = start_emulator("nightly-weather")  # 60 virtual seconds a real second
     said = control(server.endpoint_url, "clock", {"speed": 0})
-    assert (said["speed"], said["was"]) == (0, 60)
+    assert (said["speed"], said["was"]) == (0, server.engine.scenario.speed)
     stopped = control(server.endpoint_url, "health")["virtual_time"]
     time.sleep(0.5)  # 30 virtual seconds at the scenario's speed
     assert control(server.endpoint_url, "health")["virtual_time"] == stopped

@@ -51,7 +51,7 @@ class Backend:
 def queued_job(start_emulator, aws_connection, monkeypatch):
     if not HAS_STATE_STORE:
         pytest.skip("Airflow before 3.3 has no task state store for the listener to read")
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     conn_id = aws_connection(server)
     boto_client(server.endpoint_url).create_training_job(**training_request("marked", GPU_PAIR))
 
@@ -119,7 +119,7 @@ def test_a_kept_job_is_not_kept_twice_nor_stopped_by_a_later_final_failure(queue
 def test_before_airflow_3_3_a_kept_job_is_tagged_with_the_try_that_failed(start_emulator, aws_connection, monkeypatch):
     """No task state store, and a new try starts with no XCom: the mark goes on the job itself, where the next
     try's claim is rebuilt from."""
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     conn_id = aws_connection(server)
     boto_client(server.endpoint_url).create_training_job(**training_request("marked", GPU_PAIR))
     claim = JobClaim("marked", "marked", 1, DEFERRED, 1, None, "training", conn_id, "us-east-1", True)
@@ -164,7 +164,7 @@ def _without_the_state_store(monkeypatch):
 def test_before_airflow_3_3_the_claim_comes_from_the_tries_xcom(start_emulator, aws_connection, monkeypatch):
     """No task state store: the listener reads the claim the try wrote in its XCom (the metadata database;
     here the query's answer stands in for it, the platform matrix's fault scenario reads the real one)."""
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     conn_id = aws_connection(server)
     boto_client(server.endpoint_url).create_training_job(**training_request("marked", GPU_PAIR))
     claim = JobClaim("marked", "marked", 1, DEFERRED, 1, None, "training", conn_id, "us-east-1", True)
@@ -193,7 +193,7 @@ def test_a_claim_that_cannot_be_read_lets_the_action_through(monkeypatch, caplog
 
 
 def _run_with_two_claims(start_emulator, aws_connection, monkeypatch):
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     conn_id = aws_connection(server)
     client = boto_client(server.endpoint_url)
     claims = []

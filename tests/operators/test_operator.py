@@ -113,7 +113,7 @@ def test_verify_and_botocore_config_reach_the_trigger_and_the_claim(start_emulat
 
 
 def test_templated_counts_are_cast_and_the_job_defers_once_for_the_whole_wait(start_emulator, aws_connection):
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     operator = training_operator(
         aws_connection(server), preferences=[{"instance_type": "ml.p5.48xlarge", "instance_count": "{{ params.n }}"}]
     )
@@ -636,7 +636,7 @@ def test_a_job_that_ended_before_its_selection_was_seen_still_announces_it(start
     log line and the metric come when the task resumes, once."""
     from airflow_sm_prefs.sagemaker.job_view import jsonable
 
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     operator = training_operator(aws_connection(server), preferences=[("ml.p5.48xlarge", 1), ("ml.p4d.24xlarge", 1)])
     ctx = context()
     with pytest.raises(TaskDeferred) as deferred:

@@ -87,8 +87,9 @@ async def test_a_trigger_started_again_in_the_same_try_repeats_nothing(
 
     monkeypatch.setattr(xcom_module, "XCom", FakeXCom)
     ti = type("TI", (), {"dag_id": "d", "task_id": "t", "run_id": "r", "map_index": -1})()
-    server = start_emulator(_scenario(tmp_path, "runtime_seconds: {default: 1200}\n"))
+    server = start_emulator(_scenario(tmp_path, "runtime_seconds: {default: 1200}\n"), clock_stopped=True)
     boto_client(server.endpoint_url).create_training_job(**training_request("restarted", GPU_PAIR))
+    control(server.endpoint_url, "advance", {"seconds": 600})  # started, two epochs logged, far from its end
     conn_id = aws_connection(server)
     task_log = TaskLog()
 
@@ -102,6 +103,7 @@ async def test_a_trigger_started_again_in_the_same_try_repeats_nothing(
     await LogFollower.close_all()
     before = len(task_log.lines)
     assert CURSOR_XCOM_KEY in saved
+    control(server.endpoint_url, "advance", {"seconds": 5000})  # the job goes on to its end while no trigger runs
     second = _trigger(conn_id, "restarted", task_log)
     second.task_instance = ti
     assert (await _run(second))["status"] == "finished"

@@ -35,7 +35,7 @@ async def _first_event(trigger: SageMakerPreferenceJobTrigger, timeout: float = 
 
 
 async def test_selection_event_carries_the_fallback(start_emulator, aws_connection):
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)
     boto_client(server.endpoint_url).create_training_job(**training_request("sel", GPU_PAIR))
     payload = await _first_event(_trigger(aws_connection(server), "sel", wait_for="selection"))
     assert payload["status"] == "selected"
@@ -52,7 +52,7 @@ async def test_completion_event(start_emulator, aws_connection):
 
 
 async def test_failure_on_an_incompatible_fallback_is_a_finished_event(start_emulator, aws_connection):
-    server = start_emulator("incompatible-fallback")
+    server = start_emulator("incompatible-fallback", clock_stopped=True)
     preferences = [
         {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
         {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1},
@@ -68,7 +68,7 @@ async def test_failure_on_an_incompatible_fallback_is_a_finished_event(start_emu
 
 
 async def test_service_pending_timeout_ends_the_wait_without_selection(start_emulator, aws_connection):
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     never_freed = [
         {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1},
         {"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1},
@@ -102,14 +102,14 @@ async def test_caller_side_pending_deadline_for_processing(start_emulator, aws_c
 
 
 async def test_absolute_deadline(start_emulator, aws_connection):
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     boto_client(server.endpoint_url).create_training_job(**training_request("late", GPU_PAIR))
     trigger = _trigger(aws_connection(server), "late", deadline=pendulum.now("UTC").add(seconds=1).isoformat())
     assert (await _first_event(trigger))["status"] == "timeout"
 
 
 async def test_throttling_and_5xx_are_ridden_out(start_emulator, aws_connection):
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)
     boto_client(server.endpoint_url).create_training_job(**training_request("bumpy", GPU_PAIR))
     control(server.endpoint_url, "faults", {"throttle_rate": 0.5, "error_rate": 0.5})
     task = asyncio.ensure_future(_first_event(_trigger(aws_connection(server), "bumpy", wait_for="selection")))
@@ -154,7 +154,7 @@ def _task_in_state(monkeypatch, trigger: SageMakerPreferenceJobTrigger, state: s
 
 
 async def test_on_kill_stops_the_job_and_tolerates_a_finished_one(start_emulator, aws_connection, monkeypatch):
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     boto_client(server.endpoint_url).create_training_job(**training_request("killed", GPU_PAIR))
     trigger = _trigger(aws_connection(server), "killed")
     _task_in_state(monkeypatch, trigger, "failed")
@@ -302,7 +302,7 @@ async def test_on_kill_stops_the_job_only_when_a_user_ended_the_task(
 ):
     """Airflow 3.3 calls on_kill whenever a trigger leaves its triggerer: on a user's action, and when another
     triggerer took it over, by which time the task may have resumed from the other copy's event."""
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     boto_client(server.endpoint_url).create_training_job(**training_request("moved", GPU_PAIR))
     trigger = _trigger(aws_connection(server), "moved")
     asked = _task_in_state(monkeypatch, trigger, state, map_index=2)
@@ -328,7 +328,7 @@ async def test_before_airflow_3_3_a_cancelled_trigger_stops_its_job_only_after_a
 ):
     from airflow_sm_prefs.platform import airflow_lines
 
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     boto_client(server.endpoint_url).create_training_job(**training_request("cancelled", GPU_PAIR))
     trigger = _trigger(aws_connection(server), "cancelled")
     _task_in_state(monkeypatch, trigger, state)
@@ -438,7 +438,7 @@ async def test_a_deadline_inside_the_hold_is_sent_once_the_hold_is_over(start_em
 async def test_a_pending_bound_passed_inside_the_hold_is_void_once_the_job_is_selected(start_emulator, aws_connection):
     """The bound applies only while the job waits for capacity: selected before the hold is over, the job is not
     abandoned for a bound that no longer applies, and the wait goes on to its end."""
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     boto_client(server.endpoint_url).create_training_job(
         **training_request("late-capacity", [{"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}])
     )
@@ -478,14 +478,14 @@ async def test_the_trigger_announces_the_selection_itself_and_waits_on_for_the_e
             pushed.append((call.__name__, args, kwargs))
 
     monkeypatch.setattr(announcement.supervisor_calls, "ask", ask)
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)
     boto_client(server.endpoint_url).create_training_job(**training_request("announce", GPU_PAIR))
     trigger = _trigger(aws_connection(server), "announce", announce_selection=True, region="us-east-1")
     trigger.task_instance = _TaskInstance()
     task = asyncio.ensure_future(_first_event(trigger))
-    for _ in range(100):
-        if pushed:
-            break
+    deadline = asyncio.get_running_loop().time() + 120
+    while not pushed and not task.done():
+        assert asyncio.get_running_loop().time() < deadline, "the trigger never announced the selection"
         await asyncio.sleep(0.1)
     assert not task.done(), "a selection must not end the wait"
     ((name, args, scope),) = pushed
@@ -507,7 +507,7 @@ async def test_the_trigger_announces_the_selection_itself_and_waits_on_for_the_e
 
 async def test_a_selection_the_trigger_could_not_push_is_left_to_the_task(start_emulator, aws_connection):
     """Outside a triggerer (no task instance to push for) the end's event says nothing was announced."""
-    server = start_emulator("gpu-shortage")
+    server = start_emulator("gpu-shortage", clock_stopped=True)
     boto_client(server.endpoint_url).create_training_job(**training_request("unpushed", GPU_PAIR))
     trigger = _trigger(aws_connection(server), "unpushed", announce_selection=True)
     task = asyncio.ensure_future(_first_event(trigger))

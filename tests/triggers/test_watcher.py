@@ -65,14 +65,14 @@ async def _run_for(triggers, seconds: float) -> list:
     return [task.result().payload for task in done]
 
 
-async def _run_until(triggers, done: Callable[[], bool], timeout: float = 120.0) -> list:
-    """The triggers' first events once ``done()`` holds (checked every tenth of a second), however long the
-    machine takes to get there; TimeoutError past ``timeout``."""
+async def _run_until(triggers, done: Callable[[], bool], timeout: float = 120.0, *, delivered: int = 0) -> list:
+    """The triggers' first events once ``done()`` holds and at least ``delivered`` triggers sent theirs (checked
+    every tenth of a second), however long the machine takes to get there; TimeoutError past ``timeout``."""
     tasks = [asyncio.ensure_future(t.run().__anext__()) for t in triggers]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     try:
-        while not done():
+        while not (done() and sum(task.done() for task in tasks) >= delivered):
             if loop.time() > deadline:
                 raise TimeoutError(f"gave up after {timeout:.0f}s")
             await asyncio.sleep(0.1)
@@ -88,6 +88,14 @@ def _the_watcher() -> JobWatcher | None:
     return next(iter(JobWatcher._by_loop.get(asyncio.get_running_loop(), {}).values()), None)
 
 
+def three_rounds() -> bool:
+    return (watcher := _the_watcher()) is not None and watcher.list_rounds >= 3
+
+
+def three_sweeps() -> bool:
+    return (watcher := _the_watcher()) is not None and watcher.sweep_calls >= 3
+
+
 async def test_calls_per_interval_do_not_grow_with_waiting_jobs(start_emulator, aws_connection, monkeypatch):
     # Safety-net Describes are spread over their whole period, so one may fall in any short window: push the
     # period far past this test, which is about listing.
@@ -95,9 +103,6 @@ async def test_calls_per_interval_do_not_grow_with_waiting_jobs(start_emulator, 
     server = start_emulator("all-busy-then-free")
     names = _queue_jobs(server, 100)
     conn = aws_connection(server)
-
-    def three_rounds() -> bool:
-        return (watcher := _the_watcher()) is not None and watcher.list_rounds >= 3
 
     assert await _run_until([_trigger(conn, n, server=server) for n in names], three_rounds) == []
     watcher = _the_watcher()
@@ -120,9 +125,8 @@ async def test_a_quiet_account_lists_one_page_per_interval_after_a_fan_out(start
     server = start_emulator("all-busy-then-free")
     names = _queue_jobs(server, 120)  # two pages of 100 whenever a listing re-reads the whole fan-out
     conn = aws_connection(server)
-    assert await _run_for([_trigger(conn, n, server=server) for n in names], 6.0) == []
+    assert await _run_until([_trigger(conn, n, server=server) for n in names], three_rounds) == []
     (watcher,) = JobWatcher._by_loop[asyncio.get_running_loop()].values()
-    assert watcher.list_rounds >= 3
     assert watcher.list_calls <= watcher.list_rounds + 2, "only the first round may page through the fan-out"
 
 
@@ -135,7 +139,7 @@ async def test_without_a_known_state_each_job_is_described_once(start_emulator, 
 
 
 async def test_changes_found_by_listing_are_described_and_delivered(start_emulator, aws_connection):
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     names = _queue_jobs(server, 20)
     conn = aws_connection(server)
     running = asyncio.ensure_future(_run_for([_trigger(conn, n, server=server) for n in names], 30.0))
@@ -147,7 +151,7 @@ async def test_changes_found_by_listing_are_described_and_delivered(start_emulat
 
 
 async def test_denied_listing_falls_back_to_describes_and_says_so_once(start_emulator, aws_connection, caplog):
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     control(server.endpoint_url, "faults", {"deny": ["ListTrainingJobs"]})
     names = _queue_jobs(server, 5)
     conn = aws_connection(server)
@@ -173,7 +177,7 @@ def listing_misses_everything(monkeypatch):
 
 
 async def test_safety_net_catches_a_change_listing_missed(start_emulator, aws_connection, listing_misses_everything):
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     names = _queue_jobs(server, 3)
     conn = aws_connection(server)
     running = asyncio.ensure_future(_run_for([_trigger(conn, n) for n in names], 30.0))
@@ -209,7 +213,7 @@ def test_two_triggerers_each_with_their_own_watcher(start_emulator, aws_connecti
 
 
 def test_a_trigger_moved_to_another_triggerer_resumes_without_a_duplicate_event(start_emulator, aws_connection):
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     conn = aws_connection(server)
     (name,) = _queue_jobs(server, 1)
     original = _trigger(conn, name)
@@ -252,7 +256,7 @@ async def _all_events(trigger: SageMakerPreferenceJobTrigger, seconds: float) ->
 
 def test_several_triggerers_watching_the_same_job_each_deliver_exactly_one_event(start_emulator, aws_connection):
     """HA: three triggerers (own loops, own watchers), two triggers each, all on one job."""
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     conn = aws_connection(server)
     (name,) = _queue_jobs(server, 1, prefix="shared")
     results: dict[int, list[list]] = {}
@@ -287,15 +291,12 @@ async def test_the_safety_net_lists_pages_and_describes_only_what_differs(
 ):
     """With the incremental listing missing everything, the half-hourly sweep (here every second) finds the 5
     jobs of 30 that changed with one page per sweep, and describes those only."""
-    server = start_emulator("all-busy-then-free")
+    server = start_emulator("all-busy-then-free", clock_stopped=True)
     names = _queue_jobs(server, 30)
     conn = aws_connection(server)
-    running = asyncio.ensure_future(_run_for([_trigger(conn, n, server=server) for n in names], 6.0))
-    await asyncio.sleep(0.5)
+    triggers = [_trigger(conn, n, server=server) for n in names]  # seeded with the 30 queued
     control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 5})  # room for 5 of the 30
-    payloads = await running
+    payloads = await _run_until(triggers, three_sweeps, delivered=5)
     assert len(payloads) == 5 and {p["status"] for p in payloads} == {"selected"}
-    (watcher,) = JobWatcher._by_loop[asyncio.get_running_loop()].values()
-    assert watcher.sweep_calls >= 3, "a sweep a second, one page each"
     # Only the 5 that changed, once per change a sweep saw (selected, then starting): never the 25 still queued.
     assert 5 <= server.engine.calls["DescribeTrainingJob"] <= 15
