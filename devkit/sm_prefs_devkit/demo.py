@@ -107,6 +107,7 @@ def run_nights(stack: LocalStack, nights: int = NIGHTS, timeout: float = 300) ->
     other_team = stack.trigger(OTHER_TEAM_DAG)
     first = run_pipeline(stack, timeout=timeout + 120, allow_failure=True)
     night_one = (first, stack.run_state(stack.dag_id, first))
+    _job_created(stack, other_team, timeout)
     return [night_one, *later_nights(stack, first, 2, nights - 1, timeout, other_team=[other_team])]
 
 
@@ -149,7 +150,20 @@ def _one_night(stack: LocalStack, first_run: str, night: int, other_team: list[s
     )
     other_team.append(stack.trigger(OTHER_TEAM_DAG))
     run_id = stack.trigger(stack.dag_id, scheduled_day.subtract(days=night - 1).to_iso8601_string())
-    return run_id, stack.wait_run_done(stack.dag_id, run_id, timeout=timeout)
+    ended = stack.wait_run_done(stack.dag_id, run_id, timeout=timeout)
+    _job_created(stack, other_team[-1], timeout)
+    return run_id, ended
+
+
+def _job_created(stack: LocalStack, other_run: str, timeout: float) -> None:
+    """The other team's task of that night has created its job (it waits on it deferred, or has ended): on a busy
+    machine the pipeline can end first, and a job created after the clock moves on lands on the next night."""
+
+    def created() -> bool:
+        states = [ti["state"] for ti in stack.task_instances(OTHER_TEAM_DAG, other_run)]
+        return bool(states) and all(state not in (None, "scheduled", "queued", "running") for state in states)
+
+    wait_for(created, timeout, f"run {other_run} of {OTHER_TEAM_DAG} to create its job", every=2)
 
 
 def _other_team_done(stack: LocalStack, last_night: int, other_team: list[str], timeout: float) -> None:
