@@ -88,11 +88,11 @@ def _the_watcher() -> JobWatcher | None:
     return next(iter(JobWatcher._by_loop.get(asyncio.get_running_loop(), {}).values()), None)
 
 
-def three_rounds() -> bool:
+def _three_rounds() -> bool:
     return (watcher := _the_watcher()) is not None and watcher.list_rounds >= 3
 
 
-def three_sweeps() -> bool:
+def _three_sweeps() -> bool:
     return (watcher := _the_watcher()) is not None and watcher.sweep_calls >= 3
 
 
@@ -104,7 +104,7 @@ async def test_calls_per_interval_do_not_grow_with_waiting_jobs(start_emulator, 
     names = _queue_jobs(server, 100)
     conn = aws_connection(server)
 
-    assert await _run_until([_trigger(conn, n, server=server) for n in names], three_rounds) == []
+    assert await _run_until([_trigger(conn, n, server=server) for n in names], _three_rounds) == []
     watcher = _the_watcher()
     assert watcher is not None
     await JobWatcher.close_all()  # no round starts between the two counts read below
@@ -125,7 +125,7 @@ async def test_a_quiet_account_lists_one_page_per_interval_after_a_fan_out(start
     server = start_emulator("all-busy-then-free")
     names = _queue_jobs(server, 120)  # two pages of 100 whenever a listing re-reads the whole fan-out
     conn = aws_connection(server)
-    assert await _run_until([_trigger(conn, n, server=server) for n in names], three_rounds) == []
+    assert await _run_until([_trigger(conn, n, server=server) for n in names], _three_rounds) == []
     (watcher,) = JobWatcher._by_loop[asyncio.get_running_loop()].values()
     assert watcher.list_calls <= watcher.list_rounds + 2, "only the first round may page through the fan-out"
 
@@ -296,7 +296,7 @@ async def test_the_safety_net_lists_pages_and_describes_only_what_differs(
     conn = aws_connection(server)
     triggers = [_trigger(conn, n, server=server) for n in names]  # seeded with the 30 queued
     control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 5})  # room for 5 of the 30
-    payloads = await _run_until(triggers, three_sweeps, delivered=5)
+    payloads = await _run_until(triggers, _three_sweeps, delivered=5)
     assert len(payloads) == 5 and {p["status"] for p in payloads} == {"selected"}
     # Only the 5 that changed, once per change a sweep saw (selected, then starting): never the 25 still queued.
     assert 5 <= server.engine.calls["DescribeTrainingJob"] <= 15
