@@ -358,6 +358,7 @@ def _refused_on_first_try(ti: dict, log: str, expected: str) -> bool:
 
 def test_invalid_configurations_create_nothing(stack: CampaignStack, rows: list[Row]) -> None:
     creates_before = _creates(stack)
+    stack.write_refused_dags()
     cases = sum(len(c) for c in CASES.values())
     guardrail_cases = len(STATIC_GUARDRAIL_CASES) + len(TEMPLATED_GUARDRAIL_CASES)
     row = Row(
@@ -374,7 +375,7 @@ def test_invalid_configurations_create_nothing(stack: CampaignStack, rows: list[
     guarded = {static_dag_id(kind, case, "guardrail"): case for case, (kind, _, _) in STATIC_GUARDRAIL_CASES.items()}
     errors = wait_for(
         lambda: (found := stack.import_errors()).keys() >= static.keys() | guarded.keys() and found,
-        180,
+        300,
         "an import error for every static invalid DAG",
         every=3,
     )
