@@ -99,7 +99,7 @@ unit: venv
 CORES := $(shell nproc 2>/dev/null || echo 2)
 FAST_WORKERS ?= $(shell echo $$(( 2 * $(CORES) )))
 fast: venv sdk-venv
-	$(BIN)/pytest -q -ra --numprocesses $(FAST_WORKERS) -m "not airflow"
+	$(BIN)/pytest -q -ra --durations=15 --numprocesses $(FAST_WORKERS) -m "not airflow"
 
 # Debian's chromium for the end-to-end browser test (Playwright drives it; it downloads no browser).
 browser:
@@ -118,7 +118,7 @@ platform-env-%:
 platform-%:
 	@venv=$$(tools/platform_env $*) && \
 	echo "== $*: $$($$venv/bin/python -c 'import airflow, botocore; print("Airflow", airflow.__version__, "botocore", botocore.__version__)' 2>/dev/null)" && \
-	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra --numprocesses $(FAST_WORKERS) --dist loadfile $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
+	$$venv/bin/python -m pytest -q -p no:cacheprovider -ra --durations=15 --numprocesses $(FAST_WORKERS) --dist loadfile $(or $(PLATFORM_TESTS_$*),$(PLATFORM_TESTS))
 
 # The layers that start no Airflow first (about 7 minutes), and beside them, as a second make job, the linters,
 # the type check, the docs and the platforms' environments (one after another: each is pip or one core at most);
@@ -126,7 +126,7 @@ platform-%:
 # Until stop 61 the checks ran alone before the fast layer: 6 of the 39 minutes of a clean-clone run (CI13).
 # All three test parts at once kept the cores 100 % busy for 18 minutes and starved the fast layer's deadlines:
 # it is not worth it. Each keeps its output together (--output-sync); nothing in either depends on how fast the
-# other lets it run.
+# other lets it run. Each test part prints its slowest steps (--durations): where the next minute is to be found.
 test: venv browser
 	$(MAKE) --no-print-directory --output-sync=target -j2 fast lint typecheck docs platform-envs
 	$(MAKE) --no-print-directory --output-sync=target -j2 process-layer platforms
