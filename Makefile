@@ -112,7 +112,8 @@ platforms: $(PLATFORMS:%=platform-%)
 # Each platform's environment alone (pip, a core at most), built beside the fast layer in `make test`.
 platform-envs: $(PLATFORMS:%=platform-env-%)
 
-platform-env-%:
+# After the project's venv: both pip installs of `-e .` would write the one airflow_sm_prefs.egg-info at once.
+platform-env-%: | venv
 	@tools/platform_env $* > /dev/null
 
 platform-%:
@@ -122,12 +123,13 @@ platform-%:
 
 # The layers that start no Airflow first (about 7 minutes), and beside them, as a second make job, the linters,
 # the type check, the docs and the platforms' environments (one after another: each is pip or one core at most);
-# then the layers that do start Airflow beside the platform matrix, one platform at a time, as two make jobs.
+# the SDK's and the docs' venvs are built beside the project's. Then the layers that do start Airflow beside the
+# platform matrix, one platform at a time, as two make jobs.
 # Until stop 61 the checks ran alone before the fast layer: 6 of the 39 minutes of a clean-clone run (CI13).
 # All three test parts at once kept the cores 100 % busy for 18 minutes and starved the fast layer's deadlines:
 # it is not worth it. Each keeps its output together (--output-sync); nothing in either depends on how fast the
 # other lets it run. Each test part prints its slowest steps (--durations): where the next minute is to be found.
-test: venv browser
+test: browser
 	$(MAKE) --no-print-directory --output-sync=target -j2 fast lint typecheck docs platform-envs
 	$(MAKE) --no-print-directory --output-sync=target -j2 process-layer platforms
 

@@ -94,25 +94,34 @@ class CampaignStack(LocalStack):
         source = Path(__file__).parent / "dags" / "fault_campaign.py"
         (self.dags_folder / source.name).write_text(source.read_text())
 
-    def write_refused_dags(self) -> None:
+    def write_refused_dags(self) -> dict[str, tuple[str, str]]:
         """The refused DAG files, one a static case of tests/faults/invalid.py (84), written by the one test that
         reads their import errors: Airflow parses each again every 30 s, which kept an idle stack's DAG processor
-        at 52 % of a core (2 % without them) for the whole campaign when they were written before the start."""
+        at 52 % of a core (2 % without them) for the whole campaign when they were written before the start.
+        Returns each file's DAG id with the case it states and the words its import error must hold."""
         assert self.dags_folder is not None
-        files = {
-            static_dag_id(kind, case, way): static_dag_file(kind, case, way)
-            for kind, cases in CASES.items()
-            for case in cases
-            for way in STATIC_WAYS
-        }
-        for case, (kind, _, _) in STATIC_GUARDRAIL_CASES.items():
-            files[static_dag_id(kind, case, "guardrail")] = static_dag_file(kind, case, "guardrail")
-        for dag_id, text in files.items():
+        refused: dict[str, tuple[str, str, str]] = {}  # DAG id: (the file, the case, the words)
+        for kind, cases in CASES.items():
+            for case, (_, expected) in cases.items():
+                for way in STATIC_WAYS:
+                    refused[static_dag_id(kind, case, way)] = (
+                        static_dag_file(kind, case, way),
+                        f"static {kind} {case}",
+                        expected,
+                    )
+        for case, (kind, _, expected) in STATIC_GUARDRAIL_CASES.items():
+            refused[static_dag_id(kind, case, "guardrail")] = (
+                static_dag_file(kind, case, "guardrail"),
+                f"static guardrail {case}",
+                expected,
+            )
+        for dag_id, (text, _, _) in refused.items():
             # Whole or not at all: the running DAG processor lists *.py files, and one it parsed half written
             # would wait out the 30 s for its next parse.
             partial = self.dags_folder / f".{dag_id}.partial"
             partial.write_text(text)
             partial.replace(self.dags_folder / f"{dag_id}.py")
+        return {dag_id: (case, expected) for dag_id, (_, case, expected) in refused.items()}
 
     def prepare(self) -> None:
         if self.workdir.exists():
