@@ -17,6 +17,7 @@ objects, the ledger is folded into month objects in a thread of its own (``ledge
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -58,14 +59,26 @@ class Views:
         self.memo = reading_memo.ReadingMemo()
         self._views: OrderedDict[Any, Any] = OrderedDict()
         self._latest: dict[Hashable, tuple[float, Any]] = {}
-        self._running: dict[Hashable, Future[Any]] = {}
         self._failing: dict[Hashable, tuple[float, str]] = {}  # since when, and what the store did
+        self._start_threads()
+
+    def _start_threads(self) -> None:
+        self._process = os.getpid()
         self._lock = threading.Lock()
+        self._running: dict[Hashable, Future[Any]] = {}
         # One page computed at a time: the work is CPU-bound, and a second thread would only slow the first.
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sm-prefs-capacity")
         # Folding the ledger takes a while and answers nobody: apart from the pages, one at a time.
         self._compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sm-prefs-compaction")
         self._compacting: Future[Any] | None = None
+
+    def _own_threads(self) -> None:
+        """A process forked after these pools ran work inherits them without their threads (and perhaps a held
+        lock): work submitted there would never run. It starts its own; the work under way was the parent's.
+        (Airflow's gunicorn preloads the app before any request, so its workers never meet this; a test harness
+        that forks after the tests, as mutmut does, did.)"""
+        if self._process != os.getpid():
+            self._start_threads()
 
     def reading(self, dags: set[str] | frozenset[str]) -> ledger_reading.Reading:
         root = ledger.location()
@@ -75,6 +88,7 @@ class Views:
         return reading
 
     def _fold_when_due(self, root: Any, reading: ledger_reading.Reading) -> None:
+        self._own_threads()
         with self._lock:
             if self._compacting is not None and not self._compacting.done():
                 return
@@ -100,6 +114,7 @@ class Views:
         """``work()`` (read the ledger, then ``view``) in the background, waited for at most ``budget`` seconds;
         past it, the value ``work`` last returned for ``key``, with when. A request while ``key``'s work runs
         waits for that run rather than starting another."""
+        self._own_threads()
         with self._lock:
             running = self._running.get(key)
             if running is None:

@@ -3,6 +3,7 @@ the first one is being computed. Driven by events, never by how fast the machine
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -11,6 +12,7 @@ from airflow_sm_prefs.surface.capacity_views import Answer, Views
 
 PATIENT = 60.0  # long enough for work that is not held back to finish on any machine
 IMPATIENT = 0.01  # work held back by an event is never done within it
+FORKED_PATIENCE = 20.0  # a child whose pool runs its work answers within it on any machine
 
 
 def held(value: str, release: threading.Event, calls: list[str]):
@@ -114,3 +116,25 @@ def test_the_last_page_under_a_failing_store_says_both_times():
     page = _answered("SageMaker capacity", answer)
     assert "Since 2026-12-02 03:00:00 UTC, the shared store ... did not answer in time." in page
     assert "Shown: the page as computed at 2026-12-02 02:00:00 UTC." in page and "<table>rows</table>" in page
+
+
+def test_a_process_forked_after_pages_were_computed_computes_its_own():
+    """A fork keeps the pools but not their threads: work submitted in the child would never run. mutmut forks
+    its mutants from a process whose unit tests computed pages, and every mutant those tests covered then
+    waited out its timeout, which counts as caught."""
+    views, done = Views(), threading.Event()
+    done.set()
+    assert views.latest("page", held("the parent's", done, []), PATIENT) == Answer("the parent's")
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe and never returns to pytest
+        try:
+            answer = views.latest("page", held("the child's", done, []), FORKED_PATIENCE)
+            os.write(write_end, repr(answer.value).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as said:
+        told = said.read()
+    os.waitpid(child, 0)
+    assert told == repr("the child's"), f"the child's page was not computed in {FORKED_PATIENCE:.0f} s: {told}"
