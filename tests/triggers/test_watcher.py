@@ -155,14 +155,23 @@ async def test_denied_listing_falls_back_to_describes_and_says_so_once(start_emu
     control(server.endpoint_url, "faults", {"deny": ["ListTrainingJobs"]})
     names = _queue_jobs(server, 5)
     conn = aws_connection(server)
-    running = asyncio.ensure_future(_run_for([_trigger(conn, n) for n in names], 30.0))
-    await asyncio.sleep(1.5)
-    control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 5})
+
+    def warnings() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "list_training_jobs failed" in r.getMessage()]
+
     with caplog.at_level(logging.WARNING, logger="airflow_sm_prefs.wait.watcher"):
+        running = asyncio.ensure_future(_run_for([_trigger(conn, n) for n in names], 120.0))
+        # The jobs change only once the listing was denied, however long a busy machine takes to get there (a
+        # fixed 1.5 s was once too short: the jobs were selected before the watcher had listed at all).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not warnings():
+            assert loop.time() < deadline and not running.done(), "the denied listing was never said"
+            await asyncio.sleep(0.1)
+        control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 5})
         payloads = await running
     assert {p["status"] for p in payloads} == {"selected"} and len(payloads) == 5
-    warnings = [r for r in caplog.records if "list_training_jobs failed" in r.getMessage()]
-    assert len(warnings) == 1 and "sagemaker:ListTrainingJobs" in warnings[0].getMessage()
+    assert len(warnings()) == 1 and "sagemaker:ListTrainingJobs" in warnings()[0].getMessage()
 
 
 @pytest.fixture
