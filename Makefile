@@ -156,7 +156,7 @@ demo: demo-venv
 	$(BIN)/airflow-sm-prefs demo --project-dir .
 
 # One-line mutations of the pure core ([tool.mutmut] in pyproject.toml names the modules), each run against the
-# unit tests that cover it; fails when more than 10 % survive. About 35 minutes on 2 cores; not part of `make test`.
+# unit tests that cover it; fails when more than 10 % survive. Over 30 minutes on 2 cores (docs/development.md); not part of `make test`.
 mutation: venv
 	$(BIN)/pip install --quiet "mutmut==3.8.1" --constraint $(CONSTRAINTS)
 	rm -rf mutants
