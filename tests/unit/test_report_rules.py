@@ -380,3 +380,11 @@ def test_a_job_created_at_the_windows_first_moment_is_in_it():
     since = pendulum.parse(NIGHTS[2])
     rows = report.summarize([entry("a", 0, created=NIGHTS[1]), entry("b", 0, created=NIGHTS[2])], since=since)
     assert [row["runs"] for row in rows] == [1]
+
+
+def test_the_evidence_names_every_task_it_came_from():
+    """The first choice's wait at the fallbacks' times, seen by another task of the account too: both are named."""
+    entries = [entry("a", 0, pending=7200), entry("b", 1, pending=300), entry("c", 1, pending=200)]
+    other = entry("o", 0, pending=3600, task_id="other_task")
+    (row,) = report.summarize([*entries, other], task_id="fine_tune")
+    assert "(2 seen free, 0 seen busy, from nightly.fine_tune, nightly.other_task)" in row["reason"]
