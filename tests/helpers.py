@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,15 @@ IMPORT_DAGBAG = (
     "try:\n    from airflow.dag_processing.dagbag import DagBag  # Airflow 3.2 and later\n"
     "except ImportError:\n    from airflow.models.dagbag import DagBag  # Airflow 3.1\n"
 )
+
+
+async def until_or_ended(task: asyncio.Future, condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
+    """Until ``condition()`` holds or ``task`` ended (checked every tenth of a second), however long a busy machine
+    takes; fails naming ``what`` after ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition() and not task.done():
+        assert asyncio.get_running_loop().time() < deadline, f"gave up waiting for {what}"
+        await asyncio.sleep(0.1)
 
 
 def in_a_fresh_interpreter(script: str, home: Path, *args: str, cwd: Path | None = None, **env: str) -> dict:

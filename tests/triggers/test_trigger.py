@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Callable
 
 import pendulum
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from airflow_sm_prefs.wait.triggers import SageMakerPreferenceJobTrigger
 from airflow_sm_prefs.wait.watcher import JobWatcher
 from sm_prefs_devkit.local_stack import control
-from tests.helpers import GPU_PAIR, boto_client, processing_request, training_request
+from tests.helpers import GPU_PAIR, boto_client, processing_request, training_request, until_or_ended
 
 pytestmark = pytest.mark.emulator
 
@@ -33,15 +32,6 @@ def _trigger(conn_id: str, name: str, **kwargs) -> SageMakerPreferenceJobTrigger
 async def _first_event(trigger: SageMakerPreferenceJobTrigger, timeout: float = 30.0) -> dict:
     event = await asyncio.wait_for(trigger.run().__anext__(), timeout)
     return event.payload
-
-
-async def _until_or_ended(task: asyncio.Future, condition: Callable[[], bool], what: str) -> None:
-    """Until ``condition()`` holds or the trigger's ``task`` ended (checked every tenth of a second), however long
-    a busy machine takes; fails naming ``what`` after two minutes."""
-    deadline = asyncio.get_running_loop().time() + 120
-    while not condition() and not task.done():
-        assert asyncio.get_running_loop().time() < deadline, f"gave up waiting for {what}"
-        await asyncio.sleep(0.1)
 
 
 async def test_selection_event_carries_the_fallback(start_emulator, aws_connection):
@@ -125,7 +115,7 @@ async def test_throttling_and_5xx_are_ridden_out(start_emulator, aws_connection)
     task = asyncio.ensure_future(_first_event(_trigger(aws_connection(server), "bumpy", wait_for="selection")))
     # Every call fails meanwhile (throttled or a 500): wait until two of them reached the emulator, however
     # long a busy machine takes to start the trigger.
-    await _until_or_ended(task, lambda: server.engine.calls["DescribeTrainingJob"] >= 2, "the trigger to ask SageMaker")
+    await until_or_ended(task, lambda: server.engine.calls["DescribeTrainingJob"] >= 2, "the trigger to ask SageMaker")
     assert not task.done(), "errors must not end the wait"
     control(server.endpoint_url, "faults", {})
     payload = await task
@@ -490,7 +480,7 @@ async def test_the_trigger_announces_the_selection_itself_and_waits_on_for_the_e
     trigger = _trigger(aws_connection(server), "announce", announce_selection=True, region="us-east-1")
     trigger.task_instance = _TaskInstance()
     task = asyncio.ensure_future(_first_event(trigger))
-    await _until_or_ended(task, lambda: bool(pushed), "the trigger to announce the selection")
+    await until_or_ended(task, lambda: bool(pushed), "the trigger to announce the selection")
     assert not task.done(), "a selection must not end the wait"
     ((name, args, scope),) = pushed
     assert (name, args[0], scope) == (

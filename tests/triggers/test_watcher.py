@@ -16,7 +16,7 @@ from airflow_sm_prefs.wait import watcher as watcher_module
 from airflow_sm_prefs.wait.triggers import SageMakerPreferenceJobTrigger
 from airflow_sm_prefs.wait.watcher import JobWatcher, KnownState
 from sm_prefs_devkit.local_stack import control
-from tests.helpers import boto_client, training_request
+from tests.helpers import boto_client, training_request, until_or_ended
 
 pytestmark = pytest.mark.emulator
 
@@ -163,11 +163,8 @@ async def test_denied_listing_falls_back_to_describes_and_says_so_once(start_emu
         running = asyncio.ensure_future(_run_for([_trigger(conn, n) for n in names], 120.0))
         # The jobs change only once the listing was denied, however long a busy machine takes to get there (a
         # fixed 1.5 s was once too short: the jobs were selected before the watcher had listed at all).
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 60
-        while not warnings():
-            assert loop.time() < deadline and not running.done(), "the denied listing was never said"
-            await asyncio.sleep(0.1)
+        await until_or_ended(running, lambda: bool(warnings()), "the denied listing to be said", timeout=60)
+        assert warnings(), "the denied listing was never said"
         control(server.endpoint_url, "capacity", {"ml.p4d.24xlarge": 5})
         payloads = await running
     assert {p["status"] for p in payloads} == {"selected"} and len(payloads) == 5

@@ -120,15 +120,20 @@ def test_the_first_choices_run_is_its_completed_jobs_only():
     assert judged(entries)["first_choice_run"] == 3600.0
 
 
+def busy_at_the_fallbacks(run: float) -> list[dict[str, Any]]:
+    """The first choice free after a minute on one night; on the next two, fallbacks that ran ``run`` seconds after
+    waiting 5 minutes with it listed (seen busy 5 minutes at their times; break-even: 5 minutes + ``run`` - 1 h)."""
+    return [
+        entry("a", 0, pending=60, created=NIGHTS[1]),
+        entry("b", 1, pending=300, run=run, created=NIGHTS[2]),
+        entry("c", 1, pending=300, run=run, created=NIGHTS[3]),
+    ]
+
+
 def test_seen_busy_short_of_the_break_even_leaves_it_open_and_names_the_history_it_left_out():
     """The first choice was seen busy for 5 minutes at the fallbacks' times, against a break-even of 10; the task's
     own first-choice nights (a median 2 minutes) are the nights it had room, and decide nothing."""
-    entries = [
-        entry("early", 0, pending=120, created=NIGHTS[0]),
-        entry("a", 0, pending=60, created=NIGHTS[1]),
-        entry("b", 1, pending=300, run=3900, created=NIGHTS[2]),
-        entry("c", 1, pending=300, run=3900, created=NIGHTS[3]),
-    ]
+    entries = [entry("early", 0, pending=120, created=NIGHTS[0]), *busy_at_the_fallbacks(run=3900)]
     assert judged(entries) == {
         "label": "not_enough_data",
         "reason": "the fallback pays off if the first choice would have stayed unavailable for more than 10m00s; at "
@@ -145,11 +150,7 @@ def test_seen_busy_short_of_the_break_even_leaves_it_open_and_names_the_history_
 
 
 def test_seen_busy_short_of_the_break_even_with_no_history_names_the_evidence_that_would_decide():
-    entries = [
-        entry("a", 0, pending=60, created=NIGHTS[1]),
-        entry("b", 1, pending=300, run=3900, created=NIGHTS[2]),
-        entry("c", 1, pending=300, run=3900, created=NIGHTS[3]),
-    ]
+    entries = busy_at_the_fallbacks(run=3900)
     assert judged(entries)["reason"].endswith(
         "from nightly.fine_tune): a job listing 1 x ml.p5.48xlarge then, in another task or DAG of the same "
         "account and Region, would decide it"
@@ -167,11 +168,7 @@ def test_without_a_fallback_or_a_first_choice_the_reasons_say_which():
 
 
 def test_seen_busy_exactly_as_long_as_the_break_even_is_enough():
-    entries = [
-        entry("a", 0, pending=60, created=NIGHTS[1]),
-        entry("b", 1, pending=300, run=3600, created=NIGHTS[2]),
-        entry("c", 1, pending=300, run=3600, created=NIGHTS[3]),
-    ]
+    entries = busy_at_the_fallbacks(run=3600)
     assert judged(entries) == {
         "label": "paid_off",
         "reason": "at the times jobs fell back, the first choice would have taken more than 5m00s in most (0 seen "
