@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -49,15 +51,57 @@ def _shared_between_tests() -> list[dict[Any, Any]]:
     return caches
 
 
+def _store_work_under_way() -> list[threading.Thread]:
+    """Threads still calling the shared store (a bounded call past its deadline, a page's fold of the ledger), of
+    the modules loaded so far."""
+    prefixes = []
+    if (bounded := sys.modules.get("airflow_sm_prefs.storage.bounded")) is not None:
+        prefixes.append(bounded.THREAD_PREFIX)
+    if (views := sys.modules.get("airflow_sm_prefs.surface.capacity_views")) is not None:
+        prefixes.append(views.FOLD_THREAD)
+    return [thread for thread in threading.enumerate() if prefixes and thread.name.startswith(tuple(prefixes))]
+
+
+# Longer than any store deadline a test sets, so only work that would never end is reported.
+STORE_WORK_GRACE_SECONDS = 60.0
+
+
 @pytest.fixture(autouse=True)
 def _no_hook_shared_across_tests() -> Iterator[None]:
     """Tests point one connection id at a new emulator each: a hook or an object store shared from an earlier
-    test would call the old one (a triggerer shares hooks for minutes; a test must not)."""
+    test would call the old one (a triggerer shares hooks for minutes; a test must not).
+
+    A test's store work still under way when it ends is waited for first: it would resolve the store after the
+    caches were cleared, with the next test's settings half made, and leave that test a store for the wrong
+    endpoint (a page's second fold once sent a later test's ledger write to AWS's own S3)."""
     for shared in _shared_between_tests():
         shared.clear()
     yield
+    deadline = time.monotonic() + STORE_WORK_GRACE_SECONDS
+    for thread in _store_work_under_way():
+        thread.join(max(0.0, deadline - time.monotonic()))
     for shared in _shared_between_tests():
         shared.clear()
+    if left := _store_work_under_way():
+        import traceback
+
+        frames = sys._current_frames()
+        where = "".join(
+            f"\n{thread.name}:\n" + "".join(traceback.format_stack(frames[thread.ident])[-6:])
+            for thread in left
+            if thread.ident in frames
+        )
+        pytest.fail(f"the test left store work running past {STORE_WORK_GRACE_SECONDS:g} s:{where}")
+
+
+@pytest.fixture
+def caplog(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """pytest's ``caplog``, with Airflow's logging configured first: importing Airflow replaces the root logger's
+    handlers, so a test whose body was the first to import it (run alone, or first on its worker) lost pytest's
+    capturing handler and found no records."""
+    import airflow  # noqa: F401  # configures logging, before pytest adds its handler for the test's call
+
+    return caplog
 
 
 # The bucket the test requests write to (tests.helpers: s3://bucket/output), as a user's account has it.

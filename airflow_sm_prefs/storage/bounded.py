@@ -30,6 +30,9 @@ class StoreTimedOut(StorageUnavailable):
     """The store did not answer one operation within its deadline."""
 
 
+THREAD_PREFIX = "sm-prefs-store: "  # a store call's thread, alive while the call is: named after what it does
+
+
 def within(what: str, operation: Callable[[], _Result], seconds: float | None = None) -> _Result:
     """``operation()``'s result, or what it raised; ``StoreTimedOut`` naming ``what`` once ``seconds`` (default:
     ``[sm_prefs] storage_timeout``) have passed without an answer."""
@@ -44,7 +47,7 @@ def within(what: str, operation: Callable[[], _Result], seconds: float | None = 
             failure.append(error)
 
     # A daemon thread: one the store never answers must not keep the process from exiting.
-    worker = threading.Thread(target=run, name=f"sm-prefs-store: {what}"[:60], daemon=True)
+    worker = threading.Thread(target=run, name=f"{THREAD_PREFIX}{what}"[:60], daemon=True)
     worker.start()
     worker.join(limit)
     if worker.is_alive():

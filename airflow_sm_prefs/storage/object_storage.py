@@ -137,7 +137,11 @@ def _opened(url: str, conn_id: str | None, setting: str) -> Any:
         )
     try:
         root = ObjectStoragePath(url, conn_id=conn_id) if conn_id else ObjectStoragePath(url)
-        _bound_requests(root, url, conn_id)  # the scheme's filesystem is made here, so a missing one is found here
+        # The scheme's filesystem is made here, so a missing one is found here. A path keeps the filesystem it was
+        # made with (Airflow 3.3's task SDK hands it over at construction), so one made before the bounded
+        # filesystem took its place is made again.
+        if _bound_requests(root, url, conn_id):
+            root = ObjectStoragePath(url, conn_id=conn_id) if conn_id else ObjectStoragePath(url)
     except ImportError as error:
         scheme = url.split("://", 1)[0] if "://" in url else "file"
         extra = EXTRA_FOR_SCHEME.get(scheme)
@@ -151,8 +155,9 @@ def _opened(url: str, conn_id: str | None, setting: str) -> Any:
     return root
 
 
-def _bound_requests(root: Any, url: str, conn_id: str | None) -> None:
-    """Give ``root``'s connection a filesystem whose requests are bounded (``_client_options``).
+def _bound_requests(root: Any, url: str, conn_id: str | None) -> bool:
+    """Give ``root``'s connection a filesystem whose requests are bounded (``_client_options``); whether it had to
+    be made (a path made before then holds the old one).
 
     Airflow keeps one filesystem per scheme and connection in the process and makes it without storage options
     (``ObjectStoragePath.fs`` attaches by scheme and connection alone), so the bounded one takes its place in
@@ -161,12 +166,33 @@ def _bound_requests(root: Any, url: str, conn_id: str | None) -> None:
     options = _client_options(url)
     filesystem = root.fs
     if not options or getattr(filesystem, "config_kwargs", {}).get("read_timeout") == options["read_timeout"]:
-        return
+        return False
     from airflow.sdk.io import attach, get_fs
 
     bounded = get_fs(root.protocol, conn_id, storage_options=options)
     bounded.retries = 1  # s3fs's own retries on top of botocore's would multiply the attempts
+    _send_bodies_at_once(bounded)
     attach(root.protocol, conn_id).fs = bounded
+    return True
+
+
+def _send_bodies_at_once(filesystem: Any) -> None:
+    """Writes without ``Expect: 100-continue``, which botocore adds to every upload from a file-like body.
+
+    aiohttp starts a request's read timeout only once the body is sent, and waits for "100 Continue" with no
+    bound: a store or a dead pooled connection that takes the headers and stays silent held the write's thread
+    for good, past every deadline. Sent at once, the body is followed by the bounded wait for the answer. The
+    objects written here are small, so what 100-continue saves on a refused upload is a few kilobytes."""
+    session = getattr(filesystem, "session", None)  # the amazon provider's aiobotocore session; its clients copy
+    if session is None:  # its handlers when s3fs makes them, at the first call
+        return
+    session.get_component("event_emitter").register_last(
+        "before-call.s3", _without_expect_continue, unique_id="sm-prefs-no-expect-continue"
+    )
+
+
+def _without_expect_continue(params: dict[str, Any], **_: Any) -> None:
+    params.get("headers", {}).pop("Expect", None)
 
 
 DEFAULT_DEADLINE_SECONDS = 30.0  # tens of seconds in all: a store that answers at all answers well within it

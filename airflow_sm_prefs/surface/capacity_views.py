@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 # How long a page request waits for a fresh page before it is answered with the last one (or a "computing" page).
 PAGE_BUDGET_SECONDS = 1.5
+FOLD_THREAD = "sm-prefs-compaction"  # alive exactly while a page's fold of the ledger runs
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,8 @@ class Views:
         self._running: dict[Hashable, Future[Any]] = {}
         # One page computed at a time: the work is CPU-bound, and a second thread would only slow the first.
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sm-prefs-capacity")
-        # Folding the ledger takes a while and answers nobody: apart from the pages, one at a time.
-        self._compactor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sm-prefs-compaction")
+        # Folding the ledger takes a while and answers nobody: apart from the pages, one at a time, each in a
+        # thread that lives as long as its fold (a fold is rare; no idle thread waits for the next one).
         self._compacting: Future[Any] | None = None
 
     def _own_threads(self) -> None:
@@ -92,7 +93,7 @@ class Views:
         with self._lock:
             if self._compacting is not None and not self._compacting.done():
                 return
-            self._compacting = self._compactor.submit(_fold, root, reading)
+            self._compacting = _in_a_thread_of_its_own(FOLD_THREAD, _fold, root, reading)
 
     def view(self, reading: ledger_reading.Reading, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, or what it returned for the same ``key`` over the same ledger files."""
@@ -157,6 +158,22 @@ class Views:
         finally:
             with self._lock:
                 self._running.pop(key, None)
+
+
+def _in_a_thread_of_its_own(name: str, work: Callable[..., T], *arguments: Any) -> Future[T]:
+    """``work(*arguments)`` started in a new thread called ``name``; its outcome, once it ends, in the future."""
+    outcome: Future[T] = Future()
+
+    def run() -> None:
+        if not outcome.set_running_or_notify_cancel():
+            return
+        try:
+            outcome.set_result(work(*arguments))
+        except BaseException as error:  # handed to whoever reads the future, whatever it is
+            outcome.set_exception(error)
+
+    threading.Thread(target=run, name=name).start()
+    return outcome
 
 
 def store_problem(error: BaseException) -> str | None:

@@ -36,6 +36,10 @@ SAID = {
     "truncate": ("cut its answer short", "did not answer in time"),
 }
 STORE = "the shared store ([sm_prefs] storage = s3://team-bucket/sm-prefs)"
+# Faults a ledger entry's upload meets. A cut answer is not one: S3 answers an upload with no body, so there is
+# nothing to cut and the store has the entry (it once seemed refused only because the upload waited, unbounded,
+# for a "100 Continue" the proxy never sent).
+WRITE_FAULTS = [fault for fault in FAULTS if fault != "truncate"]
 
 
 @pytest.fixture
@@ -119,7 +123,7 @@ def test_a_command_says_in_one_line_what_failed_and_what_to_check(store, fault, 
     assert elapsed < 20 * DEADLINE, f"{argv} took {elapsed:.0f} s"
 
 
-@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("fault", WRITE_FAULTS)
 def test_the_tasks_evidence_side_costs_the_evidence_never_the_task(store, fault, caplog, monkeypatch):
     proxy, _ = store
     _apply(fault, proxy, monkeypatch)
@@ -176,7 +180,19 @@ def test_a_registry_write_the_store_refuses_says_why_within_the_deadline(store, 
     assert time.monotonic() - started < 20 * DEADLINE
 
 
-@pytest.mark.parametrize("fault", [f for f in FAULTS if f != "refused"])
+def test_an_entry_whose_answer_is_cut_is_in_the_store_and_the_price_table_is_left_out(store, caplog, monkeypatch):
+    proxy, _ = store
+    _apply("truncate", proxy, monkeypatch)
+    with caplog.at_level(logging.WARNING):
+        table = prices.current()
+        assert ledger_writing.write(entry("d", 0, pending=60)) is True
+    assert table.sources == prices.shipped().sources, "a price table read in half is not used"
+    assert not ledger_writing.spool_folder().exists(), "nothing kept on the host: the store took it"
+    _heal(proxy, monkeypatch)
+    assert sorted(e["job_name"] for e in ledger_reading.read().entries) == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("fault", [f for f in WRITE_FAULTS if f != "refused"])
 def test_an_entry_the_store_refused_is_kept_on_the_host_and_sent_with_the_next(store, fault, caplog, monkeypatch):
     proxy, _ = store
     _apply(fault, proxy, monkeypatch)

@@ -107,6 +107,22 @@ def test_a_ledger_entry_the_store_will_not_take_costs_the_entry_not_the_task(sto
     assert "nightly-train-1" in warning
 
 
+def test_a_write_the_store_never_answers_lets_go_of_its_thread_while_the_store_still_holds_it(silent_store, store_at):
+    """An upload waited for "100 Continue" with no bound (aiohttp starts its read timeout once the body is sent):
+    a store silent after the headers held the write's thread for good. Now the request's own timeouts end it,
+    while the silent store still holds every connection open."""
+    store_at(silent_store)
+    assert ledger_writing.write(_entry()) is False
+    deadline = time.monotonic() + 60  # the bound of a hang, far above two attempts of DEADLINE / 2 each
+    while (left := _store_threads()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, f"still waiting on the silent store: {[thread.name for thread in left]}"
+
+
+def _store_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith(bounded.THREAD_PREFIX)]
+
+
 def test_within_returns_the_answer_or_raises_what_the_operation_raised():
     assert bounded.within("probe", lambda: 42, seconds=5) == 42
     with pytest.raises(KeyError, match="gone"):
