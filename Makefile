@@ -24,7 +24,7 @@ DOCS_STAMP := $(DOCS_VENV)/.installed-$(shell cat $(DOCS_CONSTRAINTS) | sha1sum 
 # on_kill or cancellation), one `airflow dags test` that falls back and records the choice, and the fault
 # campaign's user actions on a running Airflow (a deferred task marked failed, one cleared, a run marked
 # failed: each job stopped, no second job), the task instance tab clicked in the platform's own UI (an unmapped
-# and a mapped task), and the job's lines in the task log with task logs in CloudWatch;
+# and a mapped task), the job's lines in the task log with task logs in CloudWatch, and the shared store;
 # a test module a worker, as many workers as the fast layer (most of these are its tests).
 # MWAA 3.3.1 shares its Airflow line with the project's lock (.venv, which runs everything): only its botocore differs.
 PLATFORMS := mwaa-3.1.6 mwaa-3.2.1 mwaa-3.3.1
@@ -35,9 +35,14 @@ TASK_TAB := "tests/faults/test_campaign.py::test_the_task_instance_tab_in_airflo
 CLOUDWATCH_TASK_LOGS := tests/e2e/test_cloudwatch_task_logs.py
 # CloudWatch's metrics on the wire: the query protocol of botocore before 1.42 (MWAA 3.1), JSON 1.0 after.
 CLOUDWATCH_METRICS := tests/emulator/test_instance_metrics.py
+# The shared store as each line's ObjectStoragePath has it: on Airflow 3.1 (universal-pathlib 0.2) one is also a
+# pathlib.Path, which once sent the ledger on S3 to a local "file://s3://..." path; on 3.3 a path keeps the
+# filesystem it was made with.
+STORE_TESTS := tests/unit/test_object_storage.py tests/unit/test_store_deadlines.py tests/emulator/test_ledger_on_s3.py \
+	tests/emulator/test_registry_on_s3.py tests/emulator/test_shared_storage.py tests/emulator/test_store_faults.py
 PLATFORM_TESTS := tests/platforms tests/operators tests/triggers tests/unit/test_surface.py tests/unit/test_attempts.py \
 	tests/unit/test_dags.py tests/unit/test_hostile_user_files.py tests/unit/test_provider.py $(DAGS_TEST) $(USER_ACTIONS) $(TASK_TAB) \
-	$(CLOUDWATCH_TASK_LOGS) $(CLOUDWATCH_METRICS)
+	$(CLOUDWATCH_TASK_LOGS) $(CLOUDWATCH_METRICS) $(STORE_TESTS)
 PLATFORM_TESTS_mwaa-3.3.1 := tests/platforms tests/unit/test_hostile_user_files.py $(DAGS_TEST) $(USER_ACTIONS) $(TASK_TAB) \
 	$(CLOUDWATCH_TASK_LOGS) $(CLOUDWATCH_METRICS)
 

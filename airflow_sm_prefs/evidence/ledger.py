@@ -28,7 +28,6 @@ import re
 import urllib.parse
 import uuid
 from collections.abc import Collection, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from airflow_sm_prefs.errors.base import SageMakerPreferencesError
@@ -47,7 +46,7 @@ def location() -> Any:
     """The ledger's root, an ``ObjectStoragePath``: ``[sm_prefs] ledger_path``, else ``<[sm_prefs] storage>/ledger``,
     else local; ``object_storage.StorageUnavailable`` when its filesystem is not installed."""
     root = object_storage.shared_file("ledger_path", "ledger", conn_option="ledger_conn_id")
-    if isinstance(root, Path):  # one API for both: readers and compaction walk it as object storage
+    if object_storage.is_host_path(root):  # one API for both: readers and compaction walk it as object storage
         return object_storage.open_root(f"file://{root.absolute()}", None, f"[{CONFIG_SECTION}] ledger_path")
     return root
 

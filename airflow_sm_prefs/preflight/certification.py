@@ -283,7 +283,7 @@ def read(path: Any) -> Registry:
     not exist yet."""
     from airflow_sm_prefs.storage import untrusted_files
 
-    location = _place(path) if isinstance(path, str | Path) else path  # else already an ObjectStoragePath
+    location = _place(path) if isinstance(path, str) or object_storage.is_host_path(path) else path
 
     def text_of() -> str | None:
         if not location.exists() and not location.is_symlink():

@@ -299,8 +299,14 @@ def shown(path: Any) -> str:
     return f"{path.protocol}://{path.path}"
 
 
+def is_host_path(path: Any) -> bool:
+    """Whether ``path`` is a ``pathlib.Path`` of this host, not an ``ObjectStoragePath``: on Airflow 3.1
+    (universal-pathlib 0.2) an ``ObjectStoragePath`` is a ``pathlib.Path`` too, told apart by its protocol."""
+    return isinstance(path, Path) and not hasattr(path, "protocol")
+
+
 def on_local_disk(path: Any) -> bool:
-    return isinstance(path, Path) or getattr(path, "protocol", "file") in ("file", "local", "")
+    return is_host_path(path) or getattr(path, "protocol", "file") in ("file", "local", "")
 
 
 def make_folder(path: Any) -> None:
@@ -339,7 +345,7 @@ def missing_bucket_said(path: Any, setting: str) -> str | None:
 def version_of(path: Any) -> tuple[Any, ...]:
     """What changes when the file is replaced: locally its modification time, size and inode; on object storage its
     ETag (asked for again each time: a listing fsspec kept would hide another host's write)."""
-    if isinstance(path, Path):
+    if is_host_path(path):
         found = path.stat()
         return (found.st_mtime_ns, found.st_size, found.st_ino)
     version = current_version(path)
@@ -351,7 +357,7 @@ def version_of(path: Any) -> tuple[Any, ...]:
 def replace_whole(path: Any, text: str, prefix: str) -> None:
     """Write ``text`` so that a reader sees the old file or the new one, never a part: locally a temporary file
     in the same folder renamed over it; on object storage one PUT (an object is replaced whole)."""
-    if not isinstance(path, Path):
+    if not is_host_path(path):
         path.write_text(text)
         return
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -131,11 +131,14 @@ async def test_queued_jobs_cost_no_log_calls(start_emulator, aws_connection, tmp
     for index in range(20):
         client.create_training_job(**training_request(f"queued-{index}", GPU_PAIR))
         runs.append(asyncio.ensure_future(_trigger(conn_id, f"queued-{index}", TaskLog()).run().__anext__()))
-    await asyncio.sleep(3)
+    # Until every job was looked at, however long a busy machine takes (a fixed 3 s could pass before any was).
+    deadline = asyncio.get_running_loop().time() + 120
+    while server.engine.calls["DescribeTrainingJob"] < 20 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.1)
     for run in runs:
         run.cancel()
     await asyncio.gather(*runs, return_exceptions=True)
-    assert server.engine.calls["DescribeTrainingJob"] > 0, "the jobs were watched"
+    assert server.engine.calls["DescribeTrainingJob"] >= 20, "every job was watched"
     assert not [name for name in server.engine.calls if name.startswith("Logs_")]
 
 

@@ -36,8 +36,18 @@ def test_unset_everything_stays_under_airflow_home(settings, tmp_path):
 def test_a_shared_location_holds_the_ledger_and_the_price_table(settings):
     settings(storage="s3://team-bucket/sm-prefs/", storage_conn_id="shared_store")
     table, root = prices.user_table_path(), ledger.location()
-    assert (str(table), table.conn_id) == ("s3://shared_store@team-bucket/sm-prefs/prices.json", "shared_store")
-    assert (str(root), root.conn_id) == ("s3://shared_store@team-bucket/sm-prefs/ledger", "shared_store")
+    assert (_url(table), _conn_id(table)) == ("s3://team-bucket/sm-prefs/prices.json", "shared_store")
+    assert (_url(root), _conn_id(root)) == ("s3://team-bucket/sm-prefs/ledger", "shared_store")
+    assert not object_storage.on_local_disk(root) and not object_storage.is_host_path(root)
+
+
+def _url(path) -> str:
+    return f"{path.protocol}://{path.path}"
+
+
+def _conn_id(path) -> str | None:
+    """The path's connection: an attribute from Airflow 3.2, one of its storage options on Airflow 3.1."""
+    return getattr(path, "conn_id", None) or path.storage_options.get("conn_id")
 
 
 def test_a_files_own_setting_wins_with_its_own_connection(settings, tmp_path):
@@ -47,9 +57,11 @@ def test_a_files_own_setting_wins_with_its_own_connection(settings, tmp_path):
     )
     assert prices.user_table_path() == tmp_path / "p.json"
     root = ledger.location()
-    assert (str(root), root.conn_id) == ("s3://ledger_store@other-bucket/ledger", "ledger_store")
+    assert (_url(root), _conn_id(root)) == ("s3://other-bucket/ledger", "ledger_store")
     settings(price_table="s3://rates/negotiated.json")
-    assert prices.user_table_path().conn_id == "shared_store", "a URL of its own still reads on the storage connection"
+    assert _conn_id(prices.user_table_path()) == "shared_store", (
+        "a URL of its own still reads on the storage connection"
+    )
 
 
 def test_a_local_shared_location_is_a_folder(settings, tmp_path):
