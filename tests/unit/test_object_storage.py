@@ -217,3 +217,13 @@ def test_each_s3_request_fits_the_deadline_and_the_connection_keeps_it(settings,
 def test_a_store_without_botocore_gets_no_s3_options(settings):
     assert object_storage._client_options("gs://team-bucket/sm-prefs") == {}
     assert object_storage._client_options("s3a://team-bucket/sm-prefs")["read_timeout"] == 15.0
+
+
+class _PathWithAProtocol(type(Path())):  # what an ObjectStoragePath is on Airflow 3.1 (universal-pathlib 0.2)
+    protocol = "s3"
+
+
+def test_a_path_with_a_protocol_is_not_the_hosts_even_when_it_is_a_pathlib_path(tmp_path):
+    assert object_storage.is_host_path(tmp_path) and object_storage.on_local_disk(tmp_path)
+    on_s3 = _PathWithAProtocol("team-bucket/ledger")
+    assert not object_storage.is_host_path(on_s3) and not object_storage.on_local_disk(on_s3)
