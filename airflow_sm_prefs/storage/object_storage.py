@@ -183,8 +183,10 @@ def _send_bodies_at_once(filesystem: Any) -> None:
     bound: a store or a dead pooled connection that takes the headers and stays silent held the write's thread
     for good, past every deadline. Sent at once, the body is followed by the bounded wait for the answer. The
     objects written here are small, so what 100-continue saves on a refused upload is a few kilobytes."""
-    session = getattr(filesystem, "session", None)  # the amazon provider's aiobotocore session; its clients copy
-    if session is None:  # its handlers when s3fs makes them, at the first call
+    # The amazon provider's aiobotocore session: s3fs makes its client from it at the first call, and a client
+    # takes the session's handlers when it is made.
+    session = getattr(filesystem, "session", None)
+    if session is None:
         return
     session.get_component("event_emitter").register_last(
         "before-call.s3", _without_expect_continue, unique_id="sm-prefs-no-expect-continue"
