@@ -149,3 +149,14 @@ def test_the_check_reads_the_price_table_and_the_accounts_region(monkeypatch):
     assert set(check.violations(run, _request())) == {0}
     elsewhere = SimpleNamespace(kind=TRAINING, account=SimpleNamespace(region="eu-west-1"))
     assert "no on-demand price" in check.violations(elsewhere, _request())[0]
+
+
+def test_an_unpriced_entry_does_not_keep_the_entries_after_it_from_being_checked():
+    request = _request(3600, ("ml.g5.48xlarge", 1), ("ml.p5.48xlarge", 1))
+    found = cost_violations(TRAINING, request, CostCaps(max_hourly_cost_usd=50.0), table=PRICED, region="us-east-1")
+    assert set(found) == {0, 1} and "no on-demand price" in found[0] and "$100.00 an hour" in found[1]
+
+
+def test_a_cap_under_a_dollar_is_a_cap():
+    small = {"max_hourly_cost_usd": 0.25, "max_cost_usd": "1"}
+    assert WithinCostCaps.from_arguments(TRAINING, small) == WithinCostCaps(CostCaps(0.25, 1.0))
