@@ -163,3 +163,36 @@ def test_the_templates_draw_the_geometry_and_escape_what_came_from_outside():
     assert body.count("<svg") == 1
     empty = render("capacity.html", bad=0, tasks=[])
     assert "No SageMaker jobs in the capacity ledger" in empty and "could not be read" not in empty
+
+
+def test_jobs_created_within_a_second_or_two_still_span_the_chart():
+    chart = charts.wait_chart([job("2026-11-29T02:00:00+00:00", 0.0, 0), job("2026-11-29T02:00:01.5+00:00", 0.0, 0)])
+    assert chart is not None and [m.x for m in chart.marks] == [60.0, 620.0]
+
+
+def test_a_first_choice_seen_free_at_once_is_charted_over_a_second_and_ends_at_every_job():
+    at_once = {**SURVIVAL, "observed": 1, "censored": 0, "survival": [], "longest_seconds": 0.0, "p50_seconds": 0.0}
+    chart = charts.survival_chart(at_once, 0.5)
+    assert chart is not None
+    assert chart.path == "M60.0,20.0H60.0" and round(chart.break_even_x or 0, 1) == 326.7
+    assert chart.caption.endswith(": 1 seen free, 0 seen busy; p50 0s, ends at 100% after 0s")
+
+
+def test_the_other_nights_caption_in_full():
+    chart = charts.survival_chart({**SURVIVAL, "basis": "other nights"}, None)
+    assert chart is not None and chart.caption == (
+        "Share of jobs the first choice (1 x ml.p5.48xlarge) would still have kept waiting, on this task's other "
+        "nights: 2 seen free, 1 seen busy; p50 10m00s, ends at 25% after 33m20s"
+    )
+
+
+def test_a_bar_chart_keeps_its_caption():
+    runs = charts.configuration_chart(CONFIGURATIONS, "run_seconds_p50", "Median run time", charts.seconds)
+    assert runs is not None and runs.caption == "Median run time"
+
+
+def test_the_weather_grid_labels_every_day_and_every_third_hour():
+    row = {"region": "us-east-1", "instance_count": 1, "instance_type": "ml.p5.48xlarge", "jobs": 0, "cells": []}
+    grid = charts.weather_grid(row, ("Mon", "Tue", "Wed"))
+    assert grid.days == ((31, "Mon"), (49, "Tue"), (67, "Wed"))
+    assert grid.hours == tuple((40 + hour * 18, hour) for hour in (0, 3, 6, 9, 12, 15, 18, 21))
