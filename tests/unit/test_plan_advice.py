@@ -456,3 +456,29 @@ def test_a_sold_out_night_is_priced_by_what_each_task_did_on_it():
     assert dataclasses.replace(group, task_costs=(costs, never)).first_choice_cost() == (4 * 100 + 12 * 50) / 16
     assert dataclasses.replace(group, task_costs=(costs, unknown)).sold_out_cost(0.0) is None
     assert plan_advice.weighed([]) is None and plan_advice.weighed([(3, None), (1, 8.0)]) == 8.0
+
+
+def test_a_sold_out_nights_delay_is_priced_only_when_it_is_known():
+    fell_back = plan_advice.TaskCosts("nightly.train", 3, 100.0, 1, True, 160.0, None, None)
+    assert fell_back.sold_out_cost(36.0) == 160.0, "no delay measured: the fallback's price alone"
+    assert dataclasses.replace(fell_back, fallback_delay_seconds=1800.0).sold_out_cost(36.0) == 178.0
+    waited = plan_advice.TaskCosts("nightly.train", 3, 100.0, 1, False, None, None, None)
+    assert waited.sold_out_cost(36.0) == 100.0, "no wait measured: the first choice's price alone"
+    assert dataclasses.replace(waited, sold_out_wait_seconds=3600.0).sold_out_cost(36.0) == 136.0
+
+
+def test_a_plan_that_costs_exactly_the_first_choice_per_job_is_worth_reserving():
+    entries = _ledger(10, 8)
+    (group,) = plan_advice.groups(entries).values()
+    found = plan_advice.demand(group, plan_advice.Timeline(entries))
+    assert plan_advice.verdict(found, share_needed=0.0, fee=700.0, first=100.0, sold_out_night=160.0) == (
+        "reserve",
+        f"the plan costs less per job than {P5} on demand; it was sold out on 8 of 10 jobs (90 % interval 54% to 93%)",
+    )
+
+
+def test_the_json_form_is_indented_and_says_any_value_as_text():
+    advice = [{"first_choice": "1 x ml.p5.48xlarge", "start": START}]
+    assert plan_advice.render(advice, "json") == (
+        '[\n  {\n    "first_choice": "1 x ml.p5.48xlarge",\n    "start": "2026-11-01 21:00:00+00:00"\n  }\n]'
+    )
