@@ -467,11 +467,14 @@ def test_a_sold_out_nights_delay_is_priced_only_when_it_is_known():
     assert dataclasses.replace(waited, sold_out_wait_seconds=3600.0).sold_out_cost(36.0) == 136.0
 
 
-def test_a_plan_that_costs_exactly_the_first_choice_per_job_is_worth_reserving():
-    entries = _ledger(10, 8)
+def _demand(nights: int = 10, sold_out: int = 8) -> plan_advice.Demand:
+    entries = _ledger(nights, sold_out)
     (group,) = plan_advice.groups(entries).values()
-    found = plan_advice.demand(group, plan_advice.Timeline(entries))
-    assert plan_advice.verdict(found, share_needed=0.0, fee=700.0, first=100.0, sold_out_night=160.0) == (
+    return plan_advice.demand(group, plan_advice.Timeline(entries))
+
+
+def test_a_plan_that_costs_exactly_the_first_choice_per_job_is_worth_reserving():
+    assert plan_advice.verdict(_demand(), share_needed=0.0, fee=700.0, first=100.0, sold_out_night=160.0) == (
         "reserve",
         f"the plan costs less per job than {P5} on demand; it was sold out on 8 of 10 jobs (90 % interval 54% to 93%)",
     )
@@ -482,3 +485,21 @@ def test_the_json_form_is_indented_and_says_any_value_as_text():
     assert plan_advice.render(advice, "json") == (
         '[\n  {\n    "first_choice": "1 x ml.p5.48xlarge",\n    "start": "2026-11-01 21:00:00+00:00"\n  }\n]'
     )
+
+
+def test_the_break_even_is_said_in_whole_tenths_rounded_down():
+    _, words = plan_advice.verdict(_demand(), share_needed=0.95, fee=1.0, first=1.0, sold_out_night=2.0)
+    assert words.startswith(f"a plan pays if {P5} stays sold out on more than 9 of 10 nights;")
+
+
+def test_an_interval_that_only_touches_the_break_even_does_not_settle_it():
+    found = _demand()
+    low, high = found.sold_out_interval()
+    for share_needed in (low, high):
+        said, words = plan_advice.verdict(found, share_needed=share_needed, fee=1.0, first=1.0, sold_out_night=2.0)
+        assert said == "cannot tell" and words.endswith(", which does not settle it yet"), share_needed
+
+
+def test_a_free_offering_is_weighed_before_one_that_costs_a_little():
+    free, cheap = dataclasses.replace(_offering(0.0), offering_id="free"), _offering(0.5)
+    assert sorted([cheap, free], key=plan_advice._weighed_first)[0].offering_id == "free"
