@@ -44,6 +44,7 @@ from airflow_sm_prefs.sagemaker.training_plans import Offering
 
 SOLD_OUT_WAIT = 900.0  # a first choice that took longer than this to get counts as sold out that night
 MIN_JOBS = 5
+NO_OFFERING = "SageMaker offered no plan for this window"
 Z_90 = 1.6449  # the normal quantile of a two-sided 90 % interval
 DAY = 86400.0
 
@@ -261,7 +262,7 @@ def options(
     *,
     horizon_days: float,
     value_per_hour: float,
-    no_offering: str = "SageMaker offered no plan for this window",
+    no_offering: str = NO_OFFERING,
 ) -> dict[str, Any]:
     """Keep falling back, keep waiting, reserve ``offering``: time to result and expected cost over its window
     (``horizon_days`` without an offering), the break-even share and the verdict, each said in words."""
@@ -390,7 +391,7 @@ def advise(
         if tasks is not None and not tasks & {counterfactual.task_of(entry) for entry in group}:
             continue
         found = demand(group, timeline)
-        why = "SageMaker offered no plan for this window"
+        why = NO_OFFERING
         try:
             offered = sorted(offerings_of(found.region, found.first_choice, found), key=_weighed_first)
         except NoOfferings as reason:

@@ -503,3 +503,14 @@ def test_an_interval_that_only_touches_the_break_even_does_not_settle_it():
 def test_a_free_offering_is_weighed_before_one_that_costs_a_little():
     free, cheap = dataclasses.replace(_offering(0.0), offering_id="free"), _offering(0.5)
     assert sorted([cheap, free], key=plan_advice._weighed_first)[0].offering_id == "free"
+
+
+def test_without_an_offering_the_options_say_sagemaker_offered_none():
+    group = plan_advice.options(_demand(), None, horizon_days=7.0, value_per_hour=0.0)
+    assert (group["verdict"], group["in_words"]) == ("no offering", "SageMaker offered no plan for this window")
+
+
+def test_a_free_fallback_costs_nothing_on_a_sold_out_night():
+    group = _advice(_ledger(10, 8, fallback_cost=0.0), _offering(910.0))
+    keep = group["options"][0]
+    assert keep["expected_cost_usd"] == 7 * (0.2 * 100.0) and group["sold_out_night_cost_usd"] == 0.0
