@@ -514,3 +514,20 @@ def test_a_free_fallback_costs_nothing_on_a_sold_out_night():
     group = _advice(_ledger(10, 8, fallback_cost=0.0), _offering(910.0))
     keep = group["options"][0]
     assert keep["expected_cost_usd"] == 7 * (0.2 * 100.0) and group["sold_out_night_cost_usd"] == 0.0
+
+
+def test_a_task_is_priced_from_its_own_first_choice_runs_and_the_groups_only_without_any():
+    own_first, fallback = _night(0, sold_out=False), _night(1, sold_out=True)
+    with_own = plan_advice.task_costs([own_first, fallback], group_first_run=100.0)
+    assert with_own.fallback_delay_seconds == 300.0 + 7200.0 - 3600.0, "its own first-choice run, not the group's"
+    never_first = plan_advice.task_costs([fallback], group_first_run=1800.0)
+    assert never_first.task == "nightly.train" and never_first.jobs == 1
+    assert never_first.fallback_delay_seconds == 300.0 + 7200.0 - 1800.0, "the group's first-choice run stands in"
+    sooner = plan_advice.task_costs([fallback], group_first_run=9000.0)
+    assert sooner.fallback_delay_seconds == 0.0, "a fallback done sooner than the first choice's run delays nothing"
+
+
+def test_only_a_completed_job_with_a_run_time_counts_as_run():
+    assert plan_advice._completed({"outcome": "completed", "run_seconds": 60.0})
+    assert not plan_advice._completed({"outcome": "failed", "run_seconds": 60.0})
+    assert not plan_advice._completed({"outcome": "completed", "run_seconds": None})
