@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -51,17 +50,6 @@ def _shared_between_tests() -> list[dict[Any, Any]]:
     return caches
 
 
-def _store_work_under_way() -> list[threading.Thread]:
-    """Threads still calling the shared store (a bounded call past its deadline, a page's fold of the ledger), of
-    the modules loaded so far."""
-    prefixes = []
-    if (bounded := sys.modules.get("airflow_sm_prefs.storage.bounded")) is not None:
-        prefixes.append(bounded.THREAD_PREFIX)
-    if (views := sys.modules.get("airflow_sm_prefs.surface.capacity_views")) is not None:
-        prefixes.append(views.FOLD_THREAD)
-    return [thread for thread in threading.enumerate() if prefixes and thread.name.startswith(tuple(prefixes))]
-
-
 # Longer than any store deadline a test sets, so only work that would never end is reported.
 STORE_WORK_GRACE_SECONDS = 60.0
 
@@ -77,12 +65,14 @@ def _no_hook_shared_across_tests() -> Iterator[None]:
     for shared in _shared_between_tests():
         shared.clear()
     yield
+    from tests.helpers import store_work_under_way
+
     deadline = time.monotonic() + STORE_WORK_GRACE_SECONDS
-    for thread in _store_work_under_way():
+    for thread in store_work_under_way():
         thread.join(max(0.0, deadline - time.monotonic()))
     for shared in _shared_between_tests():
         shared.clear()
-    if left := _store_work_under_way():
+    if left := store_work_under_way():
         import traceback
 
         frames = sys._current_frames()

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,17 @@ async def until_or_ended(task: asyncio.Future, condition: Callable[[], bool], wh
     while not condition() and not task.done():
         assert asyncio.get_running_loop().time() < deadline, f"gave up waiting for {what}"
         await asyncio.sleep(0.1)
+
+
+def store_work_under_way() -> list[threading.Thread]:
+    """Threads still calling the shared store (a bounded call past its deadline, a page's fold of the ledger), of
+    the modules loaded so far."""
+    prefixes = []
+    if (bounded := sys.modules.get("airflow_sm_prefs.storage.bounded")) is not None:
+        prefixes.append(bounded.THREAD_PREFIX)
+    if (views := sys.modules.get("airflow_sm_prefs.surface.capacity_views")) is not None:
+        prefixes.append(views.FOLD_THREAD)
+    return [thread for thread in threading.enumerate() if prefixes and thread.name.startswith(tuple(prefixes))]
 
 
 def in_a_fresh_interpreter(script: str, home: Path, *args: str, cwd: Path | None = None, **env: str) -> dict:

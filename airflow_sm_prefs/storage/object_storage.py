@@ -135,13 +135,17 @@ def _opened(url: str, conn_id: str | None, setting: str) -> Any:
             f"{setting} = {url}: its connection {conn_id!r} does not exist; create it, or unset "
             f"[{SECTION}] storage_conn_id to use the default credentials on purpose"
         )
+
+    def made() -> Any:
+        return ObjectStoragePath(url, conn_id=conn_id) if conn_id else ObjectStoragePath(url)
+
     try:
-        root = ObjectStoragePath(url, conn_id=conn_id) if conn_id else ObjectStoragePath(url)
+        root = made()
         # The scheme's filesystem is made here, so a missing one is found here. A path keeps the filesystem it was
         # made with (Airflow 3.3's task SDK hands it over at construction), so one made before the bounded
         # filesystem took its place is made again.
         if _bound_requests(root, url, conn_id):
-            root = ObjectStoragePath(url, conn_id=conn_id) if conn_id else ObjectStoragePath(url)
+            root = made()
     except ImportError as error:
         scheme = url.split("://", 1)[0] if "://" in url else "file"
         extra = EXTRA_FOR_SCHEME.get(scheme)

@@ -36,13 +36,9 @@ def test_unset_everything_stays_under_airflow_home(settings, tmp_path):
 def test_a_shared_location_holds_the_ledger_and_the_price_table(settings):
     settings(storage="s3://team-bucket/sm-prefs/", storage_conn_id="shared_store")
     table, root = prices.user_table_path(), ledger.location()
-    assert (_url(table), _conn_id(table)) == ("s3://team-bucket/sm-prefs/prices.json", "shared_store")
-    assert (_url(root), _conn_id(root)) == ("s3://team-bucket/sm-prefs/ledger", "shared_store")
+    assert (object_storage.shown(table), _conn_id(table)) == ("s3://team-bucket/sm-prefs/prices.json", "shared_store")
+    assert (object_storage.shown(root), _conn_id(root)) == ("s3://team-bucket/sm-prefs/ledger", "shared_store")
     assert not object_storage.on_local_disk(root) and not object_storage.is_host_path(root)
-
-
-def _url(path) -> str:
-    return f"{path.protocol}://{path.path}"
 
 
 def _conn_id(path) -> str | None:
@@ -57,7 +53,7 @@ def test_a_files_own_setting_wins_with_its_own_connection(settings, tmp_path):
     )
     assert prices.user_table_path() == tmp_path / "p.json"
     root = ledger.location()
-    assert (_url(root), _conn_id(root)) == ("s3://other-bucket/ledger", "ledger_store")
+    assert (object_storage.shown(root), _conn_id(root)) == ("s3://other-bucket/ledger", "ledger_store")
     settings(price_table="s3://rates/negotiated.json")
     assert _conn_id(prices.user_table_path()) == "shared_store", (
         "a URL of its own still reads on the storage connection"

@@ -19,6 +19,7 @@ import pytest
 from airflow_sm_prefs.evidence import ledger_writing
 from airflow_sm_prefs.reference import prices
 from airflow_sm_prefs.storage import bounded, object_storage
+from tests.helpers import store_work_under_way
 
 DEADLINE = 2.0
 
@@ -114,13 +115,9 @@ def test_a_write_the_store_never_answers_lets_go_of_its_thread_while_the_store_s
     store_at(silent_store)
     assert ledger_writing.write(_entry()) is False
     deadline = time.monotonic() + 60  # the bound of a hang, far above two attempts of DEADLINE / 2 each
-    while (left := _store_threads()) and time.monotonic() < deadline:
+    while (left := store_work_under_way()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not left, f"still waiting on the silent store: {[thread.name for thread in left]}"
-
-
-def _store_threads() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name.startswith(bounded.THREAD_PREFIX)]
 
 
 def test_within_returns_the_answer_or_raises_what_the_operation_raised():
